@@ -1,1 +1,28 @@
-//! searchd-engine
+//! The searchd engine: index files, exact search, HNSW, and recall evaluation.
+//!
+//! No async runtime, no network, no terminal: callers (CLI, server) own those. Everything
+//! here works on `&[f32]` rows and index directories.
+//!
+//! - [`build::build_index`] writes an index directory atomically ([`format`]).
+//! - [`Index::open`] maps it ([`storage`]) and checks it; [`Index::search`] answers queries.
+//! - [`exact::knn`] is the exact ground truth; [`eval`] measures recall and speed.
+
+pub mod build;
+pub mod error;
+pub mod eval;
+pub mod exact;
+pub mod format;
+mod heap;
+pub mod hnsw;
+mod index;
+mod prefetch;
+pub mod storage;
+mod visited;
+
+pub use build::{build_index, BuildConfig, BuildReport};
+pub use error::{Error, Result, SearchError};
+pub use heap::Neighbor;
+pub use hnsw::HnswParams;
+pub use index::{Hit, Index, IndexInfo, IndexKind, SearchParams, MAX_K};
+pub use searchd_kernels::Metric;
+pub use storage::{LoadOptions, Placement};

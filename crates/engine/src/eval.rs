@@ -1,0 +1,193 @@
+//! Recall and speed of an index against exact ground truth.
+//!
+//! Recall is tie-aware, as in ann-benchmarks: a returned id counts when its exact score is
+//! at least the exact k-th best score minus 1e-6, so neighbours with equal scores are not
+//! counted as misses.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::index::{Index, SearchParams};
+
+/// Slack for tie-aware recall.
+pub const TIE_EPSILON: f32 = 1e-6;
+
+/// Tie-aware recall@`at` of `found` (ids, best first) for `query` (already prepared:
+/// normalised under cosine) given exact neighbour ids `truth` (best first).
+/// Returns None when `truth` has fewer than `at` ids.
+pub fn recall_at(
+    index: &Index,
+    query: &[f32],
+    truth: &[i64],
+    found: &[u64],
+    at: usize,
+) -> Option<f64> {
+    if at == 0 || truth.len() < at {
+        return None;
+    }
+    let metric = index.metric();
+    let kth = truth[at - 1];
+    let kth_vec = index.vector(u64::try_from(kth).ok()?)?;
+    let threshold = metric.score(query, kth_vec) - TIE_EPSILON;
+    let hits = found
+        .iter()
+        .take(at)
+        .filter(|&&id| {
+            index
+                .vector(id)
+                .is_some_and(|v| metric.score(query, v) >= threshold)
+        })
+        .count();
+    Some(hits as f64 / at as f64)
+}
+
+/// One row of `searchd eval`: the `searchd.eval.v1` row.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EvalRow {
+    pub ef: usize,
+    pub recall_at_1: Option<f64>,
+    pub recall_at_10: Option<f64>,
+    pub recall_at_100: Option<f64>,
+    pub qps_1thread: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub qps_all_threads: f64,
+    /// Threads used for `qps_all_threads`.
+    pub threads: usize,
+}
+
+/// Evaluation settings.
+#[derive(Debug, Clone)]
+pub struct EvalConfig {
+    pub k: usize,
+    pub efs: Vec<usize>,
+    /// Threads for the all-thread throughput (0 = one per core).
+    pub threads: usize,
+    /// Minimum seconds each timed pass runs (queries are repeated, in rotation, until then).
+    pub min_seconds: f64,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            k: 10,
+            efs: vec![16, 32, 64, 128, 256],
+            threads: 0,
+            min_seconds: 1.0,
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Evaluate `index` on `queries` (nq x dim, raw) against `gt` (nq x gt_k exact ids).
+/// `on_row` is called after each ef, for live output.
+pub fn evaluate(
+    index: &Index,
+    queries: &[f32],
+    gt: &[i64],
+    gt_k: usize,
+    cfg: &EvalConfig,
+    mut on_row: impl FnMut(&EvalRow),
+) -> crate::Result<Vec<EvalRow>> {
+    let dim = index.dim();
+    let nq = queries.len() / dim;
+    if nq == 0 {
+        return Err(crate::Error::invalid("there are no queries"));
+    }
+    if gt.len() / gt_k.max(1) < nq {
+        return Err(crate::Error::invalid(format!(
+            "ground truth has {} rows, there are {nq} queries",
+            gt.len() / gt_k.max(1)
+        )));
+    }
+    let prepared: Vec<Vec<f32>> = queries
+        .chunks_exact(dim)
+        .enumerate()
+        .map(|(i, q)| {
+            index
+                .prepare_query(q)
+                .map_err(|e| crate::Error::invalid(format!("query {i}: {e}")))
+        })
+        .collect::<crate::Result<_>>()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cfg.threads)
+        .build()
+        .map_err(|e| crate::Error::invalid(format!("cannot start threads: {e}")))?;
+    let mut rows = Vec::new();
+    for &ef in &cfg.efs {
+        let params = SearchParams::new(cfg.k, ef);
+        // Recall (and warm-up: one full pass touches what the timed passes will touch).
+        let found: Vec<Vec<u64>> = pool.install(|| {
+            prepared
+                .par_iter()
+                .map(|q| {
+                    index
+                        .search(q, &params)
+                        .map(|h| h.into_iter().map(|h| h.id).collect())
+                        .unwrap_or_default()
+                })
+                .collect()
+        });
+        let mean = |at: usize| -> Option<f64> {
+            if cfg.k < at {
+                return None;
+            }
+            let mut sum = 0.0;
+            for (i, f) in found.iter().enumerate() {
+                sum += recall_at(index, &prepared[i], &gt[i * gt_k..(i + 1) * gt_k], f, at)?;
+            }
+            Some(sum / nq as f64)
+        };
+        let (r1, r10, r100) = (mean(1), mean(10), mean(100));
+
+        // Single thread: per-query latency, rotating through all queries.
+        let mut lat_us = Vec::with_capacity(nq);
+        let t0 = Instant::now();
+        let mut i = 0usize;
+        while i < nq || t0.elapsed().as_secs_f64() < cfg.min_seconds {
+            let q = &prepared[i % nq];
+            let t = Instant::now();
+            let r = index.search(q, &params);
+            lat_us.push(t.elapsed().as_secs_f64() * 1e6);
+            std::hint::black_box(r.ok());
+            i += 1;
+        }
+        let qps1 = i as f64 / t0.elapsed().as_secs_f64();
+        lat_us.sort_by(f64::total_cmp);
+
+        // All threads: closed loop over the whole query set, repeated.
+        let t1 = Instant::now();
+        let mut done = 0usize;
+        while done < nq || t1.elapsed().as_secs_f64() < cfg.min_seconds {
+            pool.install(|| {
+                prepared.par_iter().for_each(|q| {
+                    std::hint::black_box(index.search(q, &params).ok());
+                })
+            });
+            done += nq;
+        }
+        let qps_all = done as f64 / t1.elapsed().as_secs_f64();
+        let row = EvalRow {
+            ef,
+            recall_at_1: r1,
+            recall_at_10: r10,
+            recall_at_100: r100,
+            qps_1thread: qps1,
+            p50_us: percentile(&lat_us, 50.0),
+            p99_us: percentile(&lat_us, 99.0),
+            qps_all_threads: qps_all,
+            threads: pool.current_num_threads(),
+        };
+        on_row(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}

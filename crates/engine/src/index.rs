@@ -1,0 +1,368 @@
+//! An opened index directory: the public search entry point.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use searchd_kernels::Metric;
+use serde::Serialize;
+
+use crate::error::{Error, Result, SearchError};
+use crate::format::{self, Header, Manifest, GRAPH_MAGIC, HEADER_LEN, VECTORS_MAGIC};
+use crate::hnsw::{self, GraphView, Rows, SearchCtx};
+use crate::storage::{FileBytes, LoadOptions, Placement};
+
+/// Largest `k` a search accepts.
+pub const MAX_K: usize = 1000;
+
+/// Index kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKind {
+    /// Exact scan of every vector.
+    Flat,
+    /// HNSW graph over float32 vectors.
+    Hnsw,
+}
+
+impl IndexKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Flat => "flat",
+            IndexKind::Hnsw => "hnsw",
+        }
+    }
+    pub fn parse(s: &str) -> Option<IndexKind> {
+        match s {
+            "flat" => Some(IndexKind::Flat),
+            "hnsw" => Some(IndexKind::Hnsw),
+            _ => None,
+        }
+    }
+}
+
+/// What an index is, for logs, `/stats` and reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexInfo {
+    pub kind: IndexKind,
+    pub metric: &'static str,
+    pub n: usize,
+    pub dim: usize,
+    pub params: serde_json::Value,
+    /// Bytes of all index files (vectors + graph).
+    pub bytes: u64,
+    pub vector_bytes: u64,
+    pub graph_bytes: u64,
+    pub placement: Placement,
+    pub path: PathBuf,
+}
+
+/// One search's knobs.
+#[derive(Clone, Copy)]
+pub struct SearchParams<'a> {
+    /// Number of hits wanted (1..=1000).
+    pub k: usize,
+    /// HNSW candidate list size; raised to `k` when below it. Ignored by `flat`.
+    pub ef: usize,
+    /// Stop and return [`SearchError::DeadlineExceeded`] once this instant passes.
+    pub deadline: Option<Instant>,
+    /// Only ids for which this returns true are returned (others are still traversed).
+    pub filter: Option<&'a (dyn Fn(u32) -> bool + Sync)>,
+}
+
+impl SearchParams<'_> {
+    pub fn new(k: usize, ef: usize) -> SearchParams<'static> {
+        SearchParams {
+            k,
+            ef,
+            deadline: None,
+            filter: None,
+        }
+    }
+}
+
+/// One result: the row id in the base file and a higher-is-better score.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Hit {
+    pub id: u64,
+    pub score: f32,
+}
+
+struct GraphLayout {
+    m: usize,
+    m0: usize,
+    entry: u32,
+    max_level: usize,
+    level0: (usize, usize),
+    levels: (usize, usize),
+    upper_start: (usize, usize),
+    upper: (usize, usize),
+}
+
+/// An opened, immutable index. `Send + Sync`: share it behind an `Arc` between threads.
+pub struct Index {
+    info: IndexInfo,
+    metric: Metric,
+    vectors: FileBytes,
+    graph: Option<(FileBytes, GraphLayout)>,
+}
+
+fn words(bytes: &[u8], (start, len): (usize, usize)) -> &[u32] {
+    bytemuck::cast_slice(&bytes[start..start + 4 * len])
+}
+
+impl Index {
+    /// Open the index directory `dir`: read the manifest, map (or read) each file, check
+    /// magic, version, sizes and, if `opts.verify`, checksums.
+    pub fn open(dir: &Path, opts: &LoadOptions) -> Result<Index> {
+        let manifest = Manifest::read(dir)?;
+        let mpath = dir.join(format::MANIFEST);
+        let kind = IndexKind::parse(&manifest.kind).ok_or_else(|| {
+            Error::format(&mpath, format!("unknown index kind {:?}", manifest.kind))
+        })?;
+        let metric = Metric::parse(&manifest.metric).ok_or_else(|| {
+            Error::format(&mpath, format!("unknown metric {:?}", manifest.metric))
+        })?;
+        let (n, dim) = (manifest.n, manifest.dim);
+        let open_file = |name: &str| -> Result<(PathBuf, FileBytes)> {
+            let entry = manifest
+                .file(name)
+                .ok_or_else(|| Error::format(&mpath, format!("manifest lists no {name}")))?;
+            let path = dir.join(name);
+            let fb = FileBytes::open(&path, opts)?;
+            format::check_file(&path, fb.as_bytes(), entry, opts.verify)?;
+            Ok((path, fb))
+        };
+
+        let (vpath, vectors) = open_file("vectors.bin")?;
+        let h = Header::parse(&vpath, vectors.as_bytes(), VECTORS_MAGIC)?;
+        if h.fields[0] as usize != n || h.fields[1] as usize != dim || h.fields[2] != 0 {
+            return Err(Error::format(
+                &vpath,
+                format!(
+                    "header says {} x {} (dtype {}), manifest says {n} x {dim} float32",
+                    h.fields[0], h.fields[1], h.fields[2]
+                ),
+            ));
+        }
+        let expect = HEADER_LEN + 4 * n * dim;
+        if vectors.as_bytes().len() != expect {
+            return Err(Error::Size {
+                path: vpath,
+                expected: expect as u64,
+                actual: vectors.as_bytes().len() as u64,
+            });
+        }
+        let vector_bytes = vectors.as_bytes().len() as u64;
+
+        let graph = if kind == IndexKind::Hnsw {
+            let (gpath, g) = open_file("graph.bin")?;
+            let layout = parse_graph(&gpath, g.as_bytes(), n)?;
+            Some((g, layout))
+        } else {
+            None
+        };
+        let graph_bytes = graph.as_ref().map_or(0, |(g, _)| g.as_bytes().len() as u64);
+        let info = IndexInfo {
+            kind,
+            metric: metric.name(),
+            n,
+            dim,
+            params: manifest.params.clone(),
+            bytes: vector_bytes + graph_bytes,
+            vector_bytes,
+            graph_bytes,
+            placement: opts.placement,
+            path: dir.to_path_buf(),
+        };
+        Ok(Index {
+            info,
+            metric,
+            vectors,
+            graph,
+        })
+    }
+
+    pub fn info(&self) -> &IndexInfo {
+        &self.info
+    }
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+    pub fn dim(&self) -> usize {
+        self.info.dim
+    }
+    pub fn len(&self) -> usize {
+        self.info.n
+    }
+    pub fn is_empty(&self) -> bool {
+        self.info.n == 0
+    }
+
+    /// All stored vectors, row-major (unit length under cosine).
+    pub fn vectors(&self) -> &[f32] {
+        bytemuck::cast_slice(&self.vectors.as_bytes()[HEADER_LEN..])
+    }
+
+    /// The stored vector of row `id` (normalised under cosine), if it exists.
+    pub fn vector(&self, id: u64) -> Option<&[f32]> {
+        let id = usize::try_from(id).ok().filter(|&i| i < self.info.n)?;
+        let d = self.info.dim;
+        Some(&self.vectors()[id * d..(id + 1) * d])
+    }
+
+    fn graph_view(&self) -> Option<GraphView<'_>> {
+        let (g, l) = self.graph.as_ref()?;
+        let b = g.as_bytes();
+        Some(GraphView {
+            m: l.m,
+            m0: l.m0,
+            entry: l.entry,
+            max_level: l.max_level,
+            level0: words(b, l.level0),
+            levels: &b[l.levels.0..l.levels.0 + l.levels.1],
+            upper_start: words(b, l.upper_start),
+            upper: words(b, l.upper),
+        })
+    }
+
+    /// Check a query and bring it to the form the index compares (unit length under cosine).
+    pub fn prepare_query(&self, query: &[f32]) -> std::result::Result<Vec<f32>, SearchError> {
+        if query.len() != self.info.dim {
+            return Err(SearchError::Dimension {
+                expected: self.info.dim,
+                got: query.len(),
+            });
+        }
+        if let Some(index) = query.iter().position(|x| !x.is_finite()) {
+            return Err(SearchError::NonFinite { index });
+        }
+        let mut q = query.to_vec();
+        if self.metric == Metric::Cosine && !searchd_kernels::normalize(&mut q) {
+            return Err(SearchError::ZeroVector);
+        }
+        Ok(q)
+    }
+
+    /// Top-`k` search. Scores are higher-is-better: similarity for cosine and inner
+    /// product, negative squared distance for l2. Hits are sorted best first.
+    pub fn search(
+        &self,
+        query: &[f32],
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        if p.k == 0 || p.k > MAX_K {
+            return Err(SearchError::BadK {
+                got: p.k,
+                max: MAX_K,
+            });
+        }
+        let q = self.prepare_query(query)?;
+        let rows = Rows {
+            data: self.vectors(),
+            dim: self.info.dim,
+        };
+        let found = match self.graph_view() {
+            Some(g) => {
+                let ctx = SearchCtx {
+                    metric: self.metric,
+                    rows,
+                    deadline: p.deadline,
+                    filter: p.filter,
+                };
+                hnsw::search(&g, g.entry, g.max_level, &ctx, &q, p.k, p.ef)?
+            }
+            None => crate::exact::scan_one(
+                self.metric,
+                rows.data,
+                rows.dim,
+                &q,
+                p.k,
+                p.filter.map(|f| f as &dyn Fn(u32) -> bool),
+                p.deadline,
+            )?,
+        };
+        Ok(found
+            .into_iter()
+            .map(|n| Hit {
+                id: n.id as u64,
+                score: -n.dist,
+            })
+            .collect())
+    }
+}
+
+fn parse_graph(path: &Path, b: &[u8], n: usize) -> Result<GraphLayout> {
+    let h = Header::parse(path, b, GRAPH_MAGIC)?;
+    let [hn, m, m0, entry, max_level, upper_words] = h.fields;
+    let bad = |msg: String| Error::format(path, msg);
+    if hn as usize != n {
+        return Err(bad(format!("graph has {hn} nodes, the vectors {n}")));
+    }
+    if m < 2 || m > 4096 || m0 < m || m0 > 8192 || max_level > 15 {
+        return Err(bad(format!(
+            "implausible parameters m={m} m0={m0} max_level={max_level}"
+        )));
+    }
+    let (m, m0) = (m as usize, m0 as usize);
+    let mut off = HEADER_LEN;
+    let mut take = |len_words: usize, unit: usize| {
+        let start = off;
+        off += (len_words * unit).div_ceil(4) * 4;
+        (start, len_words)
+    };
+    let level0 = take(n * (m0 + 1), 4);
+    let levels = take(n, 1);
+    let upper_start = take(n + 1, 4);
+    let upper = take(upper_words as usize, 4);
+    if off != b.len() {
+        return Err(Error::Size {
+            path: path.to_path_buf(),
+            expected: off as u64,
+            actual: b.len() as u64,
+        });
+    }
+    let layout = GraphLayout {
+        m,
+        m0,
+        entry: entry as u32,
+        max_level: max_level as usize,
+        level0,
+        levels,
+        upper_start,
+        upper,
+    };
+    // Structural check, so a damaged file opened with --no-verify is refused here rather
+    // than making a search index out of bounds. One sequential pass over the links.
+    if n > 0 && entry as usize >= n {
+        return Err(bad(format!("entry point {entry} out of range")));
+    }
+    let l0 = words(b, layout.level0);
+    for node in l0.chunks_exact(m0 + 1) {
+        let c = node[0] as usize;
+        if c > m0 || node[1..=c].iter().any(|&id| id as usize >= n) {
+            return Err(bad("level-0 links out of range".into()));
+        }
+    }
+    let lv = &b[layout.levels.0..layout.levels.0 + n];
+    let us = words(b, layout.upper_start);
+    let up = words(b, layout.upper);
+    let blocks = up.len() / (m + 1);
+    for i in 0..n {
+        if lv[i] as u64 > max_level || us[i] as usize + lv[i] as usize != us[i + 1] as usize {
+            return Err(bad(format!("level table inconsistent at node {i}")));
+        }
+    }
+    if us[n] as usize != blocks || up.len() != blocks * (m + 1) {
+        return Err(bad("upper-level table size mismatch".into()));
+    }
+    for blk in up.chunks_exact(m + 1) {
+        let c = blk[0] as usize;
+        if c > m || blk[1..=c].iter().any(|&id| id as usize >= n) {
+            return Err(bad("upper-level links out of range".into()));
+        }
+    }
+    if n > 0 && lv[entry as usize] as u64 != max_level {
+        return Err(bad("entry point is not on the top level".into()));
+    }
+    Ok(layout)
+}

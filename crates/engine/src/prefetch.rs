@@ -1,0 +1,23 @@
+//! Software prefetch of vectors the search is about to read.
+
+/// Ask the CPU to start loading the cache lines of `row` (up to the first 4 lines; the
+/// hardware prefetcher follows the sequential rest).
+#[inline(always)]
+pub fn prefetch_slice(row: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = row.as_ptr() as *const i8;
+        let lines = (row.len() * 4).div_ceil(64).min(4);
+        for i in 0..lines {
+            // SAFETY: prefetch is a hint that never faults, and `p + 64 * i` stays within
+            // (or one line past the start of) the slice, so the pointer arithmetic is in
+            // bounds of the allocation. SSE is part of the x86_64 baseline.
+            unsafe { _mm_prefetch(p.add(64 * i), _MM_HINT_T0) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = row;
+    }
+}

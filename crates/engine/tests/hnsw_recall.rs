@@ -1,0 +1,69 @@
+//! HNSW against exact search on seeded data, with a stated recall floor per configuration.
+
+mod common;
+
+use searchd_engine::{
+    build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
+    SearchParams,
+};
+
+fn recall_for(metric: Metric, m: usize, efc: usize, ef: usize, threads: usize) -> f64 {
+    let (n, nq, dim, k) = (4000, 100, 32, 10);
+    let data = common::clustered(n + nq, dim, 40, 7);
+    let (base, queries) = data.split_at(n * dim);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("idx");
+    let cfg = BuildConfig {
+        kind: IndexKind::Hnsw,
+        metric,
+        hnsw: HnswParams {
+            m,
+            ef_construction: efc,
+            seed: 1,
+        },
+        threads,
+        force: false,
+    };
+    build_index(&out, base, dim, &cfg, &|_, _| {}).unwrap();
+    let index = Index::open(&out, &LoadOptions::default()).unwrap();
+    let prepared: Vec<f32> = queries
+        .chunks_exact(dim)
+        .flat_map(|q| index.prepare_query(q).unwrap())
+        .collect();
+    let truth = exact::knn(metric, index.vectors(), &prepared, dim, k, &|_| {});
+    let mut total = 0.0;
+    for (i, q) in prepared.chunks_exact(dim).enumerate() {
+        let hits = index.search(q, &SearchParams::new(k, ef)).unwrap();
+        assert_eq!(hits.len(), k);
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
+        let ids: Vec<u64> = hits.iter().map(|h| h.id).collect();
+        let t: Vec<i64> = truth[i].iter().map(|n| n.id as i64).collect();
+        total += eval::recall_at(&index, q, &t, &ids, k).unwrap();
+    }
+    total / nq as f64
+}
+
+#[test]
+fn cosine_m16_ef64_recall_above_095() {
+    let r = recall_for(Metric::Cosine, 16, 100, 64, 2);
+    assert!(r >= 0.95, "recall@10 {r}");
+}
+
+#[test]
+fn l2_m8_ef32_recall_above_090() {
+    let r = recall_for(Metric::L2, 8, 64, 32, 2);
+    assert!(r >= 0.90, "recall@10 {r}");
+}
+
+#[test]
+fn ip_single_thread_recall_above_095() {
+    let r = recall_for(Metric::InnerProduct, 16, 100, 128, 1);
+    assert!(r >= 0.95, "recall@10 {r}");
+}
+
+#[test]
+fn higher_ef_does_not_lower_recall_much() {
+    let lo = recall_for(Metric::Cosine, 8, 64, 10, 2);
+    let hi = recall_for(Metric::Cosine, 8, 64, 200, 2);
+    assert!(hi >= lo - 0.01 && hi >= 0.97, "ef10 {lo} ef200 {hi}");
+}
