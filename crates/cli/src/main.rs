@@ -1,1 +1,56 @@
-fn main() {}
+//! `searchd`: dense retrieval with its capacity lab built in. This binary is thin: each
+//! subcommand parses flags and calls a library crate.
+
+mod commands;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+/// Dense-vector search server with its capacity lab built in.
+///
+/// Typical workflow on your own vectors: `gt` (exact neighbours), `build` (index),
+/// `eval` (recall and speed per ef), `serve` (HTTP API), `load` (capacity ramp).
+/// `searchd demo` runs all of it on built-in synthetic data.
+#[derive(Parser, Debug)]
+#[command(name = "searchd", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+    /// Log filter (tracing env-filter syntax), e.g. info, debug, searchd_server=debug.
+    #[arg(long, global = true, env = "SEARCHD_LOG", default_value = "info")]
+    log: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Make data sets.
+    #[command(subcommand)]
+    Dataset(commands::DatasetCmd),
+    /// Exact top-k neighbours (ground truth) by a multi-threaded blocked scan.
+    Gt(commands::GtArgs),
+    /// Build an index directory (hnsw or flat).
+    Build(commands::BuildArgs),
+    /// Recall@1/10/100 and speed of an index for each ef.
+    Eval(commands::EvalArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match &cli.cmd {
+        Command::Dataset(commands::DatasetCmd::Synth(a)) => commands::synth(a),
+        Command::Gt(a) => commands::gt(a),
+        Command::Build(a) => commands::build(a),
+        Command::Eval(a) => commands::eval_cmd(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

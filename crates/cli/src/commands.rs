@@ -1,0 +1,430 @@
+//! `searchd dataset synth`, `gt`, `build` and `eval`: thin wrappers that read files, call
+//! the engine, and print.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, Subcommand};
+use searchd_engine::{
+    build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
+    Placement,
+};
+
+use crate::util::{self, bar, load_vectors, summary, CliError, CmdResult};
+
+#[derive(Subcommand, Debug)]
+pub enum DatasetCmd {
+    /// Deterministic synthetic corpus that behaves like text embeddings (clustered,
+    /// anisotropic, unit length): DIR/base.npy and DIR/queries.npy, float32.
+    Synth(SynthArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    /// Number of base vectors.
+    #[arg(long, default_value_t = 200_000)]
+    pub n: usize,
+    /// Dimensions.
+    #[arg(long, default_value_t = 384)]
+    pub dim: usize,
+    /// Number of query vectors.
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    /// Output directory (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Seed; the same seed gives identical files.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+pub fn synth(a: &SynthArgs) -> CmdResult {
+    let started = Instant::now();
+    if a.n == 0 || a.dim == 0 || a.queries == 0 {
+        return Err(CliError::Input(
+            "--n, --dim and --queries must be at least 1".into(),
+        ));
+    }
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| CliError::Input(format!("{}: {e}", a.out.display())))?;
+    let p = searchd_vecio::synth::SynthParams {
+        n: a.n,
+        dim: a.dim,
+        queries: a.queries,
+        seed: a.seed,
+        ..Default::default()
+    };
+    let pb = bar((a.n + a.queries) as u64, "synth");
+    let data = searchd_vecio::synth::generate(&p, Some(&pb));
+    pb.finish_and_clear();
+    let base = a.out.join("base.npy");
+    let queries = a.out.join("queries.npy");
+    searchd_vecio::write_vectors(&base, &data.base, a.n, a.dim)?;
+    searchd_vecio::write_vectors(&queries, &data.queries, a.queries, a.dim)?;
+    println!(
+        "wrote {} ({} x {}) and {} ({} x {})",
+        base.display(),
+        a.n,
+        a.dim,
+        queries.display(),
+        a.queries,
+        a.dim
+    );
+    summary("synth done", started);
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct GtArgs {
+    /// Base vectors (.npy, .fvecs, .bvecs, .hdf5).
+    #[arg(long)]
+    pub base: PathBuf,
+    /// Query vectors.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Output: exact neighbour ids, int32 .npy (or .ivecs by extension).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Neighbours per query.
+    #[arg(long, default_value_t = 100)]
+    pub k: usize,
+    /// cosine, ip or l2.
+    #[arg(long, default_value = "cosine", value_parser = util::parse_metric)]
+    pub metric: Metric,
+    /// Threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+fn normalized_copy(v: &searchd_vecio::Vectors, metric: Metric, what: &str) -> CmdResult<Vec<f32>> {
+    let mut data = v.as_slice().to_vec();
+    if metric == Metric::Cosine {
+        for (i, r) in data.chunks_exact_mut(v.dim()).enumerate() {
+            if !searchd_kernels::normalize(r) {
+                return Err(CliError::Input(format!(
+                    "{what} row {i} is all zeros; cosine similarity is undefined for it"
+                )));
+            }
+        }
+    }
+    Ok(data)
+}
+
+pub fn gt(a: &GtArgs) -> CmdResult {
+    let started = Instant::now();
+    let base = load_vectors(&a.base, "train")?;
+    let queries = load_vectors(&a.queries, "test")?;
+    if base.dim() != queries.dim() {
+        return Err(CliError::Input(format!(
+            "{} has {} dimensions, {} has {}",
+            a.base.display(),
+            base.dim(),
+            a.queries.display(),
+            queries.dim()
+        )));
+    }
+    if a.k == 0 || a.k > base.n() {
+        return Err(CliError::Input(format!(
+            "--k must be between 1 and the number of base vectors ({}), got {}",
+            base.n(),
+            a.k
+        )));
+    }
+    let dim = base.dim();
+    let b = normalized_copy(&base, a.metric, "base")?;
+    let q = normalized_copy(&queries, a.metric, "query")?;
+    let pool = util::pool(a.threads)?;
+    let pb = bar(queries.n() as u64, "gt");
+    let t = Instant::now();
+    let res = pool.install(|| exact::knn(a.metric, &b, &q, dim, a.k, &|d| pb.set_position(d)));
+    let secs = t.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let ids: Vec<i32> = res
+        .iter()
+        .flat_map(|r| r.iter().map(|n| n.id as i32))
+        .collect();
+    searchd_vecio::write_ids(&a.out, &ids, queries.n(), a.k)?;
+    println!(
+        "exact top-{} of {} queries over {} x {} in {secs:.2}s ({:.0} queries/s, {} threads) -> {}",
+        a.k,
+        queries.n(),
+        base.n(),
+        dim,
+        queries.n() as f64 / secs,
+        pool.current_num_threads(),
+        a.out.display()
+    );
+    summary("gt done", started);
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// Base vectors (.npy, .fvecs, .bvecs, .hdf5).
+    #[arg(long)]
+    pub base: PathBuf,
+    /// Output index directory (written to a temporary name, then renamed).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Index kind: hnsw or flat (exact).
+    #[arg(long, default_value = "hnsw")]
+    pub index: String,
+    /// cosine, ip or l2.
+    #[arg(long, default_value = "cosine", value_parser = util::parse_metric)]
+    pub metric: Metric,
+    /// HNSW links per node (level 0 keeps 2*M).
+    #[arg(long, default_value_t = 16)]
+    pub m: usize,
+    /// HNSW candidate list size while inserting.
+    #[arg(long, default_value_t = 200)]
+    pub ef_construction: usize,
+    /// Vector codes: none (float32). sq8, pq:M and binary are planned.
+    #[arg(long, default_value = "none")]
+    pub quantization: String,
+    /// Build threads (0 = one per core; 1 = deterministic for a given --seed).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Seed of the HNSW level generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn build(a: &BuildArgs) -> CmdResult {
+    let started = Instant::now();
+    let kind = match a.index.as_str() {
+        "ivf" => {
+            return Err(CliError::Input(
+                "--index ivf is not implemented yet (use hnsw or flat)".into(),
+            ))
+        }
+        s => IndexKind::parse(s)
+            .ok_or_else(|| CliError::Input(format!("unknown --index {s:?} (hnsw, flat)")))?,
+    };
+    if a.quantization != "none" {
+        return Err(CliError::Input(format!(
+            "--quantization {} is not implemented yet (use none)",
+            a.quantization
+        )));
+    }
+    let base = load_vectors(&a.base, "train")?;
+    let cfg = BuildConfig {
+        kind,
+        metric: a.metric,
+        hnsw: HnswParams {
+            m: a.m,
+            ef_construction: a.ef_construction,
+            seed: a.seed,
+        },
+        threads: a.threads,
+        force: a.force,
+    };
+    let pb = bar(base.n() as u64, "build");
+    let report = build_index(&a.out, base.as_slice(), base.dim(), &cfg, &|d, _| {
+        pb.set_position(d)
+    })
+    .map_err(|e| {
+        pb.finish_and_clear();
+        CliError::from(e)
+    })?;
+    pb.finish_and_clear();
+    println!(
+        "built {} index over {} x {} ({}) in {:.1}s (graph {:.1}s) -> {} ({})",
+        kind.name(),
+        report.n,
+        report.dim,
+        a.metric.name(),
+        report.total_seconds,
+        report.graph_seconds,
+        a.out.display(),
+        util::human_bytes(report.bytes)
+    );
+    summary("build done", started);
+    Ok(())
+}
+
+/// How to open an index: shared by eval and serve.
+#[derive(Args, Debug, Clone)]
+pub struct OpenArgs {
+    /// Where the vectors and graph live: mmap (shared page cache) or ram (private copy).
+    #[arg(long, default_value = "mmap", value_parser = ["mmap", "ram"])]
+    pub vectors: String,
+    /// Pre-fault every page at open (MAP_POPULATE).
+    #[arg(long)]
+    pub populate: bool,
+    /// mlock the index in memory.
+    #[arg(long)]
+    pub lock: bool,
+    /// Skip the CRC32 check of every file at open.
+    #[arg(long)]
+    pub no_verify: bool,
+}
+
+impl OpenArgs {
+    pub fn options(&self) -> LoadOptions {
+        LoadOptions {
+            placement: Placement::parse(&self.vectors).unwrap_or_default(),
+            populate: self.populate,
+            lock: self.lock,
+            verify: !self.no_verify,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// Index directory.
+    #[arg(long)]
+    pub index: PathBuf,
+    /// Query vectors.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Exact neighbour ids (from `searchd gt`).
+    #[arg(long)]
+    pub gt: PathBuf,
+    /// Neighbours per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Comma-separated ef values to sweep.
+    #[arg(long, default_value = "16,32,64,128,256", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub ef: Vec<u16>,
+    /// Threads for the all-thread throughput column (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Rescore the best X*k candidates with float32 vectors (quantized indexes only).
+    #[arg(long)]
+    pub oversample: Option<f32>,
+    /// Minimum seconds per timed pass.
+    #[arg(long, default_value_t = 1.0)]
+    pub min_seconds: f64,
+    /// Write the searchd.eval.v1 JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub open: OpenArgs,
+}
+
+pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
+    let started = Instant::now();
+    if a.oversample.is_some() {
+        return Err(CliError::Input(
+            "--oversample applies to quantized indexes; this index stores float32 vectors only"
+                .into(),
+        ));
+    }
+    let index = Index::open(&a.index, &a.open.options())?;
+    let queries = load_vectors(&a.queries, "test")?;
+    let gt = searchd_vecio::read_ids(&a.gt)?;
+    if queries.dim() != index.dim() {
+        return Err(CliError::Input(format!(
+            "{} has {} dimensions, the index has {}",
+            a.queries.display(),
+            queries.dim(),
+            index.dim()
+        )));
+    }
+    if gt.n < queries.n() {
+        return Err(CliError::Input(format!(
+            "{} has {} rows, {} has {} queries",
+            a.gt.display(),
+            gt.n,
+            a.queries.display(),
+            queries.n()
+        )));
+    }
+    if gt.k < a.k {
+        return Err(CliError::Input(format!(
+            "{} has {} neighbours per query, --k is {}",
+            a.gt.display(),
+            gt.k,
+            a.k
+        )));
+    }
+    if a.k == 0 || a.k > searchd_engine::MAX_K {
+        return Err(CliError::Input(format!(
+            "--k must be between 1 and {}",
+            searchd_engine::MAX_K
+        )));
+    }
+    if let Some(bad) = gt
+        .data
+        .iter()
+        .find(|&&id| id < 0 || id as usize >= index.len())
+    {
+        return Err(CliError::Input(format!(
+            "{}: id {bad} is out of range for an index of {} vectors",
+            a.gt.display(),
+            index.len()
+        )));
+    }
+    let info = index.info();
+    println!(
+        "index {} ({} x {}, {}, {}), {} queries, k={}",
+        a.index.display(),
+        info.n,
+        info.dim,
+        info.kind.name(),
+        info.metric,
+        queries.n(),
+        a.k
+    );
+    println!(
+        "{:>6} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>12}",
+        "ef",
+        "recall@1",
+        "recall@10",
+        "recall@100",
+        "qps(1 thr)",
+        "p50 us",
+        "p99 us",
+        "qps(all thr)"
+    );
+    let fmt = |r: Option<f64>| r.map_or("-".to_string(), |v| format!("{v:.4}"));
+    let cfg = eval::EvalConfig {
+        k: a.k,
+        efs: a.ef.iter().map(|&e| e as usize).collect(),
+        threads: a.threads,
+        min_seconds: a.min_seconds,
+    };
+    let rows = eval::evaluate(&index, queries.as_slice(), &gt.data, gt.k, &cfg, |r| {
+        println!(
+            "{:>6} {:>9} {:>9} {:>9} {:>11.0} {:>9.0} {:>9.0} {:>12.0}",
+            r.ef,
+            fmt(r.recall_at_1),
+            fmt(r.recall_at_10),
+            fmt(r.recall_at_100),
+            r.qps_1thread,
+            r.p50_us,
+            r.p99_us,
+            r.qps_all_threads
+        );
+    })?;
+    if let Some(path) = &a.json {
+        let doc = serde_json::json!({
+            "schema": "searchd.eval.v1",
+            "index": info,
+            "k": a.k,
+            "queries": queries.n(),
+            "threads": rows.first().map(|r| r.threads),
+            "kernels": searchd_kernels::implementation(),
+            "rows": rows,
+        });
+        write_json(path, &doc)?;
+    }
+    summary("eval done", started);
+    Ok(())
+}
+
+/// Write JSON to a temporary file and rename it into place.
+pub fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> CmdResult {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let text = serde_json::to_string_pretty(doc).expect("JSON serialises");
+    std::fs::write(&tmp, text + "\n")
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            CliError::Input(format!("{}: {e}", path.display()))
+        })
+}

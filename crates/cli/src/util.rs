@@ -1,0 +1,122 @@
+//! Small helpers shared by the commands: errors with exit codes, progress bars, file
+//! loading with clear messages, and the end-of-command summary line.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use searchd_vecio::Vectors;
+
+/// A command's failure and the exit status it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad input: a file that cannot be read or is malformed, a bad argument value.
+    /// Exit status 2, like a usage error.
+    #[error("{0}")]
+    Input(String),
+    /// The command ran but its check failed (recall gate, SLO). Exit status 1.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Input(_) => 2,
+            CliError::Failed(_) => 1,
+        }
+    }
+}
+
+impl From<searchd_vecio::Error> for CliError {
+    fn from(e: searchd_vecio::Error) -> Self {
+        CliError::Input(e.to_string())
+    }
+}
+
+impl From<searchd_engine::Error> for CliError {
+    fn from(e: searchd_engine::Error) -> Self {
+        CliError::Input(e.to_string())
+    }
+}
+
+pub type CmdResult<T = ()> = Result<T, CliError>;
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+pub fn bar(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>10} [{bar:40}] {human_pos}/{human_len} {per_sec} eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    pb.set_prefix(what.to_string());
+    pb
+}
+
+/// Read a float matrix and reject NaN/infinity with the file and position named.
+pub fn load_vectors(path: &Path, hdf5_default: &str) -> CmdResult<Vectors> {
+    let v = searchd_vecio::read_vectors_hdf5_default(path, hdf5_default)?;
+    if let Some((r, c)) = v.find_non_finite() {
+        return Err(CliError::Input(format!(
+            "{}: row {r}, column {c} is not a finite number",
+            path.display()
+        )));
+    }
+    Ok(v)
+}
+
+/// Peak resident memory of this process (VmHWM), in bytes, where /proc has it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub fn human_bytes(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+/// The one-line summary every long command ends with.
+pub fn summary(what: &str, started: Instant) {
+    let mem = peak_rss_bytes()
+        .map(|b| format!(", peak memory {}", human_bytes(b)))
+        .unwrap_or_default();
+    eprintln!("{what} in {}{mem}", fmt_duration(started.elapsed()));
+}
+
+pub fn fmt_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else {
+        format!("{}m{:02}s", (s / 60.0) as u64, (s % 60.0) as u64)
+    }
+}
+
+/// A rayon pool with `threads` workers (0 = one per core).
+pub fn pool(threads: usize) -> CmdResult<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| CliError::Input(format!("cannot start {threads} threads: {e}")))
+}
+
+/// Parse a metric name for clap.
+pub fn parse_metric(s: &str) -> Result<searchd_engine::Metric, String> {
+    searchd_engine::Metric::parse(s).ok_or_else(|| format!("unknown metric {s:?} (cosine, ip, l2)"))
+}
