@@ -110,6 +110,12 @@ fn words(bytes: &[u8], (start, len): (usize, usize)) -> &[u32] {
     bytemuck::cast_slice(&bytes[start..start + 4 * len])
 }
 
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").field("info", &self.info).finish()
+    }
+}
+
 impl Index {
     /// Open the index directory `dir`: read the manifest, map (or read) each file, check
     /// magic, version, sizes and, if `opts.verify`, checksums.
