@@ -3,8 +3,43 @@
 //! Every public function here is safe; it dispatches once (at first use) to the best
 //! implementation the running CPU supports (AVX-512, AVX2+FMA, NEON, or scalar).
 //! The scalar versions in [`scalar`] are the reference every SIMD path is tested against.
+//!
+//! # Dispatch design
+//! * The kernels are written once, generically, in `kernel.rs` against a tiny SIMD
+//!   vocabulary (load, masked tail load, fmadd, reductions). Each instruction set supplies
+//!   that vocabulary (`x86.rs`: AVX2+FMA, AVX-512F; `arm.rs`: NEON; `kernel::Portable`: plain
+//!   Rust) and is instantiated inside `#[target_feature(enable = ...)]` entry points, so loop,
+//!   tail and blocking logic is shared and tested once for all paths.
+//! * A [`Backend`] is a table of those entry points. Backend tables are private statics and
+//!   are only ever handed out (by [`Backend::available`], [`Backend::by_name`],
+//!   [`Backend::active`]) after `is_x86_feature_detected!` / `is_aarch64_feature_detected!`
+//!   confirmed their features; that invariant is what makes calling them safe.
+//! * The choice is made once, on first use, and cached in a `OnceLock`; a hot call is a
+//!   load of the cached `&'static Backend` plus one indirect call.
+//! * The environment variable [`ENV_OVERRIDE`] (`SEARCHD_KERNELS`) is read at that moment:
+//!   `auto` (or unset) picks the best path, `scalar` / `avx2` / `avx512` / `neon` force that
+//!   path if the CPU has it (otherwise a warning goes to stderr and the best path is used).
+//!   `SEARCHD_KERNELS=scalar` is the way to exercise the fallback path on a modern CPU.
+//! * Length mismatches panic (assert) in the safe wrappers, before any unsafe code runs.
+//!
+//! # `dot_block` and measured numbers
+//! `dot_block` is a register-blocked, cache-blocked kernel in the "dot-product" layout (no
+//! packing, because both operands are row-major with `dim` contiguous): each micro-kernel
+//! tile keeps `MR x 4` vector accumulators (AVX2: 3x4 = 12 of 16 ymm registers, AVX-512:
+//! 6x4, NEON: 4x4), so every loaded base vector is reused against `MR` queries and every
+//! query vector against 4 base rows, and reduces each tile row with one transpose-and-add.
+//! Query rows are processed in ~192 KiB blocks (kept in L2) while base rows stream past.
+//!
+//! BENCH_NUMBERS
 
+#[cfg(target_arch = "aarch64")]
+mod arm;
+mod kernel;
 pub mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use std::sync::OnceLock;
 
 /// How two vectors are compared. Scores are always "higher is better".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,23 +85,33 @@ impl Metric {
 }
 
 /// Inner product of two equal-length slices.
+///
+/// # Panics
+/// If `a.len() != b.len()`.
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    scalar::dot(a, b)
+    Backend::active().dot(a, b)
 }
 
 /// Squared Euclidean distance of two equal-length slices.
+///
+/// # Panics
+/// If `a.len() != b.len()`.
 #[inline]
 pub fn l2sq(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    scalar::l2sq(a, b)
+    Backend::active().l2sq(a, b)
+}
+
+/// Squared Euclidean norm, `dot(v, v)` reading `v` once.
+#[inline]
+pub fn norm_sq(v: &[f32]) -> f32 {
+    Backend::active().norm_sq(v)
 }
 
 /// Scales `v` to unit length. Returns false (and leaves `v` alone) if its norm is zero or
 /// not finite.
 pub fn normalize(v: &mut [f32]) -> bool {
-    let n = scalar::dot(v, v).sqrt();
+    let n = norm_sq(v).sqrt();
     if !n.is_finite() || n == 0.0 {
         return false;
     }
@@ -78,14 +123,314 @@ pub fn normalize(v: &mut [f32]) -> bool {
 /// Block of inner products: `out[i * nb + j] = dot(q_i, b_j)` for the `nq` rows of `q` and
 /// the `nb` rows of `b`, all of length `dim`, row-major. This is the GEMM-shaped kernel
 /// exact search is built on.
+///
+/// # Panics
+/// If `q.len() != nq * dim`, `b.len() != nb * dim` or `out.len() != nq * nb` (products that
+/// overflow `usize` count as mismatches).
 pub fn dot_block(q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &mut [f32]) {
-    assert_eq!(q.len(), nq * dim);
-    assert_eq!(b.len(), nb * dim);
-    assert_eq!(out.len(), nq * nb);
-    scalar::dot_block(q, nq, b, nb, dim, out)
+    Backend::active().dot_block(q, nq, b, nb, dim, out)
 }
 
-/// Name of the implementation chosen on this CPU (for logs and reports).
+/// Block of squared Euclidean distances: `out[i * nb + j] = l2sq(q_i, b_j)`, same layout and
+/// panics as [`dot_block`]. Same register blocking, computed as `sum((q - b)^2)` (not via
+/// norms, so there is no cancellation error).
+pub fn l2sq_block(q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &mut [f32]) {
+    Backend::active().l2sq_block(q, nq, b, nb, dim, out)
+}
+
+/// Name of the implementation chosen on this CPU (for logs and reports): one of
+/// `"avx512"`, `"avx2+fma"`, `"neon"`, `"scalar"`.
 pub fn implementation() -> &'static str {
-    "scalar"
+    Backend::active().name()
+}
+
+/// Environment variable read once, at first use of any kernel, to override the automatic
+/// choice: `auto`, `scalar`, `avx2` (or `avx2+fma`), `avx512`, `neon`.
+pub const ENV_OVERRIDE: &str = "SEARCHD_KERNELS";
+
+type PairFn = unsafe fn(&[f32], &[f32]) -> f32;
+type NormFn = unsafe fn(&[f32]) -> f32;
+type BlockFn = unsafe fn(&[f32], usize, &[f32], usize, usize, &mut [f32]);
+
+/// One implementation of all kernels, for one instruction set.
+///
+/// The free functions of this crate use [`Backend::active`]; the other constructors exist so
+/// tests and benchmarks can call every path the CPU supports explicitly.
+///
+/// Invariant (what makes the safe methods sound): a `&Backend` can only be obtained through
+/// [`Backend::available`] and friends, which only return backends whose CPU features were
+/// detected at run time.
+#[derive(Debug)]
+pub struct Backend {
+    name: &'static str,
+    dot: PairFn,
+    l2sq: PairFn,
+    norm_sq: NormFn,
+    dot_block: BlockFn,
+    l2sq_block: BlockFn,
+}
+
+/// Defines a backend: entry points instantiating the generic kernels for `$simd`, compiled
+/// with `$feat` enabled, and a static table of them.
+macro_rules! backend {
+    ($table:ident, $module:ident, $name:literal, $simd:ty $(, $feat:literal)?) => {
+        mod $module {
+            use crate::kernel;
+
+            // SAFETY (all five functions): they are only reachable through the backend
+            // table below, which is only handed out after its features were detected at run
+            // time, and through the safe `Backend` methods, which check the slice lengths
+            // first. That is exactly the contract of the generic kernels.
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+                // SAFETY: see above.
+                unsafe { kernel::dot::<$simd>(a, b) }
+            }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn l2sq(a: &[f32], b: &[f32]) -> f32 {
+                // SAFETY: see above.
+                unsafe { kernel::l2sq::<$simd>(a, b) }
+            }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn norm_sq(v: &[f32]) -> f32 {
+                // SAFETY: see above.
+                unsafe { kernel::norm_sq::<$simd>(v) }
+            }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn dot_block(
+                q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &mut [f32],
+            ) {
+                // SAFETY: see above.
+                unsafe { kernel::dot_block::<$simd>(q, nq, b, nb, dim, out) }
+            }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn l2sq_block(
+                q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &mut [f32],
+            ) {
+                // SAFETY: see above.
+                unsafe { kernel::l2sq_block::<$simd>(q, nq, b, nb, dim, out) }
+            }
+        }
+
+        static $table: Backend = Backend {
+            name: $name,
+            dot: $module::dot,
+            l2sq: $module::l2sq,
+            norm_sq: $module::norm_sq,
+            dot_block: $module::dot_block,
+            l2sq_block: $module::l2sq_block,
+        };
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+backend!(
+    AVX512,
+    avx512_entry,
+    "avx512",
+    crate::x86::Avx512,
+    "avx512f,avx2,fma"
+);
+#[cfg(target_arch = "x86_64")]
+backend!(AVX2, avx2_entry, "avx2+fma", crate::x86::Avx2, "avx2,fma");
+#[cfg(target_arch = "aarch64")]
+backend!(NEON, neon_entry, "neon", crate::arm::Neon, "neon");
+backend!(SCALAR, scalar_entry, "scalar", crate::kernel::Portable);
+
+/// All backends the running CPU supports, best first (the last is always `scalar`).
+fn detect() -> Vec<&'static Backend> {
+    let mut found: Vec<&'static Backend> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if x86::has_avx512() {
+            found.push(&AVX512);
+        }
+        if x86::has_avx2() {
+            found.push(&AVX2);
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if arm::has_neon() {
+            found.push(&NEON);
+        }
+    }
+    found.push(&SCALAR);
+    found
+}
+
+/// Whether `request` (a value of [`ENV_OVERRIDE`]) names `backend`.
+fn names(backend: &Backend, request: &str) -> bool {
+    let r = request.trim();
+    r.eq_ignore_ascii_case(backend.name)
+        || (backend.name == "avx2+fma" && r.eq_ignore_ascii_case("avx2"))
+}
+
+/// The backend to use given an override request (`None`, empty or `auto`: the best one).
+fn choose(request: Option<&str>, available: &[&'static Backend]) -> &'static Backend {
+    let best = available[0];
+    match request.map(str::trim) {
+        None | Some("") => best,
+        Some(r) if r.eq_ignore_ascii_case("auto") => best,
+        Some(r) => match available.iter().find(|b| names(b, r)) {
+            Some(b) => b,
+            None => {
+                eprintln!(
+                    "searchd-kernels: {ENV_OVERRIDE}={r:?} is not available on this CPU \
+                     (available: {}); using {}",
+                    available
+                        .iter()
+                        .map(|b| b.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    best.name
+                );
+                best
+            }
+        },
+    }
+}
+
+impl Backend {
+    /// Every backend the running CPU supports, best first; the last is always `scalar`.
+    pub fn available() -> &'static [&'static Backend] {
+        static AVAILABLE: OnceLock<Vec<&'static Backend>> = OnceLock::new();
+        AVAILABLE.get_or_init(detect)
+    }
+
+    /// The available backend called `name` (`"avx512"`, `"avx2+fma"` or `"avx2"`, `"neon"`,
+    /// `"scalar"`), if the running CPU supports it.
+    pub fn by_name(name: &str) -> Option<&'static Backend> {
+        Backend::available()
+            .iter()
+            .copied()
+            .find(|b| names(b, name))
+    }
+
+    /// The backend the free functions use: the best available one, unless overridden by
+    /// [`ENV_OVERRIDE`]. Chosen on first call, then fixed for the life of the process.
+    #[inline]
+    pub fn active() -> &'static Backend {
+        static ACTIVE: OnceLock<&'static Backend> = OnceLock::new();
+        ACTIVE.get_or_init(|| {
+            let request = std::env::var(ENV_OVERRIDE).ok();
+            choose(request.as_deref(), Backend::available())
+        })
+    }
+
+    /// `"avx512"`, `"avx2+fma"`, `"neon"` or `"scalar"`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// See [`dot`](crate::dot).
+    #[inline]
+    pub fn dot(&self, a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len(), "dot: length mismatch");
+        // SAFETY: lengths checked above; the backend's features were detected (type invariant).
+        unsafe { (self.dot)(a, b) }
+    }
+
+    /// See [`l2sq`](crate::l2sq).
+    #[inline]
+    pub fn l2sq(&self, a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len(), "l2sq: length mismatch");
+        // SAFETY: lengths checked above; the backend's features were detected (type invariant).
+        unsafe { (self.l2sq)(a, b) }
+    }
+
+    /// See [`norm_sq`](crate::norm_sq).
+    #[inline]
+    pub fn norm_sq(&self, v: &[f32]) -> f32 {
+        // SAFETY: no shape to check; the backend's features were detected (type invariant).
+        unsafe { (self.norm_sq)(v) }
+    }
+
+    /// See [`dot_block`](crate::dot_block).
+    pub fn dot_block(
+        &self,
+        q: &[f32],
+        nq: usize,
+        b: &[f32],
+        nb: usize,
+        dim: usize,
+        out: &mut [f32],
+    ) {
+        check_block_shape("dot_block", q, nq, b, nb, dim, out);
+        // SAFETY: shapes checked above; the backend's features were detected (type invariant).
+        unsafe { (self.dot_block)(q, nq, b, nb, dim, out) }
+    }
+
+    /// See [`l2sq_block`](crate::l2sq_block).
+    pub fn l2sq_block(
+        &self,
+        q: &[f32],
+        nq: usize,
+        b: &[f32],
+        nb: usize,
+        dim: usize,
+        out: &mut [f32],
+    ) {
+        check_block_shape("l2sq_block", q, nq, b, nb, dim, out);
+        // SAFETY: shapes checked above; the backend's features were detected (type invariant).
+        unsafe { (self.l2sq_block)(q, nq, b, nb, dim, out) }
+    }
+}
+
+/// Panics unless `q` is `nq x dim`, `b` is `nb x dim` and `out` is `nq x nb`. Uses checked
+/// multiplication: a wrapped product could otherwise "match" a short slice.
+fn check_block_shape(
+    what: &str,
+    q: &[f32],
+    nq: usize,
+    b: &[f32],
+    nb: usize,
+    dim: usize,
+    out: &[f32],
+) {
+    assert_eq!(
+        Some(q.len()),
+        nq.checked_mul(dim),
+        "{what}: q.len() != nq * dim"
+    );
+    assert_eq!(
+        Some(b.len()),
+        nb.checked_mul(dim),
+        "{what}: b.len() != nb * dim"
+    );
+    assert_eq!(
+        Some(out.len()),
+        nq.checked_mul(nb),
+        "{what}: out.len() != nq * nb"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choose_honours_override() {
+        let avail = Backend::available();
+        let best = avail[0];
+        assert_eq!(choose(None, avail).name(), best.name());
+        assert_eq!(choose(Some("auto"), avail).name(), best.name());
+        assert_eq!(choose(Some(""), avail).name(), best.name());
+        assert_eq!(choose(Some("scalar"), avail).name(), "scalar");
+        assert_eq!(choose(Some(" SCALAR "), avail).name(), "scalar");
+        assert_eq!(choose(Some("no-such-isa"), avail).name(), best.name());
+        for b in avail {
+            assert_eq!(choose(Some(b.name()), avail).name(), b.name());
+        }
+        if Backend::by_name("avx2+fma").is_some() {
+            assert_eq!(choose(Some("avx2"), avail).name(), "avx2+fma");
+        }
+    }
+
+    #[test]
+    fn scalar_always_available_and_last() {
+        let avail = Backend::available();
+        assert_eq!(avail.last().unwrap().name(), "scalar");
+        assert!(avail.iter().any(|b| b.name() == implementation()));
+    }
 }

@@ -1,19 +1,38 @@
-//! Scalar reference kernels: obviously correct, used as the fallback and as the oracle in
-//! property tests of every SIMD path.
+//! Scalar reference kernels: obviously correct, used as the oracle in property tests of
+//! every implementation (including the portable "scalar" backend, which is a blocked
+//! rewrite of these). Deliberately simple: sequential sums, no blocking.
 
+/// Inner product (sequential sum).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// Squared Euclidean distance (sequential sum).
 pub fn l2sq(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
 }
 
+/// Squared Euclidean norm (sequential sum).
+pub fn norm_sq(v: &[f32]) -> f32 {
+    v.iter().map(|x| x * x).sum()
+}
+
+/// `out[i * nb + j] = dot(q_i, b_j)`, one pair at a time.
 pub fn dot_block(q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &mut [f32]) {
     for i in 0..nq {
         let qi = &q[i * dim..(i + 1) * dim];
         for j in 0..nb {
             out[i * nb + j] = dot(qi, &b[j * dim..(j + 1) * dim]);
+        }
+    }
+}
+
+/// `out[i * nb + j] = l2sq(q_i, b_j)`, one pair at a time.
+pub fn l2sq_block(q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &mut [f32]) {
+    for i in 0..nq {
+        let qi = &q[i * dim..(i + 1) * dim];
+        for j in 0..nb {
+            out[i * nb + j] = l2sq(qi, &b[j * dim..(j + 1) * dim]);
         }
     }
 }

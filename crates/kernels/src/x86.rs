@@ -1,0 +1,233 @@
+//! x86_64 instruction sets: AVX2+FMA (8 lanes) and AVX-512F (16 lanes).
+//!
+//! Only the [`Simd`] primitives live here; the kernels themselves are the generic ones in
+//! `kernel.rs`, so both paths share all loop, tail and blocking logic.
+
+use crate::kernel::Simd;
+use std::arch::x86_64::*;
+
+/// AVX2 + FMA. Methods require (see [`Simd`]) a CPU with `avx2` and `fma`.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2;
+
+/// AVX-512F. Methods require a CPU with `avx512f` (and `avx2`, `fma`, which every AVX-512F
+/// CPU has and which the entry points enable and detect too).
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512;
+
+/// Whether the running CPU can run [`Avx2`].
+pub(crate) fn has_avx2() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// Whether the running CPU can run [`Avx512`].
+pub(crate) fn has_avx512() -> bool {
+    has_avx2() && is_x86_feature_detected!("avx512f")
+}
+
+/// Sums of the 8 lanes of each of four vectors, as one 4-lane vector (3 `hadd` + 1 add
+/// instead of four separate shuffle-reductions).
+///
+/// # Safety
+/// CPU supports AVX.
+#[inline(always)]
+unsafe fn hsum4_256(v0: __m256, v1: __m256, v2: __m256, v3: __m256) -> __m128 {
+    // SAFETY: register-only AVX intrinsics; the caller guarantees AVX.
+    unsafe {
+        // t01 = [v0 01, v0 23, v1 01, v1 23 | v0 45, v0 67, v1 45, v1 67]
+        let t01 = _mm256_hadd_ps(v0, v1);
+        let t23 = _mm256_hadd_ps(v2, v3);
+        // t = [v0 0..3, v1 0..3, v2 0..3, v3 0..3 | the same for lanes 4..7]
+        let t = _mm256_hadd_ps(t01, t23);
+        _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t))
+    }
+}
+
+/// Sums of the 4 lanes of `v`, in lane 0.
+///
+/// # Safety
+/// CPU supports SSE3 (every AVX CPU does).
+#[inline(always)]
+unsafe fn hsum_128(v: __m128) -> f32 {
+    // SAFETY: register-only SSE intrinsics; the caller guarantees support.
+    unsafe {
+        let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
+}
+
+#[inline(always)]
+fn to_array(v: __m128) -> [f32; 4] {
+    let mut out = [0.0f32; 4];
+    // SAFETY: `out` is valid for 4 f32 writes; `_mm_storeu_ps` has no alignment requirement
+    // and is SSE, part of the x86_64 baseline.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), v) };
+    out
+}
+
+impl Simd for Avx2 {
+    type V = __m256;
+    const LANES: usize = 8;
+    // 3 query rows x 4 base rows = 12 accumulators + 4 base vectors = all 16 ymm registers.
+    const MR: usize = 3;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        // SAFETY: the caller guarantees AVX (trait contract).
+        unsafe { _mm256_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        // SAFETY: the caller guarantees AVX and that p is valid for 8 reads; loadu has no
+        // alignment requirement.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn load_partial(p: *const f32, n: usize) -> __m256 {
+        debug_assert!(n < 8);
+        // SAFETY: the caller guarantees AVX2 and that p is valid for n reads. `vmaskmovps`
+        // touches (and can fault on) only the lanes whose mask sign bit is set, which are
+        // exactly lanes 0..n, and zeroes the others.
+        unsafe {
+            let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lane);
+            _mm256_maskload_ps(p, mask)
+        }
+    }
+    #[inline(always)]
+    unsafe fn add(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: the caller guarantees AVX.
+        unsafe { _mm256_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sub(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: the caller guarantees AVX.
+        unsafe { _mm256_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: __m256, b: __m256, c: __m256) -> __m256 {
+        // SAFETY: the caller guarantees FMA.
+        unsafe { _mm256_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn prefetch(p: *const f32) {
+        // SAFETY: prefetch is a hint (SSE, x86_64 baseline) and never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.cast()) }
+    }
+    const PMR: usize = 6;
+    #[inline(always)]
+    unsafe fn broadcast(p: *const f32) -> __m256 {
+        // SAFETY: the caller guarantees AVX and that p is valid for a read.
+        unsafe { _mm256_broadcast_ss(&*p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m256) {
+        // SAFETY: the caller guarantees AVX and that p is valid for 8 writes.
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn reduce(v: __m256) -> f32 {
+        // SAFETY: the caller guarantees AVX.
+        unsafe {
+            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            hsum_128(s)
+        }
+    }
+    #[inline(always)]
+    unsafe fn reduce4(v: [__m256; 4]) -> [f32; 4] {
+        // SAFETY: the caller guarantees AVX.
+        to_array(unsafe { hsum4_256(v[0], v[1], v[2], v[3]) })
+    }
+}
+
+/// Adds the upper 256 bits of `v` to its lower 256 bits.
+///
+/// # Safety
+/// CPU supports AVX-512F.
+#[inline(always)]
+unsafe fn fold512(v: __m512) -> __m256 {
+    // SAFETY: register-only AVX-512F intrinsics (the f64x4 extract is the AVX-512F way to
+    // take the upper half; the f32x8 one needs AVX-512DQ); the caller guarantees support.
+    unsafe {
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+        _mm256_add_ps(_mm512_castps512_ps256(v), hi)
+    }
+}
+
+impl Simd for Avx512 {
+    type V = __m512;
+    const LANES: usize = 16;
+    // 6 x 4 = 24 accumulators + 4 base vectors + 1 query vector = 29 of 32 zmm registers.
+    const MR: usize = 6;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        // SAFETY: the caller guarantees AVX-512F.
+        unsafe { _mm512_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m512 {
+        // SAFETY: the caller guarantees AVX-512F and that p is valid for 16 reads; loadu has
+        // no alignment requirement.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn load_partial(p: *const f32, n: usize) -> __m512 {
+        debug_assert!(n < 16);
+        // SAFETY: the caller guarantees AVX-512F and that p is valid for n reads. A masked
+        // load suppresses faults on, and zeroes, the lanes whose mask bit is clear; exactly
+        // bits 0..n are set (n < 16, so the shift does not overflow).
+        unsafe {
+            let mask: __mmask16 = ((1u32 << n) - 1) as __mmask16;
+            _mm512_maskz_loadu_ps(mask, p)
+        }
+    }
+    #[inline(always)]
+    unsafe fn add(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: the caller guarantees AVX-512F.
+        unsafe { _mm512_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sub(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: the caller guarantees AVX-512F.
+        unsafe { _mm512_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: __m512, b: __m512, c: __m512) -> __m512 {
+        // SAFETY: the caller guarantees AVX-512F.
+        unsafe { _mm512_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn prefetch(p: *const f32) {
+        // SAFETY: prefetch is a hint (SSE, x86_64 baseline) and never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.cast()) }
+    }
+    const PMR: usize = 6;
+    #[inline(always)]
+    unsafe fn broadcast(p: *const f32) -> __m512 {
+        // SAFETY: the caller guarantees AVX-512F and that p is valid for a read.
+        unsafe { _mm512_set1_ps(*p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m512) {
+        // SAFETY: the caller guarantees AVX-512F and that p is valid for 16 writes.
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn reduce(v: __m512) -> f32 {
+        // SAFETY: the caller guarantees AVX-512F (which implies AVX for the 256/128-bit ops).
+        unsafe {
+            let s = fold512(v);
+            hsum_128(_mm_add_ps(
+                _mm256_castps256_ps128(s),
+                _mm256_extractf128_ps::<1>(s),
+            ))
+        }
+    }
+    #[inline(always)]
+    unsafe fn reduce4(v: [__m512; 4]) -> [f32; 4] {
+        // SAFETY: the caller guarantees AVX-512F (which implies AVX).
+        to_array(unsafe { hsum4_256(fold512(v[0]), fold512(v[1]), fold512(v[2]), fold512(v[3])) })
+    }
+}
