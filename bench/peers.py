@@ -91,6 +91,43 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_busy(window: float = 3.0) -> float:
+    """Fraction of all CPUs busy over `window` seconds (from /proc/stat)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return idle, sum(v[:8])
+    i0, t0 = snap()
+    time.sleep(window)
+    i1, t1 = snap()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
+QUIET = {"max_busy": None, "max_wait": 0.0, "waits": []}
+
+
+def wait_quiet(what: str) -> None:
+    """With --quiet-busy X: before a timed step wait (at most --quiet-wait s) until the
+    machine's CPUs were less than X busy in two consecutive 3 s windows."""
+    if QUIET["max_busy"] is None:
+        return
+    t0 = time.time()
+    ok_in_row = 0
+    busy = None
+    while time.time() - t0 < QUIET["max_wait"]:
+        busy = cpu_busy()
+        ok_in_row = ok_in_row + 1 if busy <= QUIET["max_busy"] else 0
+        if ok_in_row >= 2:
+            break
+    waited = time.time() - t0
+    quiet = ok_in_row >= 2
+    QUIET["waits"].append({"step": what, "waited_s": round(waited, 1), "cpu_busy": busy, "quiet": quiet,
+                           "loadavg": loadavg()})
+    if waited > 5:
+        log(f"{what}: waited {waited:.0f} s for a quiet machine (busy {busy:.2f}, quiet={quiet})")
+
+
 def worker_env(threads: int) -> dict:
     """Environment for timed subprocesses: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (they
     slow current numpy/faiss kernels), OpenMP pinned to the benchmark's thread count."""
@@ -495,11 +532,12 @@ def searchd_version() -> str | None:
         return None
 
 
-def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int]) -> dict:
+def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int], min_seconds: float) -> dict:
     require_searchd(["build", "eval"])
     idx_dir = ddir / "searchd-hnsw"
     if idx_dir.exists():
         shutil.rmtree(idx_dir)
+    wait_quiet("searchd build")
     la0 = loadavg()
     b = timed_run([str(SEARCHD), "build", "--base", str(ddir / "base.npy"), "--out", str(idx_dir),
                    "--index", "hnsw", "--metric", "cosine", "--m", str(HNSW_M),
@@ -508,9 +546,10 @@ def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int]) -> dict:
     evals = {}
     for t in sorted({threads, 1}, reverse=True):
         jpath = ddir / f"searchd-eval-t{t}.json"
+        wait_quiet(f"searchd eval --threads {t}")
         e = timed_run([str(SEARCHD), "eval", "--index", str(idx_dir), "--queries",
                        str(ddir / "queries.npy"), "--gt", str(gt_p), "--k", str(K), "--ef",
-                       ",".join(map(str, efs)), "--threads", str(t), "--json", str(jpath)], t)
+                       ",".join(map(str, efs)), "--threads", str(t), "--min-seconds", str(min_seconds), "--json", str(jpath)], t)
         e["json"] = json.loads(jpath.read_text())
         if e["json"].get("schema") != "searchd.eval.v1":
             raise RuntimeError(f"{jpath}: schema is {e['json'].get('schema')!r}, expected searchd.eval.v1")
@@ -738,6 +777,15 @@ def render_md(res: dict) -> str:
              f"nproc={res['machine'].get('nproc')}, SIMD {','.join(res['machine'].get('simd', []))}.")
     L.append(f"Load average (1/5/15 min) at start {res['loadavg_start']}, at end {res['loadavg_end']} "
              f"(other engineers compile on the same 2 cores: timings can be disturbed).")
+    qw = res.get("quiet_waits") or []
+    if qw:
+        L.append(f"Each timed step waited for a quiet machine (CPUs <= {res.get('quiet_busy')} busy): "
+                 f"{sum(1 for w in qw if w['quiet'])} of {len(qw)} steps started quiet"
+                 + (": not quiet at " + ", ".join(w["step"] for w in qw if not w["quiet"]) if not all(w["quiet"] for w in qw) else "")
+                 + ".")
+    L.append(f"searchd: {res['versions'].get('searchd')} (git {res['versions'].get('searchd_git')}); "
+             f"hnswlib {res['versions'].get('hnswlib')}, faiss-cpu {res['versions'].get('faiss-cpu')}, "
+             f"usearch {res['versions'].get('usearch')}, numpy {res['versions'].get('numpy')}.")
     L.append("OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE: unset in every timed subprocess "
              f"(in the parent: {res['machine']['openblas_env_in_parent']}).")
     L.append("")
@@ -825,6 +873,11 @@ def main() -> int:
                     help="minimum seconds per timed pass (as searchd eval)")
     ap.add_argument("--gt-sample", type=int, default=500, help="rows checked against numpy brute force")
     ap.add_argument("--no-faiss-flat", action="store_true", help="skip the faiss IndexFlatIP exact timing")
+    ap.add_argument("--quiet-busy", type=float, default=None,
+                    help="before each timed step wait until the CPUs are at most this busy (0..1) "
+                         "in two consecutive 3 s windows, e.g. 0.15")
+    ap.add_argument("--quiet-wait", type=float, default=600.0,
+                    help="give up waiting for a quiet machine after this many seconds per step")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -845,6 +898,7 @@ def main() -> int:
         if lib not in ALL_LIBS:
             ap.error(f"unknown library {lib}; choose from {ALL_LIBS}")
     threads = a.threads
+    QUIET["max_busy"], QUIET["max_wait"] = a.quiet_busy, a.quiet_wait
     out = Path(a.out) if a.out else RESULTS / f"peers-{a.dataset}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     ddir = DATA / a.dataset
@@ -874,7 +928,7 @@ def main() -> int:
     }
     try:
         res["versions"]["searchd_git"] = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
         ).stdout.strip()
     except Exception:
         pass
@@ -893,6 +947,7 @@ def main() -> int:
     gt_faiss_p = ddir / "gt_faiss.npy"
     ex = res["exact"]
     if "gt" in have:
+        wait_quiet("searchd gt")
         res["loadavg_gt"] = loadavg()
         if gt_searchd_p.exists():
             gt_searchd_p.unlink()
@@ -906,6 +961,7 @@ def main() -> int:
         log("WARNING: searchd gt unavailable; ground truth from faiss IndexFlatIP")
     if not a.no_faiss_flat or "gt" not in have:
         log(f"faiss IndexFlatIP exact top-{GT_K} ({threads} threads)")
+        wait_quiet("faiss flat")
         ex["loadavg_faiss_flat"] = loadavg()
         ex["faiss_flat"] = run_worker("flat", {"base": str(ddir / "base.npy"), "queries": str(ddir / "queries.npy"),
                                                "k": GT_K, "out": str(gt_faiss_p), "threads": threads}, threads)
@@ -938,7 +994,7 @@ def main() -> int:
         if {"build", "eval"} <= have and "gt" in have:
             log("searchd: build + eval")
             try:
-                res["libraries"]["searchd"] = run_searchd(ddir, gt_p, threads, efs)
+                res["libraries"]["searchd"] = run_searchd(ddir, gt_p, threads, efs, a.min_seconds)
             except Exception as e:
                 res["libraries"]["searchd"] = {"status": f"failed: {e}"}
                 res["errors"].append(f"searchd failed: {e}")
@@ -960,6 +1016,7 @@ def main() -> int:
             entry["marked"] = "i8 quantised vectors: for a later issue, not part of the targets"
         res["libraries"][lib] = entry
         try:
+            wait_quiet(f"{lib} build")
             entry["loadavg_before_build"] = loadavg()
             log(f"{lib}: build ({threads} threads)")
             b = run_worker("build", {"lib": lib, "base": str(ddir / "base.npy"), "index_path": str(ipath),
@@ -969,6 +1026,7 @@ def main() -> int:
                           "build_process_hwm_bytes": b["process_hwm_bytes"],
                           "index_file_bytes": b["index_file_bytes"]})
             log(f"{lib}: built in {b['build_seconds']:.1f} s; search")
+            wait_quiet(f"{lib} search")
             entry["loadavg_before_search"] = loadavg()
             s = run_worker("search", {"lib": lib, "queries": str(ddir / "queries.npy"), "index_path": str(ipath),
                                       "n": n, "threads": threads, "efs": efs, "min_seconds": a.min_seconds,
@@ -1002,6 +1060,8 @@ def main() -> int:
             res["errors"].append(f"IMPLAUSIBLE: {name} recall@10 = {top.get('recall_at_10')} at ef={top['ef']} "
                                  f"(< {MIN_PLAUSIBLE_RECALL}): the run is broken")
 
+    res["quiet_waits"] = QUIET["waits"]
+    res["quiet_busy"] = QUIET["max_busy"]
     res["targets"] = compute_targets(res)
     res["loadavg_end"] = loadavg()
     res["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
