@@ -1,0 +1,398 @@
+//! End-to-end runs of the real `searchd` binary on tiny seeded data, and its refusals of
+//! bad input (one clear line, exit status 2, never a panic).
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+
+fn searchd(args: &[&str]) -> Output {
+    Command::cargo_bin("searchd")
+        .unwrap()
+        .args(args)
+        .env("SEARCHD_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = searchd(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{args:?} failed: {err}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs a command that must fail on bad input: exit 2, one `error:` line containing
+/// `needle`, no panic.
+fn refused(args: &[&str], needle: &str) {
+    let o = searchd(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_else(|| panic!("{args:?}: no error line in {err}"));
+    assert!(line.contains(needle), "{args:?}: {line:?} lacks {needle:?}");
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// A hand-written float32 .npy file (n x dim) with the given values.
+fn write_npy(path: &Path, n: usize, dim: usize, values: &[f32]) {
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n}, {dim}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend((header.len() as u16).to_le_bytes());
+    b.extend(header.as_bytes());
+    for v in values {
+        b.extend(v.to_le_bytes());
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn synth_gt_build_eval_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = d.join("data");
+    ok(&[
+        "dataset",
+        "synth",
+        "--n",
+        "3000",
+        "--dim",
+        "32",
+        "--queries",
+        "50",
+        "--out",
+        p(&data),
+        "--seed",
+        "5",
+    ]);
+    let base = data.join("base.npy");
+    let queries = data.join("queries.npy");
+    let gt = d.join("gt.npy");
+    ok(&[
+        "gt",
+        "--base",
+        p(&base),
+        "--queries",
+        p(&queries),
+        "--out",
+        p(&gt),
+        "--k",
+        "20",
+    ]);
+    let gt_ivecs = d.join("gt.ivecs");
+    ok(&[
+        "gt",
+        "--base",
+        p(&base),
+        "--queries",
+        p(&queries),
+        "--out",
+        p(&gt_ivecs),
+        "--k",
+        "20",
+        "--threads",
+        "1",
+    ]);
+    let a = searchd_vecio::read_ids(&gt).unwrap();
+    let b = searchd_vecio::read_ids(&gt_ivecs).unwrap();
+    assert_eq!((a.n, a.k), (50, 20));
+    assert_eq!(a.data, b.data, "thread count does not change exact results");
+
+    let idx = d.join("idx");
+    ok(&[
+        "build",
+        "--base",
+        p(&base),
+        "--out",
+        p(&idx),
+        "--m",
+        "8",
+        "--ef-construction",
+        "64",
+    ]);
+    let json = d.join("eval.json");
+    let out = ok(&[
+        "eval",
+        "--index",
+        p(&idx),
+        "--queries",
+        p(&queries),
+        "--gt",
+        p(&gt),
+        "--ef",
+        "16,128",
+        "--min-seconds",
+        "0.05",
+        "--json",
+        p(&json),
+    ]);
+    assert!(out.contains("recall@10"), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "searchd.eval.v1");
+    assert_eq!(doc["k"], 10);
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let r128 = rows[1]["recall_at_10"].as_f64().unwrap();
+    assert!(r128 >= 0.9, "recall@10 at ef=128 is {r128}");
+    assert!(rows[0]["recall_at_100"].is_null());
+    assert!(rows[1]["qps_1thread"].as_f64().unwrap() > 0.0);
+
+    // A flat index is exact: recall 1.
+    let flat = d.join("flat");
+    ok(&[
+        "build",
+        "--base",
+        p(&base),
+        "--out",
+        p(&flat),
+        "--index",
+        "flat",
+    ]);
+    ok(&[
+        "eval",
+        "--index",
+        p(&flat),
+        "--queries",
+        p(&queries),
+        "--gt",
+        p(&gt),
+        "--ef",
+        "10",
+        "--min-seconds",
+        "0.01",
+        "--json",
+        p(&json),
+    ]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["rows"][0]["recall_at_10"].as_f64().unwrap(), 1.0);
+    assert_eq!(doc["rows"][0]["recall_at_1"].as_f64().unwrap(), 1.0);
+
+    // Existing output needs --force.
+    refused(&["build", "--base", p(&base), "--out", p(&idx)], "--force");
+    ok(&[
+        "build",
+        "--base",
+        p(&base),
+        "--out",
+        p(&idx),
+        "--force",
+        "--threads",
+        "1",
+    ]);
+}
+
+#[test]
+fn bad_inputs_get_one_clear_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = d.join("good.npy");
+    write_npy(
+        &good,
+        4,
+        3,
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0],
+    );
+    let out = d.join("idx");
+
+    refused(
+        &[
+            "build",
+            "--base",
+            p(&d.join("missing.npy")),
+            "--out",
+            p(&out),
+        ],
+        "missing.npy",
+    );
+
+    let nan = d.join("nan.npy");
+    write_npy(&nan, 2, 3, &[1.0, 0.0, 0.0, 0.0, f32::NAN, 0.0]);
+    refused(
+        &["build", "--base", p(&nan), "--out", p(&out)],
+        "row 1, column 1",
+    );
+
+    let zero = d.join("zero.npy");
+    write_npy(&zero, 2, 3, &[1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    refused(
+        &["build", "--base", p(&zero), "--out", p(&out)],
+        "row 1 is all zeros",
+    );
+
+    let truncated = d.join("trunc.npy");
+    let bytes = std::fs::read(&good).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() - 5]).unwrap();
+    refused(
+        &["build", "--base", p(&truncated), "--out", p(&out)],
+        "trunc.npy",
+    );
+
+    let garbage = d.join("vectors.txt");
+    std::fs::write(&garbage, "hello world").unwrap();
+    refused(
+        &["build", "--base", p(&garbage), "--out", p(&out)],
+        "vectors.txt",
+    );
+
+    let other_dim = d.join("q2.npy");
+    write_npy(&other_dim, 1, 2, &[1.0, 0.0]);
+    refused(
+        &[
+            "gt",
+            "--base",
+            p(&good),
+            "--queries",
+            p(&other_dim),
+            "--out",
+            p(&d.join("gt.npy")),
+        ],
+        "dimensions",
+    );
+    refused(
+        &[
+            "gt",
+            "--base",
+            p(&good),
+            "--queries",
+            p(&good),
+            "--out",
+            p(&d.join("gt.npy")),
+            "--k",
+            "9",
+        ],
+        "--k",
+    );
+    refused(
+        &[
+            "build",
+            "--base",
+            p(&good),
+            "--out",
+            p(&out),
+            "--quantization",
+            "pq:8",
+        ],
+        "not implemented",
+    );
+    refused(
+        &[
+            "build",
+            "--base",
+            p(&good),
+            "--out",
+            p(&out),
+            "--index",
+            "tree",
+        ],
+        "unknown --index",
+    );
+    assert!(!out.exists(), "no index left behind by failed builds");
+
+    // Index-level refusals through eval.
+    ok(&[
+        "build",
+        "--base",
+        p(&good),
+        "--out",
+        p(&out),
+        "--index",
+        "flat",
+    ]);
+    let gt = d.join("gt.npy");
+    ok(&[
+        "gt",
+        "--base",
+        p(&good),
+        "--queries",
+        p(&good),
+        "--out",
+        p(&gt),
+        "--k",
+        "2",
+    ]);
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&out),
+            "--queries",
+            p(&other_dim),
+            "--gt",
+            p(&gt),
+        ],
+        "dimensions",
+    );
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&out),
+            "--queries",
+            p(&good),
+            "--gt",
+            p(&gt),
+            "--k",
+            "10",
+        ],
+        "neighbours per query",
+    );
+    let vectors = out.join("vectors.bin");
+    let mut b = std::fs::read(&vectors).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 0xff;
+    std::fs::write(&vectors, b).unwrap();
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&out),
+            "--queries",
+            p(&good),
+            "--gt",
+            p(&gt),
+            "--k",
+            "2",
+        ],
+        "checksum",
+    );
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&d.join("nope")),
+            "--queries",
+            p(&good),
+            "--gt",
+            p(&gt),
+        ],
+        "nope",
+    );
+
+    // Usage errors are clap's (exit 2 as well).
+    let o = searchd(&["build", "--base"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = searchd(&[
+        "eval",
+        "--index",
+        "x",
+        "--queries",
+        "y",
+        "--gt",
+        "z",
+        "--ef",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
