@@ -1,0 +1,251 @@
+//! Property tests: every backend the running CPU supports (called explicitly through
+//! [`Backend::available`], not only the dispatched one) against the scalar reference and
+//! against an f64 evaluation, over random lengths, values and block shapes.
+//!
+//! Tolerance: SIMD paths sum in a different order (and with FMA). For any summation order of
+//! `n` terms the rounding error is at most about `(n + 1) * u * sum(|term|)`, `u = 2^-24`, so
+//! that (with a little slack) is the bound against the f64 value, and twice it against the
+//! scalar reference (which has its own rounding error).
+
+use proptest::prelude::*;
+use searchd_kernels::{scalar, Backend};
+
+const U: f64 = (f32::EPSILON as f64) / 2.0;
+
+/// Error bound for an `n`-term f32 sum whose terms have absolute sum `abs_sum`; `extra`
+/// counts additional roundings per term (l2sq rounds `a - b` before squaring).
+fn bound(n: usize, abs_sum: f64, extra: usize) -> f64 {
+    1.01 * (n + 1 + extra) as f64 * U * abs_sum
+}
+
+fn dot_f64(a: &[f32], b: &[f32]) -> (f64, f64) {
+    a.iter().zip(b).fold((0.0, 0.0), |(s, m), (&x, &y)| {
+        let t = x as f64 * y as f64;
+        (s + t, m + t.abs())
+    })
+}
+
+fn l2sq_f64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 - y as f64).powi(2))
+        .sum()
+}
+
+fn check(what: &str, backend: &Backend, got: f32, reference: f32, exact: f64, tol: f64) {
+    assert!(
+        (got as f64 - exact).abs() <= tol,
+        "{what} [{}]: got {got}, f64 {exact}, tolerance {tol}",
+        backend.name()
+    );
+    assert!(
+        (got as f64 - reference as f64).abs() <= 2.0 * tol,
+        "{what} [{}]: got {got}, scalar reference {reference}, tolerance {}",
+        backend.name(),
+        2.0 * tol
+    );
+}
+
+/// Values in [-scale, scale] for a random scale in {1e-3, 1, 1e3}, with some exact zeros.
+fn values(n: usize) -> impl Strategy<Value = Vec<f32>> {
+    prop_oneof![Just(1e-3f32), Just(1.0f32), Just(1e3f32)].prop_flat_map(move |scale| {
+        proptest::collection::vec(
+            prop_oneof![9 => -1.0f32..1.0, 1 => Just(0.0f32)].prop_map(move |x| x * scale),
+            n,
+        )
+    })
+}
+
+fn pair(max_len: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
+    (0..max_len).prop_flat_map(|n| (values(n), values(n)))
+}
+
+/// (nq, nb, dim, q, b) with q: nq x dim and b: nb x dim.
+fn block_case(
+    nq: std::ops::Range<usize>,
+    nb: std::ops::Range<usize>,
+    dim: std::ops::Range<usize>,
+) -> impl Strategy<Value = (usize, usize, usize, Vec<f32>, Vec<f32>)> {
+    (nq, nb, dim).prop_flat_map(|(nq, nb, dim)| {
+        (
+            Just(nq),
+            Just(nb),
+            Just(dim),
+            values(nq * dim),
+            values(nb * dim),
+        )
+    })
+}
+
+fn check_blocks(nq: usize, nb: usize, dim: usize, q: &[f32], b: &[f32]) {
+    let mut ref_dot = vec![0.0; nq * nb];
+    let mut ref_l2 = vec![0.0; nq * nb];
+    scalar::dot_block(q, nq, b, nb, dim, &mut ref_dot);
+    scalar::l2sq_block(q, nq, b, nb, dim, &mut ref_l2);
+    let mut out = vec![f32::NAN; nq * nb];
+    for &be in Backend::available() {
+        out.fill(f32::NAN);
+        be.dot_block(q, nq, b, nb, dim, &mut out);
+        for i in 0..nq {
+            let qi = &q[i * dim..(i + 1) * dim];
+            for j in 0..nb {
+                let bj = &b[j * dim..(j + 1) * dim];
+                let (exact, abs) = dot_f64(qi, bj);
+                let k = i * nb + j;
+                check(
+                    &format!("dot_block {nq}x{nb}x{dim} ({i},{j})"),
+                    be,
+                    out[k],
+                    ref_dot[k],
+                    exact,
+                    bound(dim, abs, 0),
+                );
+            }
+        }
+        out.fill(f32::NAN);
+        be.l2sq_block(q, nq, b, nb, dim, &mut out);
+        for i in 0..nq {
+            let qi = &q[i * dim..(i + 1) * dim];
+            for j in 0..nb {
+                let bj = &b[j * dim..(j + 1) * dim];
+                let exact = l2sq_f64(qi, bj);
+                let k = i * nb + j;
+                check(
+                    &format!("l2sq_block {nq}x{nb}x{dim} ({i},{j})"),
+                    be,
+                    out[k],
+                    ref_l2[k],
+                    exact,
+                    bound(dim, exact, 3),
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn pair_kernels_match_reference((a, b) in pair(1100)) {
+        let n = a.len();
+        let (exact_dot, abs_dot) = dot_f64(&a, &b);
+        let exact_l2 = l2sq_f64(&a, &b);
+        let (exact_norm, _) = dot_f64(&a, &a);
+        for &be in Backend::available() {
+            check("dot", be, be.dot(&a, &b), scalar::dot(&a, &b), exact_dot, bound(n, abs_dot, 0));
+            check("l2sq", be, be.l2sq(&a, &b), scalar::l2sq(&a, &b), exact_l2, bound(n, exact_l2, 3));
+            check("norm_sq", be, be.norm_sq(&a), scalar::norm_sq(&a), exact_norm, bound(n, exact_norm, 0));
+        }
+        // The dispatched free functions are one of the above; check the plumbing anyway.
+        let active = Backend::active();
+        prop_assert_eq!(searchd_kernels::dot(&a, &b).to_bits(), active.dot(&a, &b).to_bits());
+        prop_assert_eq!(searchd_kernels::l2sq(&a, &b).to_bits(), active.l2sq(&a, &b).to_bits());
+        prop_assert_eq!(searchd_kernels::norm_sq(&a).to_bits(), active.norm_sq(&a).to_bits());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Small query counts: the nq == 1 path and the unpacked (dot-layout) tiles, with every
+    /// row / column / dimension remainder.
+    #[test]
+    fn blocks_small_match_reference((nq, nb, dim, q, b) in block_case(0..14, 0..41, 0..300)) {
+        check_blocks(nq, nb, dim, &q, &b);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Many query rows: the packed (outer-product) path, including partial panels.
+    #[test]
+    fn blocks_packed_match_reference((nq, nb, dim, q, b) in block_case(128..150, 1..70, 1..140)) {
+        check_blocks(nq, nb, dim, &q, &b);
+    }
+}
+
+/// Shapes typical for the project (and dims straddling the vector widths), deterministic.
+#[test]
+fn typical_dims() {
+    let mut s = 0x1234_5678_u32;
+    let mut gen = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+            })
+            .collect()
+    };
+    for dim in [1, 7, 8, 9, 15, 16, 17, 31, 33, 50, 64, 100, 128, 384, 768] {
+        let (q, b) = (gen(3 * dim), gen(9 * dim));
+        check_blocks(3, 9, dim, &q, &b);
+        let (q, b) = (gen(130 * dim), gen(21 * dim));
+        check_blocks(130, 21, dim, &q, &b);
+    }
+}
+
+/// Every implementation the CPU has must be in the list that the tests above iterate.
+#[test]
+fn all_detected_paths_are_tested() {
+    let names: Vec<&str> = Backend::available().iter().map(|b| b.name()).collect();
+    eprintln!("backends under test: {names:?}");
+    assert_eq!(names.last(), Some(&"scalar"));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        assert_eq!(names.contains(&"avx2+fma"), avx2);
+        assert_eq!(
+            names.contains(&"avx512"),
+            avx2 && is_x86_feature_detected!("avx512f")
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    assert_eq!(
+        names.contains(&"neon"),
+        std::arch::is_aarch64_feature_detected!("neon")
+    );
+}
+
+#[test]
+fn normalize_gives_unit_norm() {
+    let mut v: Vec<f32> = (0..384).map(|i| (i as f32 * 0.37).sin()).collect();
+    assert!(searchd_kernels::normalize(&mut v));
+    assert!((scalar::norm_sq(&v) - 1.0).abs() < 1e-5);
+    let mut z = vec![0.0f32; 10];
+    assert!(!searchd_kernels::normalize(&mut z));
+    assert!(z.iter().all(|&x| x == 0.0));
+    let mut inf = vec![f32::INFINITY, 1.0];
+    assert!(!searchd_kernels::normalize(&mut inf));
+    assert_eq!(inf[1], 1.0);
+}
+
+#[test]
+#[should_panic(expected = "length mismatch")]
+fn dot_length_mismatch_panics() {
+    searchd_kernels::dot(&[1.0, 2.0], &[1.0]);
+}
+
+#[test]
+#[should_panic(expected = "length mismatch")]
+fn l2sq_length_mismatch_panics() {
+    searchd_kernels::l2sq(&[1.0], &[]);
+}
+
+#[test]
+#[should_panic(expected = "q.len() != nq * dim")]
+fn dot_block_shape_overflow_panics() {
+    // nq * dim wraps to 0 in wrapping arithmetic; must be caught, not "match" an empty q.
+    let mut out = [];
+    searchd_kernels::dot_block(&[], usize::MAX / 2 + 1, &[], 0, 2, &mut out);
+}
+
+#[test]
+#[should_panic(expected = "out.len() != nq * nb")]
+fn dot_block_bad_out_panics() {
+    let mut out = [0.0; 3];
+    searchd_kernels::dot_block(&[1.0, 2.0], 1, &[1.0, 2.0, 3.0, 4.0], 2, 2, &mut out);
+}
