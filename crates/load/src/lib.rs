@@ -1,1 +1,101 @@
-//! searchd-load
+//! `searchd-load`: capacity measurement for servers speaking the searchd
+//! HTTP API (`searchd load`).
+//!
+//! The discipline it enforces: warm up before measuring, rotate queries,
+//! stop the ramp at the SLO, keep sustainable / peak / fixed-body numbers
+//! apart, and check every answer.
+//!
+//! ```no_run
+//! let args = searchd_load::LoadArgs::new("http://127.0.0.1:8080");
+//! let report = searchd_load::run_blocking(&args)?;
+//! searchd_load::print_table(&report, &mut std::io::stdout())?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod args;
+pub mod bodies;
+pub mod check;
+pub mod client;
+pub mod error;
+pub mod gt;
+pub mod html;
+pub mod report;
+pub mod resources;
+mod runner;
+pub mod stats;
+
+use std::path::Path;
+
+pub use args::{Endpoint, LoadArgs, Pick, Ramp, Rates};
+pub use error::LoadError;
+pub use report::{print_table, Best, Config, Report, ServerStep, Step, TrialSpread, SCHEMA};
+pub use runner::Level;
+pub use stats::{ErrorKind, Percentiles, Spread};
+
+/// Run the measurement described by `args`. Requests are sent from
+/// `--threads` dedicated client threads (one single-threaded runtime each,
+/// connections split among them); the calling runtime only paces steps,
+/// draws progress and samples resources. Target failures are counted in the report,
+/// not returned as errors; see [`LoadError`] for what is.
+///
+/// With `--fail-on-slo` and no passing step this returns
+/// [`LoadError::SloFailed`], which still carries the full report.
+pub async fn run(args: &LoadArgs) -> Result<Report, LoadError> {
+    runner::run_impl(args).await
+}
+
+/// [`run`] on a tokio runtime of its own. (The requests themselves always run
+/// on `--threads` client threads of their own, whatever runtime calls [`run`];
+/// the calling runtime only paces steps and samples resources.)
+pub fn run_blocking(args: &LoadArgs) -> Result<Report, LoadError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|source| LoadError::Runtime { source })?;
+    rt.block_on(run(args))
+}
+
+fn write_file(path: &Path, data: &[u8]) -> Result<(), LoadError> {
+    std::fs::write(path, data).map_err(|source| LoadError::Output {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Write whichever of `--json`, `--csv`, `--html` were given.
+pub fn write_outputs(report: &Report, args: &LoadArgs) -> Result<(), LoadError> {
+    if let Some(p) = &args.json {
+        let mut s = report::to_json(report);
+        s.push('\n');
+        write_file(p, s.as_bytes())?;
+    }
+    if let Some(p) = &args.csv {
+        let mut buf = Vec::new();
+        report::write_csv(report, &mut buf).expect("write to Vec");
+        write_file(p, &buf)?;
+    }
+    if let Some(p) = &args.html {
+        write_file(p, html::render_html(report)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Everything `searchd load` does: run (own runtime), print the table to
+/// stdout, write the requested files. On [`LoadError::SloFailed`] the table
+/// is printed and the files are written before the error is returned. The
+/// caller maps errors to an exit status with [`LoadError::exit_code`].
+pub fn run_cli(args: &LoadArgs) -> Result<Report, LoadError> {
+    let result = run_blocking(args);
+    let report = match &result {
+        Ok(r) => r,
+        Err(e) => match e.report() {
+            Some(r) => r,
+            None => return result,
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = print_table(report, &mut out);
+    write_outputs(report, args)?;
+    result
+}

@@ -1,0 +1,352 @@
+//! Command-line flags of `searchd load` and the parsers behind them.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Default closed-loop ramp.
+pub const DEFAULT_RAMP: &str = "1,2,4,8,16,32,64,96,128,192,256";
+
+/// Capacity measurement of a server speaking the searchd HTTP API.
+///
+/// Closed loop (default): for each concurrency of `--ramp`, keep that many
+/// requests in flight (one keep-alive connection each) for `--warmup`
+/// (discarded) and then `--duration` (measured); stop after the first step
+/// whose p99 exceeds `--slo-p99-ms` or whose error rate exceeds
+/// `--max-error-rate`. Open loop (`--rate` / `--rate-ramp`): send at a constant
+/// arrival rate, latency measured from the scheduled send time.
+///
+/// Every response is checked (status, JSON shape, hit count, score order);
+/// failures are counted per kind, never dropped.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Base URL of the server under test (plain http), e.g. http://127.0.0.1:8080
+    #[arg(long)]
+    pub url: String,
+
+    /// Method and path to load. 'POST /search' sends rotating query bodies and
+    /// checks every answer; 'GET /health' (or any GET) sends no body and only
+    /// checks for status 200, a bare HTTP ceiling.
+    #[arg(long, default_value = "POST /search", value_parser = parse_endpoint)]
+    pub endpoint: Endpoint,
+
+    /// Closed-loop concurrency steps, comma separated (each step = that many
+    /// connections, one request in flight on each).
+    #[arg(long, default_value = DEFAULT_RAMP, value_parser = parse_ramp,
+          conflicts_with_all = ["rate", "rate_ramp"])]
+    pub ramp: Ramp,
+
+    /// Open loop at one constant arrival rate (requests/s) instead of a ramp.
+    #[arg(long, conflicts_with = "rate_ramp", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+
+    /// Open loop over several arrival rates (requests/s), comma separated;
+    /// stops after the first rate that breaks the SLO.
+    #[arg(long, value_parser = parse_rates)]
+    pub rate_ramp: Option<Rates>,
+
+    /// Warm-up time of each step; its measurements are discarded.
+    /// Durations: 500ms, 5s, 2m, 1.5s (a bare number is seconds).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// Measured time of each step.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Latency SLO: a step passes when its p99 is at most this many ms.
+    #[arg(long, default_value_t = 100.0)]
+    pub slo_p99_ms: f64,
+
+    /// Error cap: a step passes when at most this fraction of requests failed.
+    #[arg(long, default_value_t = 0.05)]
+    pub max_error_rate: f64,
+
+    /// Number of distinct queries to rotate over: bodies {"qidx": i, "k": K}
+    /// for i in 0..N (the server must have been given a query matrix).
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+
+    /// How the next query is chosen: uniform, zipf:S (skew S > 0, query 0 the
+    /// hottest), seq (round robin), fixed:N (always query N; optimistic: the
+    /// server's caches see one query; reported as such).
+    #[arg(long, default_value = "uniform", value_parser = parse_pick)]
+    pub pick: Pick,
+
+    /// Send these bodies instead: JSON lines, each line sent verbatim (blank
+    /// lines skipped). --pick chooses among the lines.
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+
+    /// Hits asked for in generated bodies ("k"); each answer must have exactly
+    /// min(k, n) hits.
+    #[arg(long, default_value_t = 10)]
+    pub k: u32,
+
+    /// Add "ef" to generated bodies (the server's default otherwise).
+    #[arg(long)]
+    pub ef: Option<u32>,
+
+    /// Exact neighbour ids (.npy int32/int64 2-D, or .ivecs), row = qidx:
+    /// report recall@k of the answers under load (not tie-aware).
+    #[arg(long)]
+    pub gt: Option<PathBuf>,
+
+    /// Number of vectors in the index: hit ids must be below it, and answers
+    /// must have min(k, n) hits. Default: taken from GET /stats when present.
+    #[arg(long)]
+    pub n_max: Option<u64>,
+
+    /// Repeat the whole ramp N times; each step reports the median over trials
+    /// with min/max spread of QPS and p99.
+    #[arg(long, default_value_t = 1)]
+    pub trials: u32,
+
+    /// Open loop: size of the connection pool. A request due while every
+    /// connection is busy is dropped and counted as such.
+    #[arg(long, default_value_t = 256)]
+    pub connections: usize,
+
+    /// Open loop: a send later than this past its scheduled time counts as late.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    pub late_threshold: Duration,
+
+    /// Per-request timeout (connect + send + full answer); counted as `timeout`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Server process id for RSS and CPU from /proc when the target has no
+    /// GET /stats.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+
+    /// Exit with status 1 when no step meets the SLO.
+    #[arg(long)]
+    pub fail_on_slo: bool,
+
+    /// Seed for query choice (uniform, zipf).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// Client threads sending requests (default: all cores). Each runs its own
+    /// event loop with its share of the connections, like wrk's threads.
+    #[arg(long)]
+    pub threads: Option<usize>,
+
+    /// No live progress line and no per-step lines on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Write the searchd.load.v1 JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Write one CSV row per step here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+
+    /// Write an HTML report with inline SVG charts here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Parser)]
+#[command(name = "load")]
+struct Standalone {
+    #[command(flatten)]
+    args: LoadArgs,
+}
+
+impl LoadArgs {
+    /// All defaults, for the given target URL.
+    pub fn new(url: &str) -> Self {
+        Self::try_parse_from(["--url", url]).expect("defaults parse")
+    }
+
+    /// Parse flags (without the program name), e.g.
+    /// `LoadArgs::try_parse_from(["--url", "http://127.0.0.1:8080", "--ramp", "1,2"])`.
+    pub fn try_parse_from<I, T>(flags: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let argv = std::iter::once(std::ffi::OsString::from("load"))
+            .chain(flags.into_iter().map(Into::into));
+        Standalone::try_parse_from(argv).map(|s| s.args)
+    }
+
+    /// Whether this is an open-loop run (`--rate` or `--rate-ramp`).
+    pub fn open_loop(&self) -> bool {
+        self.rate.is_some() || self.rate_ramp.is_some()
+    }
+}
+
+/// `METHOD /path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub method: hyper::Method,
+    pub path: String,
+}
+
+impl Endpoint {
+    /// True when requests carry a query body and answers get the full check.
+    pub fn is_search(&self) -> bool {
+        self.method != hyper::Method::GET && self.method != hyper::Method::HEAD
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.method, self.path)
+    }
+}
+
+/// Closed-loop concurrency levels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ramp(pub Vec<u32>);
+
+/// Open-loop arrival rates (requests/s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rates(pub Vec<f64>);
+
+/// Query choice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pick {
+    Uniform,
+    /// Zipf with exponent s over ranks 1..=n; rank r is query r-1.
+    Zipf(f64),
+    Seq,
+    Fixed(usize),
+}
+
+impl fmt::Display for Pick {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pick::Uniform => write!(f, "uniform"),
+            Pick::Zipf(s) => write!(f, "zipf:{s}"),
+            Pick::Seq => write!(f, "seq"),
+            Pick::Fixed(n) => write!(f, "fixed:{n}"),
+        }
+    }
+}
+
+/// Parse `5s`, `500ms`, `2m`, `1h`, `250us`, `1.5s`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let err = || format!("invalid duration '{s}': expected e.g. 500ms, 5s, 2m");
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(err());
+    }
+    let v: f64 = num.parse().map_err(|_| err())?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(err()),
+    };
+    if !secs.is_finite() || secs > 1e7 {
+        return Err(err());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parse a ramp like `1,2,4,8`: positive integers, comma separated.
+pub fn parse_ramp(s: &str) -> Result<Ramp, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        let v: u32 = p.parse().map_err(|_| {
+            format!("invalid ramp '{s}': '{p}' is not a positive integer (expected e.g. 1,2,4,8)")
+        })?;
+        if v == 0 {
+            return Err(format!(
+                "invalid ramp '{s}': concurrency must be at least 1"
+            ));
+        }
+        if v > 100_000 {
+            return Err(format!("invalid ramp '{s}': concurrency {v} is too large"));
+        }
+        out.push(v);
+    }
+    Ok(Ramp(out))
+}
+
+/// Parse one arrival rate (requests/s, > 0).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid rate '{s}': expected requests per second, e.g. 500"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 10_000_000.0) {
+        return Err(format!("invalid rate '{s}': must be > 0"));
+    }
+    Ok(v)
+}
+
+/// Parse a list of arrival rates like `100,200,400`.
+pub fn parse_rates(s: &str) -> Result<Rates, String> {
+    s.split(',')
+        .map(parse_rate)
+        .collect::<Result<Vec<_>, _>>()
+        .map(Rates)
+        .map_err(|e| format!("invalid rate ramp '{s}': {e}"))
+}
+
+/// Parse `uniform`, `zipf:S`, `seq`, `fixed:N`.
+pub fn parse_pick(s: &str) -> Result<Pick, String> {
+    let t = s.trim();
+    let err =
+        |why: &str| format!("invalid pick '{s}': {why} (expected uniform, zipf:S, seq or fixed:N)");
+    match t.split_once(':') {
+        None => match t {
+            "uniform" => Ok(Pick::Uniform),
+            "seq" => Ok(Pick::Seq),
+            "zipf" => Ok(Pick::Zipf(1.0)),
+            "fixed" => Ok(Pick::Fixed(0)),
+            _ => Err(err("unknown mode")),
+        },
+        Some(("zipf", v)) => {
+            let e: f64 = v
+                .parse()
+                .map_err(|_| err("zipf exponent is not a number"))?;
+            if !(e.is_finite() && e > 0.0) {
+                return Err(err("zipf exponent must be > 0"));
+            }
+            Ok(Pick::Zipf(e))
+        }
+        Some(("fixed", v)) => v
+            .parse()
+            .map(Pick::Fixed)
+            .map_err(|_| err("fixed index is not a non-negative integer")),
+        Some(_) => Err(err("unknown mode")),
+    }
+}
+
+/// Parse `POST /search`, `GET /health`.
+pub fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
+    let err = |why: &str| {
+        format!("invalid endpoint '{s}': {why} (expected e.g. 'POST /search' or 'GET /health')")
+    };
+    let mut it = s.split_whitespace();
+    let (Some(m), Some(p), None) = (it.next(), it.next(), it.next()) else {
+        return Err(err("needs a method and a path"));
+    };
+    let method = hyper::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+        .map_err(|_| err("bad method"))?;
+    if !p.starts_with('/') {
+        return Err(err("path must start with /"));
+    }
+    p.parse::<hyper::Uri>().map_err(|_| err("bad path"))?;
+    Ok(Endpoint {
+        method,
+        path: p.to_string(),
+    })
+}

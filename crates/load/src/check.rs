@@ -1,0 +1,94 @@
+//! Checking one answer.
+
+use serde::Deserialize;
+
+use crate::stats::ErrorKind;
+
+/// What an answer must look like.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Check {
+    /// Status 200, body ignored (e.g. `GET /health`).
+    StatusOnly,
+    /// Status 200 and a search answer (see [`check_search_body`]).
+    Search,
+}
+
+/// Map an HTTP status to ok or an error kind.
+pub fn check_status(status: u16) -> Result<(), ErrorKind> {
+    match status {
+        200 => Ok(()),
+        503 => Err(ErrorKind::Http503),
+        504 => Err(ErrorKind::Http504),
+        400..=499 => Err(ErrorKind::Http4xx),
+        500..=599 => Err(ErrorKind::Http5xx),
+        _ => Err(ErrorKind::HttpOther),
+    }
+}
+
+#[derive(Deserialize)]
+struct Hit {
+    id: i64,
+    score: f64,
+}
+
+#[derive(Deserialize)]
+struct SearchAnswer {
+    hits: Vec<Hit>,
+    #[allow(dead_code)]
+    took_us: f64,
+}
+
+/// Check a `POST /search` answer body: JSON `{"hits":[{"id":..,"score":..}],"took_us":..}`
+/// (other fields allowed), exactly `expect_hits` hits, scores non-increasing,
+/// integer ids >= 0 and below `n_max` when given. On success the hit ids are
+/// left in `ids` (cleared first).
+pub fn check_search_body(
+    body: &[u8],
+    expect_hits: usize,
+    n_max: Option<u64>,
+    ids: &mut Vec<i64>,
+) -> Result<(), ErrorKind> {
+    ids.clear();
+    let ans: SearchAnswer = serde_json::from_slice(body).map_err(|_| ErrorKind::BadBody)?;
+    if ans.hits.len() != expect_hits {
+        return Err(ErrorKind::WrongCount);
+    }
+    if ans.hits.windows(2).any(|w| w[0].score < w[1].score) {
+        return Err(ErrorKind::Unsorted);
+    }
+    for h in &ans.hits {
+        if h.id < 0 || n_max.is_some_and(|n| h.id as u64 >= n) {
+            return Err(ErrorKind::BadId);
+        }
+        ids.push(h.id);
+    }
+    Ok(())
+}
+
+/// Check a whole answer: status first, then the body when `check` is `Search`.
+pub fn check_response(
+    check: Check,
+    status: u16,
+    body: &[u8],
+    expect_hits: usize,
+    n_max: Option<u64>,
+    ids: &mut Vec<i64>,
+) -> Result<(), ErrorKind> {
+    check_status(status)?;
+    match check {
+        Check::StatusOnly => Ok(()),
+        Check::Search => check_search_body(body, expect_hits, n_max, ids),
+    }
+}
+
+/// recall@k of one answer against its exact neighbours (not tie-aware):
+/// |answer ∩ truth[..k]| / k with k = min(answer k, truth width).
+pub fn recall_of(answer: &[i64], truth: &[i64], k: usize) -> f64 {
+    let k = k.min(truth.len());
+    if k == 0 {
+        return 0.0;
+    }
+    let t = &truth[..k];
+    let hit = answer.iter().take(k).filter(|id| t.contains(id)).count();
+    hit as f64 / k as f64
+}

@@ -1,0 +1,95 @@
+//! The one error type of the crate.
+
+use std::path::PathBuf;
+
+use crate::report::Report;
+
+/// Everything `searchd load` can fail with.
+///
+/// Problems with the *target* (refused connections, garbage answers, timeouts)
+/// are not errors: they are counted per kind in the report. An `Err` means the
+/// run could not be set up (usage or input files), an output file could not be
+/// written, or `--fail-on-slo` was given and no step passed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A flag value or a combination of flags that does not make sense.
+    #[error("usage: {message}")]
+    Usage { message: String },
+
+    /// A line of `--body-file` is not valid JSON (or is otherwise unusable).
+    #[error("{}:{line}: {message}", path.display())]
+    BodyFile {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+
+    /// The `--gt` file could not be read or is malformed.
+    #[error("{}: {message}", path.display())]
+    GroundTruth { path: PathBuf, message: String },
+
+    /// Reading an input file failed.
+    #[error("{}: {source}", path.display())]
+    Input {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Writing `--json`, `--csv` or `--html` failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Drawing a chart for the HTML report failed.
+    #[error("cannot draw chart {chart}: {message}")]
+    Plot { chart: String, message: String },
+
+    /// The tokio runtime for [`crate::run_blocking`] could not be built.
+    #[error("cannot start the async runtime: {source}")]
+    Runtime {
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// `--fail-on-slo` was given and no step met the SLO. The full report is
+    /// carried along so the caller can still print and write it.
+    #[error("no step met the SLO (p99 <= {slo_p99_ms} ms, error rate <= {max_error_rate})")]
+    SloFailed {
+        slo_p99_ms: f64,
+        max_error_rate: f64,
+        report: Box<Report>,
+    },
+}
+
+impl LoadError {
+    /// Process exit status the CLI should use: 1 for `--fail-on-slo`, 2 for
+    /// usage and input-file errors, 1 for anything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LoadError::SloFailed { .. } => 1,
+            LoadError::Usage { .. }
+            | LoadError::BodyFile { .. }
+            | LoadError::GroundTruth { .. }
+            | LoadError::Input { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// The report carried by [`LoadError::SloFailed`], if any.
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            LoadError::SloFailed { report, .. } => Some(report),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        LoadError::Usage {
+            message: message.into(),
+        }
+    }
+}

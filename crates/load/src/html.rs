@@ -1,0 +1,259 @@
+//! HTML report with inline SVG charts drawn by plotters.
+
+use plotters::prelude::*;
+
+use crate::error::LoadError;
+use crate::report::{Report, Step};
+
+fn plot_err(chart: &str, e: impl std::fmt::Display) -> LoadError {
+    LoadError::Plot {
+        chart: chart.to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn level(r: &Report, s: &Step) -> f64 {
+    if r.is_open_loop() {
+        s.rate.unwrap_or(0.0)
+    } else {
+        s.concurrency as f64
+    }
+}
+
+fn x_range(xs: &[f64]) -> (f64, f64) {
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3);
+    let hi = xs.iter().copied().fold(0.0, f64::max).max(lo);
+    (lo / 1.3, hi * 1.3)
+}
+
+fn x_label(r: &Report) -> &'static str {
+    if r.is_open_loop() {
+        "offered rate (requests/s, log scale)"
+    } else {
+        "concurrency (log scale)"
+    }
+}
+
+const W: u32 = 760;
+const H: u32 = 420;
+
+/// QPS vs load level; sustainable step green, peak red.
+pub fn qps_svg(r: &Report) -> Result<String, LoadError> {
+    let name = "qps";
+    let pts: Vec<(f64, f64)> = r.steps.iter().map(|s| (level(r, s), s.qps)).collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
+        let (x0, x1) = x_range(&pts.iter().map(|p| p.0).collect::<Vec<_>>());
+        let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.15;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Throughput (ok answers/s)", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label(r))
+            .y_desc("QPS")
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), BLUE.stroke_width(2)))
+            .map_err(|e| plot_err(name, e))?;
+        let sus = r.sustainable.as_ref().map(|b| b.step);
+        let peak = r.peak.as_ref().map(|b| b.step);
+        chart
+            .draw_series(pts.iter().enumerate().map(|(i, &p)| {
+                let c = if Some(i) == sus {
+                    GREEN.filled()
+                } else if Some(i) == peak {
+                    RED.filled()
+                } else if r.steps[i].slo_pass {
+                    BLUE.filled()
+                } else {
+                    RGBColor(150, 150, 150).filled()
+                };
+                Circle::new(p, 5, c)
+            }))
+            .map_err(|e| plot_err(name, e))?;
+        root.present().map_err(|e| plot_err(name, e))?;
+    }
+    Ok(svg)
+}
+
+/// p50 / p95 / p99 vs load level with the SLO line.
+pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
+    let name = "latency";
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
+        let xs: Vec<f64> = r.steps.iter().map(|s| level(r, s)).collect();
+        let (x0, x1) = x_range(&xs);
+        let ymax = r
+            .steps
+            .iter()
+            .filter_map(|s| s.latency_ms.p99)
+            .fold(r.config.slo_p99_ms, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Latency of ok answers (ms)", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label(r))
+            .y_desc("ms")
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        let series: [(&str, RGBColor, fn(&Step) -> Option<f64>); 3] = [
+            ("p50", BLUE, |s| s.latency_ms.p50),
+            ("p95", RGBColor(230, 140, 0), |s| s.latency_ms.p95),
+            ("p99", RED, |s| s.latency_ms.p99),
+        ];
+        for (label, color, get) in series {
+            let pts: Vec<(f64, f64)> = r
+                .steps
+                .iter()
+                .filter_map(|s| get(s).map(|v| (level(r, s), v)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| plot_err(name, e))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(|e| plot_err(name, e))?;
+        }
+        let slo = r.config.slo_p99_ms;
+        chart
+            .draw_series(LineSeries::new(
+                vec![(x0, slo), (x1, slo)],
+                BLACK.stroke_width(1),
+            ))
+            .map_err(|e| plot_err(name, e))?
+            .label(format!("SLO p99 {slo} ms"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        root.present().map_err(|e| plot_err(name, e))?;
+    }
+    Ok(svg)
+}
+
+/// Latency histogram of one step (40 bins up to its p99.9).
+pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
+    let name = "histogram";
+    let h = &step.hist;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
+        const BINS: usize = 40;
+        let hi_us = if h.is_empty() {
+            1000
+        } else {
+            h.value_at_quantile(0.999).max(1)
+        };
+        let width = (hi_us as f64 / BINS as f64).max(1.0);
+        let mut counts = vec![0u64; BINS];
+        for v in h.iter_recorded() {
+            let b = ((v.value_iterated_to() as f64 / width) as usize).min(BINS - 1);
+            counts[b] += v.count_at_value();
+        }
+        let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
+        let xmax = width * BINS as f64 / 1000.0;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .configure_mesh()
+            .x_desc("latency ms (tail beyond p99.9 in the last bin)")
+            .y_desc("answers")
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .draw_series(counts.iter().enumerate().map(|(i, &c)| {
+                let x0 = i as f64 * width / 1000.0;
+                let x1 = (i + 1) as f64 * width / 1000.0;
+                Rectangle::new([(x0, 0.0), (x1, c as f64)], BLUE.mix(0.7).filled())
+            }))
+            .map_err(|e| plot_err(name, e))?;
+        root.present().map_err(|e| plot_err(name, e))?;
+    }
+    Ok(svg)
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The full HTML page.
+pub fn render_html(r: &Report) -> Result<String, LoadError> {
+    let mut table = Vec::new();
+    crate::report::print_table(r, &mut table).expect("write to Vec");
+    let table = String::from_utf8_lossy(&table).into_owned();
+    let mut out = String::new();
+    out.push_str(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>searchd load report</title>\n",
+    );
+    out.push_str("<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}.warn{color:#a40}.svg{margin:1em 0}</style></head><body>\n");
+    out.push_str(&format!(
+        "<h1>searchd load: {}</h1>\n<p>{} {} loop. Sustainable = best QPS with p99 &le; {} ms and error rate &le; {}%; peak = best QPS regardless (not a capacity figure).</p>\n",
+        esc(&r.target),
+        esc(&r.config.endpoint),
+        esc(&r.mode),
+        r.config.slo_p99_ms,
+        r.config.max_error_rate * 100.0
+    ));
+    for w in &r.warnings {
+        out.push_str(&format!("<p class=\"warn\">warning: {}</p>\n", esc(w)));
+    }
+    if let Some(a) = &r.aborted {
+        out.push_str(&format!("<p class=\"warn\">aborted: {}</p>\n", esc(a)));
+    }
+    out.push_str(&format!("<pre>{}</pre>\n", esc(&table)));
+    if !r.steps.is_empty() {
+        out.push_str(&format!("<div class=\"svg\">{}</div>\n", qps_svg(r)?));
+        out.push_str(&format!("<div class=\"svg\">{}</div>\n", latency_svg(r)?));
+        let (which, step) = match (r.sustainable_step(), &r.peak) {
+            (Some(s), _) => ("sustainable", Some(s)),
+            (None, Some(p)) => ("peak (no step met the SLO)", r.steps.get(p.step)),
+            _ => ("", None),
+        };
+        if let Some(s) = step {
+            let lvl = match s.rate {
+                Some(rate) => format!("rate {rate:.0}/s"),
+                None => format!("concurrency {}", s.concurrency),
+            };
+            out.push_str(&format!(
+                "<div class=\"svg\">{}</div>\n",
+                histogram_svg(s, &format!("Latency histogram, {which} step ({lvl})"))?
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "<h2>JSON</h2><pre>{}</pre>\n</body></html>\n",
+        esc(&crate::report::to_json(r))
+    ));
+    Ok(out)
+}

@@ -1,0 +1,361 @@
+//! The `searchd.load.v1` report and its renderings (table, CSV, JSON).
+
+use std::io::Write;
+
+use hdrhistogram::Histogram;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::stats::{ErrorCounts, Percentiles, Spread};
+
+/// Schema id of the JSON report.
+pub const SCHEMA: &str = "searchd.load.v1";
+
+/// The whole result of a run: `searchd.load.v1` (see docs/schemas).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Always "searchd.load.v1".
+    pub schema: String,
+    /// Base URL loaded, e.g. "http://127.0.0.1:8080".
+    pub target: String,
+    /// Effective settings.
+    pub config: Config,
+    /// One entry per load level reached (medians when `--trials` > 1).
+    pub steps: Vec<Step>,
+    /// Best-QPS step with p99 within the SLO and error rate within the cap;
+    /// null when none passes.
+    pub sustainable: Option<Best>,
+    /// Best-QPS step regardless of SLO; null when no step had an ok answer.
+    pub peak: Option<Best>,
+    /// "closed" (concurrency ramp) or "open" (constant arrival rate).
+    pub mode: String,
+    /// True for `--pick fixed:N`: one repeated query flatters caches, so these
+    /// numbers are optimistic and must not be quoted as capacity.
+    pub optimistic: bool,
+    /// Why the run stopped early (partial results kept), null otherwise.
+    pub aborted: Option<String>,
+    /// Human-readable caveats (optimistic mode, saturated client, ...).
+    pub warnings: Vec<String>,
+    /// Where server RSS/CPU came from: "stats", "proc" or "none".
+    pub server_source: String,
+    /// The load generator itself.
+    pub client: ClientInfo,
+    /// Unix time the run started.
+    pub started_unix_s: f64,
+    /// Wall time of the whole run.
+    pub elapsed_s: f64,
+}
+
+/// Effective settings of the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub endpoint: String,
+    pub ramp: Option<Vec<u32>>,
+    pub rates: Option<Vec<f64>>,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+    pub slo_p99_ms: f64,
+    pub max_error_rate: f64,
+    pub queries: Option<usize>,
+    pub pick: String,
+    pub body_file: Option<String>,
+    /// Number of distinct bodies rotated over.
+    pub bodies: usize,
+    pub k: u32,
+    pub ef: Option<u32>,
+    pub gt: Option<String>,
+    /// Upper bound on ids and on the hit count (from --n-max or GET /stats).
+    pub n_max: Option<u64>,
+    pub trials: u32,
+    pub connections: usize,
+    pub late_threshold_ms: f64,
+    pub request_timeout_s: f64,
+    pub seed: u64,
+    pub server_pid: Option<u32>,
+    pub fail_on_slo: bool,
+}
+
+/// The load generator's environment.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientInfo {
+    pub version: String,
+    pub cores: usize,
+    /// Async runtime worker threads.
+    pub threads: usize,
+}
+
+/// One load level.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// Closed loop: requests in flight (= connections). Open loop: size of
+    /// the connection pool.
+    pub concurrency: u32,
+    /// Open loop: offered arrival rate (requests/s); null in closed loop.
+    pub rate: Option<f64>,
+    /// Measured window in seconds (from the end of warm-up to the last
+    /// answer of a request started within `--duration`).
+    pub duration_s: f64,
+    /// Requests started in the window (ok + errors), summed over trials.
+    pub requests: u64,
+    pub ok: u64,
+    /// Failed requests by kind (every kind present, zeros included).
+    pub errors: ErrorCounts,
+    pub error_rate: f64,
+    /// Ok answers per second (median over trials).
+    pub qps: f64,
+    /// Latency of ok answers in ms (closed loop: from send; open loop: from
+    /// the scheduled send time). Null when no ok answer.
+    pub latency_ms: Percentiles,
+    /// Mean recall@k of ok answers against `--gt` (NOT tie-aware: an id
+    /// counts only when it is among the first k exact ids); null without --gt.
+    pub recall_at_k: Option<f64>,
+    pub server: ServerStep,
+    pub slo_pass: bool,
+    /// All requests (ok + failed) per second.
+    pub rps: f64,
+    /// Open loop: sends later than `--late-threshold` past their schedule.
+    pub late: u64,
+    /// Open loop: requests not sent because no connection was free (also
+    /// counted in `errors.dropped`).
+    pub dropped: u64,
+    /// CPU used by the load generator during the window, % of one core.
+    pub client_cpu_pct: f64,
+    /// The load generator was near its CPU limit: numbers may be client-bound.
+    pub client_saturated: bool,
+    pub trials: TrialSpread,
+    /// Why this step has no latency numbers, or other remarks.
+    pub note: Option<String>,
+    #[serde(skip)]
+    pub hist: Histogram<u64>,
+}
+
+/// Server resources during a step.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServerStep {
+    /// Resident memory at the end of the window; null when unknown.
+    pub rss_bytes: Option<u64>,
+    /// CPU over the window, % of one core; null when unknown.
+    pub cpu_pct: Option<f64>,
+    /// "stats", "proc" or "none".
+    pub source: String,
+}
+
+/// Spread over trials.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialSpread {
+    /// Trials that reached this step.
+    pub n: u32,
+    pub qps: Spread,
+    pub p99_ms: Option<Spread>,
+}
+
+/// A chosen step (`sustainable` or `peak`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Best {
+    pub concurrency: u32,
+    pub rate: Option<f64>,
+    pub qps: f64,
+    pub p99_ms: Option<f64>,
+    /// Index into `steps`.
+    pub step: usize,
+}
+
+impl Serialize for ErrorCounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(crate::stats::ErrorKind::COUNT))?;
+        for (k, v) in self.iter() {
+            m.serialize_entry(k, &v)?;
+        }
+        m.end()
+    }
+}
+
+fn fmt_opt(v: Option<f64>, prec: usize) -> String {
+    match v {
+        Some(x) => format!("{x:.prec$}"),
+        None => "-".into(),
+    }
+}
+
+fn top_errors(e: &ErrorCounts) -> String {
+    let mut v: Vec<(&str, u64)> = e.iter().filter(|(_, n)| *n > 0).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.iter()
+        .take(3)
+        .map(|(k, n)| format!("{k}:{n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Report {
+    pub fn sustainable_step(&self) -> Option<&Step> {
+        self.sustainable
+            .as_ref()
+            .and_then(|b| self.steps.get(b.step))
+    }
+    pub fn is_open_loop(&self) -> bool {
+        self.mode == "open"
+    }
+}
+
+/// Print the final table (plus sustainable/peak, warnings, abort reason).
+pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
+    let open = r.is_open_loop();
+    writeln!(
+        w,
+        "searchd load: {} {}  ({} loop, warm-up {}s, measure {}s, SLO p99 <= {} ms, errors <= {}%{})",
+        r.target,
+        r.config.endpoint,
+        r.mode,
+        r.config.warmup_s,
+        r.config.duration_s,
+        r.config.slo_p99_ms,
+        r.config.max_error_rate * 100.0,
+        if r.config.trials > 1 {
+            format!(", median of {} trials", r.config.trials)
+        } else {
+            String::new()
+        }
+    )?;
+    let lvl = if open { "rate/s" } else { "conc" };
+    writeln!(
+        w,
+        "{lvl:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>4}  errors",
+        "qps",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms",
+        "err%",
+        "recall",
+        "srv cpu%",
+        "srv MiB",
+        "cli cpu%",
+        "SLO"
+    )?;
+    for s in &r.steps {
+        let level = if open {
+            format!("{:.0}", s.rate.unwrap_or(0.0))
+        } else {
+            s.concurrency.to_string()
+        };
+        let mut extra = top_errors(&s.errors);
+        if open && s.late > 0 {
+            extra.push_str(&format!(" late:{}", s.late));
+        }
+        if s.client_saturated {
+            extra.push_str(" CLIENT-SATURATED");
+        }
+        if let Some(n) = &s.note {
+            extra.push_str(&format!(" ({n})"));
+        }
+        writeln!(
+            w,
+            "{level:>8} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7.2} {:>7} {:>8} {:>8} {:>8.0} {:>4}  {}",
+            s.qps,
+            fmt_opt(s.latency_ms.p50, 2),
+            fmt_opt(s.latency_ms.p95, 2),
+            fmt_opt(s.latency_ms.p99, 2),
+            fmt_opt(s.latency_ms.p999, 2),
+            fmt_opt(s.latency_ms.max, 2),
+            s.error_rate * 100.0,
+            fmt_opt(s.recall_at_k, 3),
+            fmt_opt(s.server.cpu_pct, 0),
+            fmt_opt(s.server.rss_bytes.map(|b| b as f64 / (1 << 20) as f64), 0),
+            s.client_cpu_pct,
+            if s.slo_pass { "ok" } else { "FAIL" },
+            extra.trim()
+        )?;
+    }
+    let best = |b: &Option<Best>| match b {
+        None => "none".to_string(),
+        Some(b) => {
+            let lvl = match b.rate {
+                Some(rate) => format!("rate {rate:.0}/s"),
+                None => format!("concurrency {}", b.concurrency),
+            };
+            format!(
+                "{:.1} QPS at {lvl} (p99 {} ms)",
+                b.qps,
+                fmt_opt(b.p99_ms, 2)
+            )
+        }
+    };
+    writeln!(w, "sustainable: {}", best(&r.sustainable))?;
+    writeln!(
+        w,
+        "peak:        {}   (peak is not sustainable unless they coincide)",
+        best(&r.peak)
+    )?;
+    for warn in &r.warnings {
+        writeln!(w, "warning: {warn}")?;
+    }
+    if let Some(a) = &r.aborted {
+        writeln!(w, "aborted: {a}")?;
+    }
+    Ok(())
+}
+
+/// CSV with a header and one row per step.
+pub fn write_csv(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
+    let kinds: Vec<&str> = crate::stats::ErrorKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .collect();
+    write!(
+        w,
+        "concurrency,rate,duration_s,requests,ok,error_rate,qps,rps,p50_ms,p95_ms,p99_ms,p999_ms,max_ms,mean_ms,recall_at_k,server_rss_bytes,server_cpu_pct,client_cpu_pct,client_saturated,late,dropped,slo_pass,trials,qps_min,qps_max,p99_min_ms,p99_max_ms"
+    )?;
+    for k in &kinds {
+        write!(w, ",err_{k}")?;
+    }
+    writeln!(w)?;
+    let o = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_default();
+    for s in &r.steps {
+        write!(
+            w,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            s.concurrency,
+            o(s.rate),
+            s.duration_s,
+            s.requests,
+            s.ok,
+            s.error_rate,
+            s.qps,
+            s.rps,
+            o(s.latency_ms.p50),
+            o(s.latency_ms.p95),
+            o(s.latency_ms.p99),
+            o(s.latency_ms.p999),
+            o(s.latency_ms.max),
+            o(s.latency_ms.mean),
+            o(s.recall_at_k),
+            s.server
+                .rss_bytes
+                .map(|b| b.to_string())
+                .unwrap_or_default(),
+            o(s.server.cpu_pct),
+            s.client_cpu_pct,
+            s.client_saturated,
+            s.late,
+            s.dropped,
+            s.slo_pass,
+            s.trials.n,
+            s.trials.qps.min,
+            s.trials.qps.max,
+            o(s.trials.p99_ms.map(|p| p.min)),
+            o(s.trials.p99_ms.map(|p| p.max)),
+        )?;
+        for (_, v) in s.errors.iter() {
+            write!(w, ",{v}")?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// The JSON report as a string (pretty-printed).
+pub fn to_json(r: &Report) -> String {
+    serde_json::to_string_pretty(r).expect("report serialises")
+}

@@ -1,0 +1,985 @@
+//! Running steps: closed-loop workers (one loop per connection), open-loop
+//! dispatcher plus connection pool, ramps, trials, aggregation.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::args::{LoadArgs, Pick};
+use crate::bodies::{BodySet, PickShared, Picker};
+use crate::check::{check_response, recall_of, Check};
+use crate::client::{request_once, Conn, Target};
+use crate::error::LoadError;
+use crate::gt::IdMatrix;
+use crate::report::{Best, ClientInfo, Config, Report, ServerStep, Step, TrialSpread, SCHEMA};
+use crate::resources::{self, ServerSource};
+use crate::stats::{
+    best_step, error_rate, median, new_histogram, percentiles_ms, scheduled_offset_ns, slo_pass,
+    spread, ErrorCounts, ErrorKind, LiveStats, Percentiles,
+};
+
+/// Pause after a failed connect before the slot tries again (closed loop),
+/// so a refusing target is not hammered in a tight loop.
+const CONNECT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// One load level.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Level {
+    Closed(u32),
+    Open(f64),
+}
+
+/// Everything fixed for the whole run.
+struct Shared {
+    target: Target,
+    bodies: BodySet,
+    check: Check,
+    gt: Option<IdMatrix>,
+    /// Hit count bound (min(k, n)).
+    n_count: Option<u64>,
+    /// Id bound (--n-max only).
+    n_ids: Option<u64>,
+    request_timeout: Duration,
+    live: LiveStats,
+    pick: Arc<PickShared>,
+}
+
+#[derive(Clone, Copy)]
+struct Times {
+    measure_start: Instant,
+    end: Instant,
+}
+
+/// What one worker (or a whole step) counted.
+struct Acc {
+    hist: Histogram<u64>,
+    ok: u64,
+    errors: ErrorCounts,
+    recall_sum: f64,
+    recall_n: u64,
+    last_done: Option<Instant>,
+    connect_err: Option<String>,
+}
+
+impl Acc {
+    fn new() -> Self {
+        Acc {
+            hist: new_histogram(),
+            ok: 0,
+            errors: ErrorCounts::default(),
+            recall_sum: 0.0,
+            recall_n: 0,
+            last_done: None,
+            connect_err: None,
+        }
+    }
+    fn merge(&mut self, o: Acc) {
+        self.hist.add(&o.hist).expect("auto-resizing histogram");
+        self.ok += o.ok;
+        self.errors.merge(&o.errors);
+        self.recall_sum += o.recall_sum;
+        self.recall_n += o.recall_n;
+        self.last_done = match (self.last_done, o.last_done) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if self.connect_err.is_none() {
+            self.connect_err = o.connect_err;
+        }
+    }
+    fn requests(&self) -> u64 {
+        self.ok + self.errors.total()
+    }
+}
+
+type Outcome = Result<(u16, bytes::Bytes), (ErrorKind, Option<String>)>;
+
+/// Check and count one finished request.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    sh: &Shared,
+    acc: &mut Acc,
+    idx: usize,
+    res: Outcome,
+    origin: Instant,
+    record: bool,
+    ids: &mut Vec<i64>,
+) {
+    let done = Instant::now();
+    let lat_us = done.saturating_duration_since(origin).as_micros() as u64;
+    let verdict = match res {
+        Ok((status, body)) => {
+            let k = sh.bodies.k[idx] as u64;
+            let expect = sh.n_count.map_or(k, |n| k.min(n)) as usize;
+            check_response(sh.check, status, &body, expect, sh.n_ids, ids).map_err(|k| (k, None))
+        }
+        Err(e) => Err(e),
+    };
+    match verdict {
+        Ok(()) => {
+            sh.live.record_ok(lat_us);
+            if record {
+                acc.ok += 1;
+                acc.hist
+                    .record(lat_us.max(1))
+                    .expect("auto-resizing histogram");
+                if let (Some(gt), Some(q)) = (&sh.gt, sh.bodies.qidx[idx]) {
+                    if (q as usize) < gt.rows {
+                        acc.recall_sum +=
+                            recall_of(ids, gt.row(q as usize), sh.bodies.k[idx] as usize);
+                        acc.recall_n += 1;
+                    }
+                }
+            }
+        }
+        Err((kind, msg)) => {
+            sh.live.record_err();
+            if record {
+                acc.errors.add(kind);
+                if msg.is_some() && acc.connect_err.is_none() {
+                    acc.connect_err = msg;
+                }
+            }
+        }
+    }
+    if record {
+        acc.last_done = Some(acc.last_done.map_or(done, |d| d.max(done)));
+    }
+}
+
+async fn closed_worker(
+    sh: Arc<Shared>,
+    t: Times,
+    mut slot: Option<Conn>,
+    mut picker: Picker,
+) -> (Option<Conn>, Acc) {
+    let mut acc = Acc::new();
+    let mut ids = Vec::with_capacity(16);
+    loop {
+        let start = Instant::now();
+        if start >= t.end {
+            break;
+        }
+        let record = start >= t.measure_start;
+        let idx = picker.next_index();
+        let req = sh.target.request(&sh.bodies.bodies[idx]);
+        let res = request_once(&mut slot, &sh.target, req, start + sh.request_timeout).await;
+        let connect_failed = matches!(res, Err((ErrorKind::Connect, _)));
+        finish(&sh, &mut acc, idx, res, start, record, &mut ids);
+        if connect_failed {
+            let now = Instant::now();
+            if now < t.end {
+                tokio::time::sleep(CONNECT_BACKOFF.min(t.end - now)).await;
+            }
+        }
+    }
+    (slot, acc)
+}
+
+struct Job {
+    sched: Instant,
+    idx: usize,
+    record: bool,
+}
+
+async fn open_worker(
+    sh: Arc<Shared>,
+    id: usize,
+    mut rx: mpsc::Receiver<Job>,
+    idle: Arc<Mutex<Vec<usize>>>,
+    mut slot: Option<Conn>,
+) -> (Option<Conn>, Acc) {
+    let mut acc = Acc::new();
+    let mut ids = Vec::with_capacity(16);
+    while let Some(job) = rx.recv().await {
+        let req = sh.target.request(&sh.bodies.bodies[job.idx]);
+        let deadline = Instant::now() + sh.request_timeout;
+        let res = request_once(&mut slot, &sh.target, req, deadline).await;
+        finish(&sh, &mut acc, job.idx, res, job.sched, job.record, &mut ids);
+        idle.lock().expect("idle pool").push(id);
+    }
+    (slot, acc)
+}
+
+/// Send the requests `first, first + stride, ...` of the schedule "request i
+/// at `t0 + i / rate`" until `t.end` to this shard's idle connections
+/// (`txs[j]` is local slot j); returns (late, dropped) counted within the
+/// measured window.
+#[allow(clippy::too_many_arguments)]
+async fn dispatcher(
+    t0: Instant,
+    t: Times,
+    rate: f64,
+    first: u64,
+    stride: u64,
+    txs: Vec<mpsc::Sender<Job>>,
+    idle: Arc<Mutex<Vec<usize>>>,
+    mut picker: Picker,
+    late_threshold: Duration,
+    sh: Arc<Shared>,
+) -> (u64, u64) {
+    let (mut late, mut dropped) = (0u64, 0u64);
+    let mut i: u64 = first;
+    loop {
+        let sched = t0 + Duration::from_nanos(scheduled_offset_ns(i, rate));
+        if sched >= t.end {
+            break;
+        }
+        let now = Instant::now();
+        if sched > now {
+            tokio::time::sleep_until(sched).await;
+            continue;
+        }
+        let record = sched >= t.measure_start;
+        if record && now.duration_since(sched) > late_threshold {
+            late += 1;
+        }
+        let idx = picker.next_index();
+        let free = idle.lock().expect("idle pool").pop();
+        match free {
+            Some(j) => {
+                // Capacity 1 and the slot is idle: this cannot be full.
+                let _ = txs[j].try_send(Job { sched, idx, record });
+            }
+            None => {
+                sh.live.record_err();
+                if record {
+                    dropped += 1;
+                }
+            }
+        }
+        i += stride;
+    }
+    (late, dropped)
+}
+
+/// Client threads: one single-threaded runtime per thread, like wrk's
+/// event loops (no work stealing, no cross-thread wake-ups). A connection
+/// lives on one shard for the whole run: slot i on shard i % n.
+struct Shards {
+    handles: Vec<tokio::runtime::Handle>,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    joins: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Shards {
+    fn start(n: usize) -> std::io::Result<Shards> {
+        let mut sh = Shards {
+            handles: Vec::new(),
+            stops: Vec::new(),
+            joins: Vec::new(),
+        };
+        for i in 0..n.max(1) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            sh.handles.push(rt.handle().clone());
+            sh.stops.push(stop_tx);
+            sh.joins.push(
+                std::thread::Builder::new()
+                    .name(format!("searchd-load-{i}"))
+                    .spawn(move || {
+                        let _ = rt.block_on(stop_rx);
+                    })?,
+            );
+        }
+        Ok(sh)
+    }
+
+    fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    fn spawn<F>(&self, slot: usize, f: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handles[slot % self.handles.len()].spawn(f)
+    }
+}
+
+impl Drop for Shards {
+    fn drop(&mut self) {
+        for s in self.stops.drain(..) {
+            let _ = s.send(());
+        }
+        for j in self.joins.drain(..) {
+            let _ = j.join();
+        }
+    }
+}
+
+/// One step's raw result (one trial).
+struct StepRaw {
+    concurrency: u32,
+    rate: Option<f64>,
+    window_s: f64,
+    acc: Acc,
+    server: ServerStep,
+    client_cpu_pct: f64,
+    client_saturated: bool,
+    late: u64,
+    dropped: u64,
+    note: Option<String>,
+}
+
+impl StepRaw {
+    fn qps(&self) -> f64 {
+        self.acc.ok as f64 / self.window_s
+    }
+    fn error_rate(&self) -> f64 {
+        error_rate(self.acc.requests(), self.acc.errors.total())
+    }
+    fn p99(&self) -> Option<f64> {
+        percentiles_ms(&self.acc.hist).p99
+    }
+    fn all_connect_errors(&self) -> bool {
+        let n = self.acc.requests();
+        n > 0 && self.acc.ok == 0 && self.acc.errors.get(ErrorKind::Connect) == n
+    }
+}
+
+struct Runner<'a> {
+    args: &'a LoadArgs,
+    sh: Arc<Shared>,
+    server_src: ServerSource,
+    pb: ProgressBar,
+    /// Connections kept across steps (closed: one per concurrency slot;
+    /// open: the pool).
+    pool: Vec<Option<Conn>>,
+    threads: usize,
+    /// Declared after `pool`: connections are dropped before their runtimes.
+    shards: Shards,
+}
+
+impl Runner<'_> {
+    fn say(&self, line: String) {
+        if self.args.quiet {
+            return;
+        }
+        if self.pb.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.pb.println(line);
+        }
+    }
+
+    /// Live progress until `until`; returns nothing, just draws.
+    async fn watch(&self, label: &str, phase: &str, phase_start: Instant, until: Instant) {
+        let live = &self.sh.live;
+        let mut last_ok = live.ok.load(Ordering::Relaxed);
+        let mut last_t = Instant::now();
+        let total = until.saturating_duration_since(phase_start).as_secs_f64();
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            tokio::time::sleep((until - now).min(Duration::from_millis(250))).await;
+            let now = Instant::now();
+            let ok = live.ok.load(Ordering::Relaxed);
+            let dt = now.duration_since(last_t).as_secs_f64().max(1e-6);
+            let qps = (ok - last_ok) as f64 / dt;
+            last_ok = ok;
+            last_t = now;
+            let p99 = live
+                .quantile_us(0.99)
+                .map(|u| format!("{:.2}", u as f64 / 1000.0))
+                .unwrap_or_else(|| "-".into());
+            let errs = live.errors.load(Ordering::Relaxed);
+            self.pb.set_message(format!(
+                "{label} {phase} {:.1}/{:.1}s  qps {qps:.0}  p99~{p99} ms  errors {errs}",
+                now.saturating_duration_since(phase_start).as_secs_f64(),
+                total
+            ));
+        }
+    }
+
+    async fn sample_window_start(&self) -> (Option<resources::ServerSample>, Instant, f64) {
+        let s = resources::sample(self.server_src, &self.sh.target).await;
+        (s, Instant::now(), resources::self_cpu_seconds())
+    }
+
+    async fn run_step(&mut self, level: Level, seed: u64) -> StepRaw {
+        let args = self.args;
+        let label = match level {
+            Level::Closed(c) => format!("c={c}"),
+            Level::Open(r) => format!("rate={r:.0}/s"),
+        };
+        let t0 = Instant::now();
+        let t = Times {
+            measure_start: t0 + args.warmup,
+            end: t0 + args.warmup + args.duration,
+        };
+        self.sh.live.reset_latency();
+        self.sh.live.errors.store(0, Ordering::Relaxed);
+
+        let mut acc = Acc::new();
+        let (mut late, mut dropped) = (0, 0);
+        let (concurrency, rate);
+        let cpu0;
+        let srv0;
+        let sample_t0;
+        match level {
+            Level::Closed(c) => {
+                concurrency = c;
+                rate = None;
+                let c = c as usize;
+                while self.pool.len() < c {
+                    self.pool.push(None);
+                }
+                let mut handles = Vec::with_capacity(c);
+                for i in 0..c {
+                    let picker = Picker::new(
+                        self.sh.pick.clone(),
+                        seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    );
+                    handles.push(self.shards.spawn(
+                        i,
+                        closed_worker(self.sh.clone(), t, self.pool[i].take(), picker),
+                    ));
+                }
+                self.watch(&label, "warm-up", t0, t.measure_start).await;
+                self.sh.live.reset_latency();
+                (srv0, sample_t0, cpu0) = self.sample_window_start().await;
+                self.watch(&label, "measure", t.measure_start, t.end).await;
+                let (srv1, t1, cpu1) = self.sample_window_start().await;
+                for (i, h) in handles.into_iter().enumerate() {
+                    match h.await {
+                        Ok((slot, a)) => {
+                            self.pool[i] = slot;
+                            acc.merge(a);
+                        }
+                        Err(e) => tracing::error!("worker {i} failed: {e}"),
+                    }
+                }
+                return self.finish_step(
+                    concurrency,
+                    rate,
+                    t,
+                    acc,
+                    late,
+                    dropped,
+                    (srv0, sample_t0, cpu0),
+                    (srv1, t1, cpu1),
+                );
+            }
+            Level::Open(r) => {
+                concurrency = args.connections as u32;
+                rate = Some(r);
+                let n = args.connections;
+                while self.pool.len() < n {
+                    self.pool.push(None);
+                }
+                let shards = self.shards.len();
+                let mut handles = Vec::with_capacity(n);
+                let mut disps = Vec::with_capacity(shards);
+                for sid in 0..shards {
+                    // This shard's slots: sid, sid + shards, ...
+                    let slots: Vec<usize> = (sid..n).step_by(shards).collect();
+                    let idle = Arc::new(Mutex::new((0..slots.len()).rev().collect::<Vec<_>>()));
+                    let mut txs = Vec::with_capacity(slots.len());
+                    for (j, &slot) in slots.iter().enumerate() {
+                        let (tx, rx) = mpsc::channel(1);
+                        txs.push(tx);
+                        let w = open_worker(
+                            self.sh.clone(),
+                            j,
+                            rx,
+                            idle.clone(),
+                            self.pool[slot].take(),
+                        );
+                        handles.push((slot, self.shards.spawn(slot, w)));
+                    }
+                    let picker = Picker::new(
+                        self.sh.pick.clone(),
+                        seed ^ (sid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    );
+                    disps.push(self.shards.spawn(
+                        sid,
+                        dispatcher(
+                            t0,
+                            t,
+                            r,
+                            sid as u64,
+                            shards as u64,
+                            txs,
+                            idle,
+                            picker,
+                            args.late_threshold,
+                            self.sh.clone(),
+                        ),
+                    ));
+                }
+                self.watch(&label, "warm-up", t0, t.measure_start).await;
+                self.sh.live.reset_latency();
+                (srv0, sample_t0, cpu0) = self.sample_window_start().await;
+                self.watch(&label, "measure", t.measure_start, t.end).await;
+                let (srv1, t1, cpu1) = self.sample_window_start().await;
+                for d in disps {
+                    match d.await {
+                        Ok((l, d)) => {
+                            late += l;
+                            dropped += d;
+                        }
+                        Err(e) => tracing::error!("dispatcher failed: {e}"),
+                    }
+                }
+                for (i, h) in handles {
+                    match h.await {
+                        Ok((slot, a)) => {
+                            self.pool[i] = slot;
+                            acc.merge(a);
+                        }
+                        Err(e) => tracing::error!("worker {i} failed: {e}"),
+                    }
+                }
+                acc.errors.add_n(ErrorKind::Dropped, dropped);
+                return self.finish_step(
+                    concurrency,
+                    rate,
+                    t,
+                    acc,
+                    late,
+                    dropped,
+                    (srv0, sample_t0, cpu0),
+                    (srv1, t1, cpu1),
+                );
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish_step(
+        &self,
+        concurrency: u32,
+        rate: Option<f64>,
+        t: Times,
+        acc: Acc,
+        late: u64,
+        dropped: u64,
+        s0: (Option<resources::ServerSample>, Instant, f64),
+        s1: (Option<resources::ServerSample>, Instant, f64),
+    ) -> StepRaw {
+        let dur = self.args.duration.as_secs_f64();
+        let window_s = acc
+            .last_done
+            .map(|d| d.saturating_duration_since(t.measure_start).as_secs_f64())
+            .unwrap_or(0.0)
+            .max(dur);
+        let span = s1.1.saturating_duration_since(s0.1).as_secs_f64().max(1e-3);
+        let cpu_pct = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b >= a => Some((b - a) / span * 100.0),
+            _ => None,
+        };
+        let server = ServerStep {
+            rss_bytes: s1
+                .0
+                .and_then(|s| s.rss_bytes)
+                .or(s0.0.and_then(|s| s.rss_bytes)),
+            cpu_pct: cpu_pct(
+                s0.0.and_then(|s| s.cpu_seconds),
+                s1.0.and_then(|s| s.cpu_seconds),
+            ),
+            source: self.server_src.name().to_string(),
+        };
+        let client_cpu_pct = ((s1.2 - s0.2) / span * 100.0).max(0.0);
+        let limit = self.threads.min(resources::cores()).max(1) as f64 * 100.0;
+        let note = if acc.requests() == 0 {
+            Some("no request was started in the measured window (answers slower than warm-up + duration?)".to_string())
+        } else if acc.ok == 0 {
+            Some("no ok answer".to_string())
+        } else {
+            None
+        };
+        StepRaw {
+            concurrency,
+            rate,
+            window_s,
+            acc,
+            server,
+            client_cpu_pct,
+            client_saturated: client_cpu_pct >= 0.9 * limit,
+            late,
+            dropped,
+            note,
+        }
+    }
+}
+
+fn aggregate(raws: &[StepRaw], args: &LoadArgs) -> Step {
+    let first = &raws[0];
+    let mut errors = ErrorCounts::default();
+    let (mut ok, mut recall_sum, mut recall_n, mut late, mut dropped) = (0, 0.0, 0, 0, 0);
+    let mut hist = new_histogram();
+    for r in raws {
+        errors.merge(&r.acc.errors);
+        ok += r.acc.ok;
+        recall_sum += r.acc.recall_sum;
+        recall_n += r.acc.recall_n;
+        late += r.late;
+        dropped += r.dropped;
+        hist.add(&r.acc.hist).expect("auto-resizing histogram");
+    }
+    let requests = ok + errors.total();
+    let er = error_rate(requests, errors.total());
+    let qps_v: Vec<f64> = raws.iter().map(|r| r.qps()).collect();
+    let rps_v: Vec<f64> = raws
+        .iter()
+        .map(|r| r.acc.requests() as f64 / r.window_s)
+        .collect();
+    let per: Vec<Percentiles> = raws.iter().map(|r| percentiles_ms(&r.acc.hist)).collect();
+    let med = |f: fn(&Percentiles) -> Option<f64>| {
+        let v: Vec<f64> = per.iter().filter_map(f).collect();
+        median(&v)
+    };
+    let latency_ms = if raws.len() == 1 {
+        per[0]
+    } else {
+        Percentiles {
+            p50: med(|p| p.p50),
+            p95: med(|p| p.p95),
+            p99: med(|p| p.p99),
+            p999: med(|p| p.p999),
+            max: per.iter().filter_map(|p| p.max).reduce(f64::max),
+            mean: med(|p| p.mean),
+        }
+    };
+    let p99_v: Vec<f64> = per.iter().filter_map(|p| p.p99).collect();
+    let srv_cpu: Vec<f64> = raws.iter().filter_map(|r| r.server.cpu_pct).collect();
+    let cli_cpu: Vec<f64> = raws.iter().map(|r| r.client_cpu_pct).collect();
+    Step {
+        concurrency: first.concurrency,
+        rate: first.rate,
+        duration_s: median(&raws.iter().map(|r| r.window_s).collect::<Vec<_>>()).unwrap_or(0.0),
+        requests,
+        ok,
+        errors,
+        error_rate: er,
+        qps: median(&qps_v).unwrap_or(0.0),
+        latency_ms,
+        recall_at_k: (recall_n > 0).then(|| recall_sum / recall_n as f64),
+        server: ServerStep {
+            rss_bytes: raws.iter().filter_map(|r| r.server.rss_bytes).max(),
+            cpu_pct: median(&srv_cpu),
+            source: first.server.source.clone(),
+        },
+        slo_pass: slo_pass(ok, latency_ms.p99, er, args.slo_p99_ms, args.max_error_rate),
+        rps: median(&rps_v).unwrap_or(0.0),
+        late,
+        dropped,
+        client_cpu_pct: median(&cli_cpu).unwrap_or(0.0),
+        client_saturated: raws.iter().any(|r| r.client_saturated),
+        trials: TrialSpread {
+            n: raws.len() as u32,
+            qps: spread(&qps_v).expect("at least one trial"),
+            p99_ms: spread(&p99_v),
+        },
+        note: raws.iter().find_map(|r| r.note.clone()),
+        hist,
+    }
+}
+
+/// Check flags that clap cannot check alone.
+pub(crate) fn validate(args: &LoadArgs) -> Result<(), LoadError> {
+    let u = LoadError::usage;
+    if !(args.slo_p99_ms.is_finite() && args.slo_p99_ms > 0.0) {
+        return Err(u("--slo-p99-ms must be > 0"));
+    }
+    if !(0.0..=1.0).contains(&args.max_error_rate) {
+        return Err(u("--max-error-rate must be between 0 and 1"));
+    }
+    if args.duration.is_zero() {
+        return Err(u("--duration must be > 0"));
+    }
+    if args.request_timeout.is_zero() {
+        return Err(u("--request-timeout must be > 0"));
+    }
+    if args.trials == 0 || args.trials > 1000 {
+        return Err(u("--trials must be between 1 and 1000"));
+    }
+    if args.connections == 0 || args.connections > 100_000 {
+        return Err(u("--connections must be between 1 and 100000"));
+    }
+    if !(1..=1000).contains(&args.k) {
+        return Err(u("--k must be between 1 and 1000"));
+    }
+    if args.queries == 0 {
+        return Err(u("--queries must be at least 1"));
+    }
+    if args.ramp.0.is_empty() {
+        return Err(u("--ramp needs at least one concurrency"));
+    }
+    if args.body_file.is_some() && !args.endpoint.is_search() {
+        return Err(LoadError::usage(format!(
+            "--body-file needs an endpoint that takes a body (e.g. 'POST /search'), not '{}'",
+            args.endpoint
+        )));
+    }
+    Ok(())
+}
+
+fn levels(args: &LoadArgs) -> Vec<Level> {
+    if let Some(r) = args.rate {
+        vec![Level::Open(r)]
+    } else if let Some(rs) = &args.rate_ramp {
+        rs.0.iter().map(|&r| Level::Open(r)).collect()
+    } else {
+        args.ramp.0.iter().map(|&c| Level::Closed(c)).collect()
+    }
+}
+
+/// The whole run (see [`crate::run`]).
+pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
+    let started = Instant::now();
+    let started_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    validate(args)?;
+    let mut target = Target::new(&args.url, &args.endpoint)?;
+    let search = args.endpoint.is_search();
+    let bodies = match (&args.body_file, search) {
+        (Some(p), _) => BodySet::from_file(p)?,
+        (None, true) => BodySet::generated(args.queries, args.k, args.ef),
+        (None, false) => BodySet::empty(),
+    };
+    if let Pick::Fixed(i) = args.pick {
+        if i >= bodies.len() && search {
+            return Err(LoadError::usage(format!(
+                "--pick fixed:{i} is out of range: there are {} bodies (0..{})",
+                bodies.len(),
+                bodies.len()
+            )));
+        }
+    }
+    let mut warnings = Vec::new();
+    let gt = match (&args.gt, search) {
+        (Some(p), true) => {
+            let m = crate::gt::read_ids(p)?;
+            let max_q = bodies.qidx.iter().flatten().max().copied();
+            if let Some(q) = max_q {
+                if q as usize >= m.rows {
+                    return Err(LoadError::GroundTruth {
+                        path: p.clone(),
+                        message: format!(
+                            "has {} rows but the bodies use qidx up to {q} (lower --queries?)",
+                            m.rows
+                        ),
+                    });
+                }
+            }
+            Some(m)
+        }
+        (Some(_), false) => {
+            warnings.push(format!(
+                "--gt ignored: '{}' carries no queries",
+                args.endpoint
+            ));
+            None
+        }
+        _ => None,
+    };
+    target.resolve().await;
+    let (server_src, stats) = resources::detect(&target, args.server_pid).await;
+    let n_count = args.n_max.or(stats.and_then(|s| s.index_n));
+    let optimistic = matches!(args.pick, Pick::Fixed(_)) && search;
+    if optimistic {
+        let w = format!(
+            "--pick {}: one repeated query lets caches flatter the server; these numbers are OPTIMISTIC and are not a capacity figure (rotate queries: --pick uniform|zipf:S|seq)",
+            args.pick
+        );
+        if !args.quiet {
+            eprintln!("warning: {w}");
+        }
+        warnings.push(w);
+    } else if search && bodies.len() < 100 {
+        warnings.push(format!(
+            "only {} distinct bodies: caches may flatter the server",
+            bodies.len()
+        ));
+    }
+    if server_src == ServerSource::None {
+        warnings.push(
+            "no server CPU/RSS: the target has no GET /stats with process counters and no --server-pid was given".into(),
+        );
+    }
+
+    let pick_n = bodies.len();
+    let sh = Arc::new(Shared {
+        target: target.clone(),
+        bodies,
+        check: if search {
+            Check::Search
+        } else {
+            Check::StatusOnly
+        },
+        gt,
+        n_count,
+        n_ids: args.n_max,
+        request_timeout: args.request_timeout,
+        live: LiveStats::new(),
+        pick: PickShared::new(args.pick, pick_n),
+    });
+    let threads = args.threads.unwrap_or_else(resources::cores).max(1);
+    let shards = Shards::start(threads).map_err(|source| LoadError::Runtime { source })?;
+    let pb = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        pb.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("template"));
+        pb.enable_steady_tick(Duration::from_millis(120));
+        pb
+    };
+    let mut runner = Runner {
+        args,
+        sh,
+        server_src,
+        pb,
+        pool: Vec::new(),
+        threads,
+        shards,
+    };
+
+    let lv = levels(args);
+    let mut raws: Vec<Vec<StepRaw>> = lv.iter().map(|_| Vec::new()).collect();
+    let mut aborted: Option<String> = None;
+    'trials: for trial in 0..args.trials {
+        for (li, &level) in lv.iter().enumerate() {
+            let seed = args.seed ^ ((trial as u64) << 40) ^ ((li as u64) << 20);
+            let raw = runner.run_step(level, seed).await;
+            let pass = slo_pass(
+                raw.acc.ok,
+                raw.p99(),
+                raw.error_rate(),
+                args.slo_p99_ms,
+                args.max_error_rate,
+            );
+            let lvl = match level {
+                Level::Closed(c) => format!("c={c:<4}"),
+                Level::Open(r) => format!("rate={r:.0}/s"),
+            };
+            runner.say(format!(
+                "{}{lvl} qps {:>9.1}  p99 {:>8} ms  errors {:>5.2}%  {}",
+                if args.trials > 1 {
+                    format!("trial {}/{} ", trial + 1, args.trials)
+                } else {
+                    String::new()
+                },
+                raw.qps(),
+                raw.p99()
+                    .map(|p| format!("{p:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                raw.error_rate() * 100.0,
+                if pass { "ok" } else { "SLO broken: ramp stops" }
+            ));
+            let all_connect = raw.all_connect_errors();
+            let why = raw.acc.connect_err.clone().unwrap_or_default();
+            raws[li].push(raw);
+            if all_connect {
+                aborted = Some(if li == 0 {
+                    format!("no connection to {} could be made: {why}", target.base)
+                } else {
+                    format!(
+                        "{} refused every connection from step {lvl} on: {why}",
+                        target.base
+                    )
+                });
+                break 'trials;
+            }
+            if !pass {
+                break;
+            }
+        }
+    }
+    runner.pb.finish_and_clear();
+
+    let steps: Vec<Step> = raws
+        .iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| aggregate(r, args))
+        .collect();
+    let mk = |i: usize| {
+        let s: &Step = &steps[i];
+        Best {
+            concurrency: s.concurrency,
+            rate: s.rate,
+            qps: s.qps,
+            p99_ms: s.latency_ms.p99,
+            step: i,
+        }
+    };
+    let sustainable = best_step(&steps, |s| s.qps, |s| s.slo_pass).map(mk);
+    let peak = best_step(&steps, |s| s.qps, |s| s.ok > 0).map(mk);
+    if steps.iter().any(|s| s.client_saturated) {
+        warnings.push(
+            "the load generator was near its CPU limit in some steps (client_saturated): those numbers may measure the client, not the server".into(),
+        );
+    }
+    let open = args.open_loop();
+    let report = Report {
+        schema: SCHEMA.to_string(),
+        target: target.base.clone(),
+        config: Config {
+            endpoint: args.endpoint.to_string(),
+            ramp: (!open).then(|| args.ramp.0.clone()),
+            rates: open.then(|| {
+                lv.iter()
+                    .filter_map(|l| match l {
+                        Level::Open(r) => Some(*r),
+                        _ => None,
+                    })
+                    .collect()
+            }),
+            warmup_s: args.warmup.as_secs_f64(),
+            duration_s: args.duration.as_secs_f64(),
+            slo_p99_ms: args.slo_p99_ms,
+            max_error_rate: args.max_error_rate,
+            queries: (search && args.body_file.is_none()).then_some(args.queries),
+            pick: args.pick.to_string(),
+            body_file: args.body_file.as_ref().map(|p| p.display().to_string()),
+            bodies: pick_n,
+            k: args.k,
+            ef: args.ef,
+            gt: args.gt.as_ref().map(|p| p.display().to_string()),
+            n_max: n_count,
+            trials: args.trials,
+            connections: args.connections,
+            late_threshold_ms: args.late_threshold.as_secs_f64() * 1e3,
+            request_timeout_s: args.request_timeout.as_secs_f64(),
+            seed: args.seed,
+            server_pid: args.server_pid,
+            fail_on_slo: args.fail_on_slo,
+        },
+        steps,
+        sustainable,
+        peak,
+        mode: if open { "open" } else { "closed" }.into(),
+        optimistic,
+        aborted,
+        warnings,
+        server_source: server_src.name().into(),
+        client: ClientInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            cores: resources::cores(),
+            threads,
+        },
+        started_unix_s,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    };
+    if args.fail_on_slo && report.sustainable.is_none() {
+        return Err(LoadError::SloFailed {
+            slo_p99_ms: args.slo_p99_ms,
+            max_error_rate: args.max_error_rate,
+            report: Box::new(report),
+        });
+    }
+    Ok(report)
+}
