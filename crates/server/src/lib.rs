@@ -1,1 +1,293 @@
-//! searchd-server
+//! # searchd-server
+//!
+//! The HTTP front door of searchd (CONTRACTS.md "HTTP API"): axum 0.8 routes served by a
+//! hand-written hyper 1 accept loop on a small tokio runtime, with searches on a dedicated
+//! CPU pool.
+//!
+//! ## Shape
+//!
+//! - **I/O**: a tokio runtime with `--io-threads` workers (default 1) accepts connections,
+//!   parses HTTP and JSON, and writes replies. It never runs a search.
+//! - **CPU pool**: `--threads` OS threads (default: one per core) fed by a channel; each
+//!   job carries an `Arc` of the index it was admitted against, its deadline and a
+//!   oneshot for the result. A search that panics is caught and answered 500 `internal`.
+//! - **Admission**: a search needs one of `--max-inflight` slots (default 2 x threads). If
+//!   none is free it may wait in a queue of `--queue` places (default 64 x threads); if
+//!   the queue is full it gets `503 overloaded` with `Retry-After: 1` at once. Admission
+//!   happens only after the whole body has been read, so slow clients hold no slot.
+//! - **Deadlines**: each request's deadline is `--timeout-ms` after its headers arrived.
+//!   Time queued counts; a job whose deadline passed while it waited is not started; the
+//!   engine checks the deadline inside its search loop. Both answer `504
+//!   deadline_exceeded`. `--timeout-ms 0` therefore answers every search with 504.
+//! - **Reload**: `POST /admin/reload {"index": "DIR"}` opens DIR on a blocking thread beside
+//!   the current index and swaps an `ArcSwap`; in-flight searches finish on the old index,
+//!   which is freed by the last of them. The operator chooses the paths: the endpoint only
+//!   opens index directories (a path that is not one is refused with 400
+//!   `invalid_argument` and the engine's message) and no endpoint returns file contents.
+//!   With `--admin-token` (or `SEARCHD_ADMIN_TOKEN`) admin routes need `Authorization:
+//!   Bearer TOKEN` (else 401); without a token they are accepted only from loopback peers
+//!   (else 403 `forbidden`).
+//! - **Slow clients**: headers must arrive within `--read-timeout-ms` (hyper's header read
+//!   timeout; this also closes idle keep-alive connections after that long), and the body
+//!   within the same time again (else 408 `request_timeout` and the connection closes). The
+//!   open-files soft limit is raised to the hard limit at start, so thousands of idle
+//!   connections do not starve the others.
+//! - **`{"id": N}`** ("more like this") searches with the stored vector of N and leaves N
+//!   itself out of the hits (it would always be first with the best possible score); other
+//!   rows with an identical vector are still returned.
+//! - **`took_us`** is the time from the arrival of the request's headers to the reply,
+//!   queueing included.
+//!
+//! Errors beyond the contract's table (added, none renamed): 401 `unauthorized`, 403
+//! `forbidden`, 408 `request_timeout`, 500 `internal`, 503 `not_ready` (a search before the
+//! index is loaded; has `Retry-After`).
+//!
+//! `/stats` `requests` counts every answered request except those to `/health`, `/ready`,
+//! `/stats` and `/metrics`; `latency_ms` and `qps_1m` are over successful searches of the
+//! last 60 s. `/metrics` is OpenMetrics text (which Prometheus reads) and is produced from
+//! the same counters.
+
+mod api;
+mod config;
+mod error;
+mod net;
+mod pool;
+mod stats;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use searchd_engine::Index;
+use searchd_vecio::Vectors;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use api::{DEFAULT_K, MAX_EF};
+pub use config::{
+    available_cores, IndexSource, QuerySource, ServeArgs, ServerConfig, VectorsPlacement,
+    DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS,
+    INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
+};
+pub use error::{Code, ServerError};
+pub use net::raise_nofile_limit;
+
+/// Default `--io-threads`: tokio workers for connections and HTTP. One is enough to
+/// parse and answer well over 20,000 requests/s, and on a small machine every other core
+/// is better spent searching.
+pub const DEFAULT_IO_THREADS: usize = 1;
+
+/// Serve `config` on `listener` until `shutdown` resolves; then stop accepting, let
+/// in-flight requests finish (up to `config.drain_timeout`) and return `Ok(())`.
+///
+/// Runs inside a tokio runtime (with the time and I/O drivers enabled). Starts accepting at
+/// once: with [`IndexSource::Path`] the index (and the query matrix) are opened on a blocking
+/// thread meanwhile, `/ready` answers 503 and searches 503 `not_ready` until then; if that
+/// open fails, the server stops and this returns the error.
+pub async fn serve<F>(
+    config: ServerConfig,
+    listener: TcpListener,
+    shutdown: F,
+) -> Result<(), ServerError>
+where
+    F: Future + Send,
+{
+    if config.threads == 0 {
+        return Err(ServerError::Config("threads must be at least 1".into()));
+    }
+    if config.max_inflight == 0 {
+        return Err(ServerError::Config("max_inflight must be at least 1".into()));
+    }
+    if let Err(e) = raise_nofile_limit() {
+        tracing::warn!("cannot raise the open-files limit: {e}");
+    }
+    let addr = listener.local_addr()?;
+    let pool = pool::Pool::start(config.threads, config.search_delay)
+        .map_err(ServerError::Runtime)?;
+    let queries_path = match &config.queries {
+        Some(QuerySource::Path(p)) => Some(p.clone()),
+        _ => None,
+    };
+    let app = Arc::new(api::App {
+        index: ArcSwapOption::empty(),
+        queries: ArcSwapOption::empty(),
+        queries_path,
+        cfg: api::Settings {
+            ef: config.ef,
+            timeout: config.timeout,
+            body_limit: config.body_limit,
+            read_timeout: config.read_timeout,
+            admin_token: config.admin_token.clone(),
+            load: config.load,
+            max_inflight: config.max_inflight,
+            queue: config.queue,
+            threads: config.threads,
+        },
+        pool,
+        admission: Arc::new(Semaphore::new(config.max_inflight)),
+        stats: stats::Stats::new(),
+        reload_lock: tokio::sync::Mutex::new(()),
+    });
+
+    // Load in the background while already answering /health and /ready.
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<ServerError>();
+    {
+        let app = app.clone();
+        let config = config.clone();
+        tokio::spawn(async move {
+            let loaded = tokio::task::spawn_blocking(move || load(&config)).await;
+            match loaded {
+                Ok(Ok((index, queries))) => {
+                    let info = index.info();
+                    tracing::info!(
+                        %addr,
+                        kind = info.kind.name(),
+                        n = info.n,
+                        dim = info.dim,
+                        metric = info.metric,
+                        bytes = info.bytes,
+                        placement = ?info.placement,
+                        path = %info.path.display(),
+                        queries = queries.as_ref().map_or(0, |q| q.n()),
+                        threads = app.cfg.threads,
+                        max_inflight = app.cfg.max_inflight,
+                        queue = app.cfg.queue,
+                        timeout_ms = app.cfg.timeout.as_millis() as u64,
+                        ef = app.cfg.ef,
+                        "searchd ready"
+                    );
+                    app.queries.store(queries);
+                    app.index.store(Some(index));
+                }
+                Ok(Err(e)) => {
+                    let _ = failed_tx.send(e);
+                }
+                Err(e) => {
+                    let _ = failed_tx.send(ServerError::Config(format!("loader failed: {e}")));
+                }
+            }
+        });
+    }
+    tracing::info!(%addr, "searchd listening");
+
+    let mut failed: Option<ServerError> = None;
+    let failed_ref = &mut failed;
+    let stop = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            Some(e) = async { failed_rx.await.ok() } => {
+                // (A successful load drops the sender: that branch then never matches.)
+                *failed_ref = Some(e);
+            }
+        }
+    };
+    net::accept_loop(
+        app.clone(),
+        listener,
+        stop,
+        config.read_timeout,
+        config.drain_timeout,
+    )
+    .await;
+    tracing::info!("searchd stopped");
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+type Loaded = (Arc<Index>, Option<Arc<Vectors>>);
+
+fn load(config: &ServerConfig) -> Result<Loaded, ServerError> {
+    let queries = match &config.queries {
+        None => None,
+        Some(QuerySource::Loaded(v)) => Some(v.clone()),
+        Some(QuerySource::Path(p)) => Some(Arc::new(searchd_vecio::read_vectors(p)?)),
+    };
+    let index = match &config.index {
+        IndexSource::Loaded(ix) => ix.clone(),
+        IndexSource::Path(p) => Arc::new(Index::open(p, &config.load)?),
+    };
+    if let Some(q) = &queries {
+        if q.dim() != index.dim() {
+            let path = match &config.queries {
+                Some(QuerySource::Path(p)) => p.clone(),
+                _ => "(query matrix)".into(),
+            };
+            return Err(ServerError::QueryDim {
+                path,
+                queries: q.dim(),
+                index: index.dim(),
+            });
+        }
+    }
+    Ok((index, queries))
+}
+
+/// Resolve `addr` (`host:port`; a name such as `localhost:8080` is looked up) and bind.
+pub async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
+    let bind_err = |source| ServerError::Bind {
+        addr: addr.to_string(),
+        source,
+    };
+    let addrs: Vec<_> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(bind_err)?
+        .collect();
+    let mut last = None;
+    for a in addrs {
+        match TcpListener::bind(a).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(bind_err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no address to bind")
+    })))
+}
+
+/// Resolves on SIGTERM or SIGINT. A second signal while draining exits the process at once
+/// (status 130).
+pub async fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!("{name}: shutting down");
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
+            tracing::warn!("second signal: exiting without draining");
+            std::process::exit(130);
+        });
+    })
+}
+
+/// `searchd serve`: build the runtime (`--io-threads` workers), raise the open-files limit,
+/// bind `--addr`, install SIGTERM/SIGINT handling and serve until a signal; returns `Ok`
+/// after a graceful drain.
+pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
+    let config = ServerConfig::from_args(args)?;
+    if let Err(e) = raise_nofile_limit() {
+        tracing::warn!("cannot raise the open-files limit: {e}");
+    }
+    let io_threads = args.io_threads.unwrap_or(DEFAULT_IO_THREADS).max(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(io_threads)
+        .max_blocking_threads(4)
+        .thread_name("searchd-io")
+        .enable_all()
+        .build()
+        .map_err(ServerError::Runtime)?;
+    rt.block_on(async move {
+        let listener = bind(&args.addr).await?;
+        let shutdown = shutdown_signal().await?;
+        serve(config, listener, shutdown).await
+    })
+}

@@ -1,0 +1,246 @@
+//! `searchd serve` flags and the server's configuration.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use searchd_engine::{Index, LoadOptions, Placement};
+use searchd_vecio::Vectors;
+
+use crate::ServerError;
+
+/// Default `--addr`.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+/// Default `--ef`.
+pub const DEFAULT_EF: usize = 64;
+/// Default `--timeout-ms`.
+pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
+/// Default `--body-limit` (1 MiB).
+pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+/// Default `--read-timeout-ms`: how long a client may take to send a request's headers,
+/// and separately its body, before the connection is closed.
+pub const DEFAULT_READ_TIMEOUT_MS: u64 = 10_000;
+/// Default `--max-inflight` is this many searches per search thread. Two per thread keeps
+/// one search running and one waiting on every core, so a worker that finishes never waits
+/// for the I/O thread to hand it the next query.
+pub const INFLIGHT_PER_THREAD: usize = 2;
+/// Default `--queue` is this many waiting searches per search thread. A queued search
+/// waits about `queue / threads x service time`: at ~0.3 ms a search that is ~10 ms,
+/// far inside the 100 ms latency objective, and enough to absorb bursts from a few hundred
+/// clients without refusing any.
+pub const QUEUE_PER_THREAD: usize = 64;
+
+/// Where the vectors of an index live (`--vectors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum VectorsPlacement {
+    /// Map the index files: pages are shared through the page cache (one copy for every
+    /// process on the machine) and loading is instant.
+    #[default]
+    Mmap,
+    /// Read the index files into private memory.
+    Ram,
+}
+
+impl From<VectorsPlacement> for Placement {
+    fn from(p: VectorsPlacement) -> Placement {
+        match p {
+            VectorsPlacement::Mmap => Placement::Mmap,
+            VectorsPlacement::Ram => Placement::Ram,
+        }
+    }
+}
+
+/// Flags of `searchd serve` (see CONTRACTS.md). Flatten into a clap command with
+/// `#[command(flatten)]` or use as a subcommand's args.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Index directory to serve (written by `searchd build`).
+    #[arg(long, value_name = "DIR")]
+    pub index: PathBuf,
+
+    /// Query matrix (.npy / .fvecs ...) whose rows `{"qidx": N}` requests search for.
+    #[arg(long, value_name = "FILE")]
+    pub queries: Option<PathBuf>,
+
+    /// Address to listen on. Loopback by default; pass 0.0.0.0:PORT to serve the network.
+    #[arg(long, default_value = DEFAULT_ADDR, value_name = "HOST:PORT")]
+    pub addr: String,
+
+    /// HNSW candidate list size for requests that do not give `ef` (raised to k).
+    #[arg(long, default_value_t = DEFAULT_EF)]
+    pub ef: usize,
+
+    /// Search threads (the CPU pool). Default: one per core.
+    #[arg(long)]
+    pub threads: Option<usize>,
+
+    /// Threads of the async runtime that handles connections and HTTP (not searches).
+    /// Default 1: on small machines the cores are better spent searching.
+    #[arg(long, value_name = "N")]
+    pub io_threads: Option<usize>,
+
+    /// Searches admitted at once (running or handed to the pool). Default: 2 x threads.
+    #[arg(long, value_name = "N")]
+    pub max_inflight: Option<usize>,
+
+    /// Searches that may wait for an in-flight slot; past it requests get an immediate 503
+    /// `overloaded` with `Retry-After: 1`. Default: 64 x threads.
+    #[arg(long, value_name = "N")]
+    pub queue: Option<usize>,
+
+    /// Deadline of each search from the arrival of its request, queueing included; a search
+    /// past it is stopped (or not started) and answered 504 `deadline_exceeded`.
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS, value_name = "MS")]
+    pub timeout_ms: u64,
+
+    /// Bearer token required by /admin/* routes. Without it, admin routes are only
+    /// accepted from loopback peers.
+    #[arg(long, env = "SEARCHD_ADMIN_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub admin_token: Option<String>,
+
+    /// Largest request body in bytes; larger bodies get 413 `body_too_large`.
+    #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
+    pub body_limit: usize,
+
+    /// Time a client has to send a request's headers, and then its body, before the
+    /// connection is closed (slow or stalled clients).
+    #[arg(long, default_value_t = DEFAULT_READ_TIMEOUT_MS, value_name = "MS")]
+    pub read_timeout_ms: u64,
+
+    /// Where index vectors live: `mmap` (shared page cache) or `ram` (private copy).
+    #[arg(long, value_enum, default_value_t = VectorsPlacement::Mmap)]
+    pub vectors: VectorsPlacement,
+
+    /// Pre-fault every mapped page at load so the first queries do not pay page faults.
+    #[arg(long)]
+    pub populate: bool,
+
+    /// Skip the checksum pass over the index files at load (faster start).
+    #[arg(long)]
+    pub no_verify: bool,
+}
+
+/// Which index to serve.
+#[derive(Clone)]
+pub enum IndexSource {
+    /// Open this directory (on a blocking thread, after the server started listening;
+    /// `/ready` answers 503 until it is open).
+    Path(PathBuf),
+    /// Serve an index the caller already opened.
+    Loaded(Arc<Index>),
+}
+
+/// The query matrix behind `{"qidx": N}`.
+#[derive(Clone)]
+pub enum QuerySource {
+    /// Read this vector file at start.
+    Path(PathBuf),
+    /// Use vectors the caller already has.
+    Loaded(Arc<Vectors>),
+}
+
+/// Everything [`crate::serve`] needs. Build with [`ServerConfig::new`] (defaults) or
+/// [`ServerConfig::from_args`].
+#[derive(Clone)]
+pub struct ServerConfig {
+    pub index: IndexSource,
+    /// How to open index directories (at start and on `/admin/reload`).
+    pub load: LoadOptions,
+    pub queries: Option<QuerySource>,
+    /// Default `ef` of requests that give none.
+    pub ef: usize,
+    /// Search threads.
+    pub threads: usize,
+    /// Searches admitted at once.
+    pub max_inflight: usize,
+    /// Searches waiting for admission; beyond it, 503 at once.
+    pub queue: usize,
+    /// Deadline of each request from its arrival.
+    pub timeout: Duration,
+    pub admin_token: Option<String>,
+    pub body_limit: usize,
+    /// Header read timeout, and separately body read timeout.
+    pub read_timeout: Duration,
+    /// After the shutdown signal, how long to wait for in-flight requests to finish.
+    pub drain_timeout: Duration,
+    /// Test and demo aid: every search sleeps this long on its worker before it starts
+    /// (the deadline still applies). `None` in production.
+    pub search_delay: Option<Duration>,
+}
+
+/// Number of cores this process may use.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl ServerConfig {
+    /// Defaults for everything but the index: ef 64, one search thread per core,
+    /// max_inflight 2 x threads, queue 64 x threads, 1 s deadline, 1 MiB bodies, mmap with
+    /// checksum verification.
+    pub fn new(index: IndexSource) -> ServerConfig {
+        let threads = available_cores();
+        ServerConfig {
+            index,
+            load: LoadOptions::default(),
+            queries: None,
+            ef: DEFAULT_EF,
+            threads,
+            max_inflight: INFLIGHT_PER_THREAD * threads,
+            queue: QUEUE_PER_THREAD * threads,
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            admin_token: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            read_timeout: Duration::from_millis(DEFAULT_READ_TIMEOUT_MS),
+            drain_timeout: Duration::from_secs(30),
+            search_delay: None,
+        }
+    }
+
+    /// Configuration from `searchd serve` flags.
+    pub fn from_args(args: &ServeArgs) -> Result<ServerConfig, ServerError> {
+        let threads = args.threads.unwrap_or_else(available_cores);
+        if threads == 0 {
+            return Err(ServerError::Config("--threads must be at least 1".into()));
+        }
+        if args.ef == 0 || args.ef > crate::api::MAX_EF {
+            return Err(ServerError::Config(format!(
+                "--ef must be between 1 and {}, got {}",
+                crate::api::MAX_EF,
+                args.ef
+            )));
+        }
+        let max_inflight = args
+            .max_inflight
+            .unwrap_or(INFLIGHT_PER_THREAD * threads);
+        if max_inflight == 0 {
+            return Err(ServerError::Config(
+                "--max-inflight must be at least 1".into(),
+            ));
+        }
+        if args.body_limit == 0 {
+            return Err(ServerError::Config("--body-limit must be at least 1".into()));
+        }
+        if args.admin_token.as_deref() == Some("") {
+            return Err(ServerError::Config(
+                "--admin-token (or SEARCHD_ADMIN_TOKEN) is empty".into(),
+            ));
+        }
+        let mut cfg = ServerConfig::new(IndexSource::Path(args.index.clone()));
+        cfg.load = LoadOptions {
+            placement: args.vectors.into(),
+            populate: args.populate,
+            lock: false,
+            verify: !args.no_verify,
+        };
+        cfg.queries = args.queries.clone().map(QuerySource::Path);
+        cfg.ef = args.ef;
+        cfg.threads = threads;
+        cfg.max_inflight = max_inflight;
+        cfg.queue = args.queue.unwrap_or(QUEUE_PER_THREAD * threads);
+        cfg.timeout = Duration::from_millis(args.timeout_ms);
+        cfg.admin_token = args.admin_token.clone();
+        cfg.body_limit = args.body_limit;
+        cfg.read_timeout = Duration::from_millis(args.read_timeout_ms.max(1));
+        Ok(cfg)
+    }
+}

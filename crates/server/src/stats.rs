@@ -1,0 +1,371 @@
+//! Counters, the 60-second latency window, process figures from /proc, and the
+//! Prometheus exposition. One set of atomics feeds both `/stats` and `/metrics`, so the two
+//! always agree.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram as PromHistogram;
+use prometheus_client::registry::Registry;
+
+use crate::error::Code;
+
+/// Seconds of history for `latency_ms` and `qps_1m`.
+const WINDOW_S: u64 = 60;
+/// Histogram range in microseconds (1 us .. 100 s), 2 significant digits (1% error).
+const HIST_MAX_US: u64 = 100_000_000;
+
+struct Slot {
+    second: u64,
+    hist: Histogram<u64>,
+}
+
+/// Per-second histograms of successful search latencies, one per second of the last
+/// minute (a ring).
+struct Window {
+    slots: Vec<Slot>,
+}
+
+impl Window {
+    fn new() -> Window {
+        Window {
+            slots: (0..WINDOW_S)
+                .map(|_| Slot {
+                    second: u64::MAX,
+                    hist: Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid bounds"),
+                })
+                .collect(),
+        }
+    }
+
+    fn record(&mut self, second: u64, us: u64) {
+        let slot = &mut self.slots[(second % WINDOW_S) as usize];
+        if slot.second != second {
+            slot.hist.reset();
+            slot.second = second;
+        }
+        slot.hist.saturating_record(us.clamp(1, HIST_MAX_US));
+    }
+
+    /// Merge the slots of the last minute.
+    fn merged(&self, now_second: u64) -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid bounds");
+        for s in &self.slots {
+            if s.second != u64::MAX && s.second + WINDOW_S > now_second && s.second <= now_second
+            {
+                let _ = h.add(&s.hist);
+            }
+        }
+        h
+    }
+}
+
+/// Everything counted about requests.
+pub(crate) struct Stats {
+    started: Instant,
+    by_code: [AtomicU64; Code::ALL.len()],
+    /// Searches waiting for a slot.
+    pub queued: AtomicI64,
+    pub reloads: AtomicU64,
+    window: Mutex<Window>,
+    /// Latency of every `/search` answer, whatever its status.
+    search_seconds: PromHistogram,
+    pub registry: Registry,
+}
+
+/// `/stats` `latency_ms`.
+#[derive(serde::Serialize, Default, Debug, Clone, Copy)]
+pub struct LatencySummary {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+impl Stats {
+    pub fn new() -> Arc<Stats> {
+        let search_seconds = PromHistogram::new([
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+            1.0, 2.5, 5.0, 10.0,
+        ]);
+        let mut registry = Registry::default();
+        registry.register(
+            "searchd_search_request_duration_seconds",
+            "Time from the arrival of a POST /search request to its reply, any status",
+            search_seconds.clone(),
+        );
+        Arc::new(Stats {
+            started: Instant::now(),
+            by_code: std::array::from_fn(|_| AtomicU64::new(0)),
+            queued: AtomicI64::new(0),
+            reloads: AtomicU64::new(0),
+            window: Mutex::new(Window::new()),
+            search_seconds,
+            registry,
+        })
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Count one answered request (every route but /health, /ready, /stats, /metrics).
+    pub fn count(&self, code: Code) {
+        self.by_code[code.index()].fetch_add(1, Relaxed);
+    }
+
+    pub fn get(&self, code: Code) -> u64 {
+        self.by_code[code.index()].load(Relaxed)
+    }
+
+    /// Record the latency of one `/search` answer.
+    pub fn record_search(&self, code: Code, arrival: Instant, took: Duration) {
+        self.search_seconds.observe(took.as_secs_f64());
+        if code == Code::Ok {
+            let second = arrival.saturating_duration_since(self.started).as_secs();
+            self.window.lock().record(second, took.as_micros() as u64);
+        }
+    }
+
+    /// Percentiles and throughput of successful searches over the last minute.
+    pub fn window(&self) -> (LatencySummary, f64, u64) {
+        let up = self.uptime();
+        let now_second = up.as_secs();
+        let h = self.window.lock().merged(now_second);
+        let n = h.len();
+        let ms = |q: f64| {
+            if n == 0 {
+                0.0
+            } else {
+                h.value_at_quantile(q) as f64 / 1000.0
+            }
+        };
+        let lat = LatencySummary {
+            p50: ms(0.50),
+            p95: ms(0.95),
+            p99: ms(0.99),
+        };
+        // The window holds the current (partial) second and the 59 before it.
+        let span = up
+            .as_secs_f64()
+            .min((WINDOW_S - 1) as f64 + up.subsec_nanos() as f64 / 1e9)
+            .max(1e-3);
+        (lat, n as f64 / span, n)
+    }
+
+    pub fn totals(&self) -> RequestTotals {
+        let mut t = RequestTotals::default();
+        for c in Code::ALL {
+            let v = self.get(c);
+            t.total += v;
+            match c {
+                Code::Ok => t.ok += v,
+                Code::Overloaded => t.rejected += v,
+                Code::DeadlineExceeded => t.timeouts += v,
+                Code::Internal => t.server_errors += v,
+                Code::NotReady => t.not_ready += v,
+                _ => {
+                    if c.status().is_client_error() {
+                        t.client_errors += v;
+                    }
+                }
+            }
+        }
+        t
+    }
+}
+
+/// `/stats` `requests`: `total = ok + client_errors + rejected + timeouts + server_errors +
+/// not_ready`.
+#[derive(serde::Serialize, Default, Debug, Clone, Copy)]
+pub struct RequestTotals {
+    pub total: u64,
+    pub ok: u64,
+    /// 4xx answers (bad input, unknown route or id, auth, body too large ...).
+    pub client_errors: u64,
+    /// 503 `overloaded`: refused by admission control.
+    pub rejected: u64,
+    /// 504 `deadline_exceeded`.
+    pub timeouts: u64,
+    /// 500 `internal`.
+    pub server_errors: u64,
+    /// 503 `not_ready`: searches before the index was loaded.
+    pub not_ready: u64,
+}
+
+/// Figures about this process, from /proc/self.
+#[derive(serde::Serialize, Default, Debug, Clone, Copy)]
+pub struct ProcessStats {
+    pub rss_bytes: u64,
+    pub cpu_seconds: f64,
+    pub threads: u64,
+}
+
+pub fn process_stats() -> ProcessStats {
+    let mut p = ProcessStats::default();
+    // SAFETY: sysconf only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    if let Ok(s) = std::fs::read_to_string("/proc/self/statm") {
+        if let Some(rss) = s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()) {
+            p.rss_bytes = rss * page;
+        }
+    }
+    if let Ok(s) = std::fs::read_to_string("/proc/self/stat") {
+        // Fields after the command name, which is in parentheses and may contain spaces.
+        if let Some(rest) = s.rfind(')').map(|i| &s[i + 1..]) {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // rest[0] is field 3 (state); utime is 14, stime 15, num_threads 20.
+            let num = |field: usize| f.get(field - 3).and_then(|v| v.parse::<u64>().ok());
+            p.cpu_seconds = (num(14).unwrap_or(0) + num(15).unwrap_or(0)) as f64 / tck;
+            p.threads = num(20).unwrap_or(0);
+        }
+    }
+    p
+}
+
+/// Live index figures for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IndexFigures {
+    pub loaded: bool,
+    pub n: u64,
+    pub dim: u64,
+    pub bytes: u64,
+}
+
+/// Write the Prometheus text exposition.
+pub(crate) fn render_metrics(stats: &Stats, inflight: usize, index: IndexFigures) -> String {
+    let mut out = String::with_capacity(8192);
+    if let Err(e) = prometheus_client::encoding::text::encode_registry(&mut out, &stats.registry) {
+        tracing::warn!("cannot encode metrics: {e}");
+    }
+    let mut extra = String::with_capacity(4096);
+    let r = encode_live(stats, inflight, index, &mut extra);
+    if let Err(e) = r {
+        tracing::warn!("cannot encode metrics: {e}");
+    }
+    out.push_str(&extra);
+    out.push_str("# EOF\n");
+    out
+}
+
+fn encode_live(
+    stats: &Stats,
+    inflight: usize,
+    index: IndexFigures,
+    out: &mut String,
+) -> Result<(), std::fmt::Error> {
+    // A throwaway registry with one collector: lets the crate's encoder write descriptors
+    // for values read now.
+    #[derive(Debug)]
+    struct Live {
+        by_code: Vec<(&'static str, u64)>,
+        inflight: i64,
+        queued: i64,
+        reloads: u64,
+        index: IndexFigures,
+        uptime: f64,
+        process: ProcessStats,
+    }
+    impl prometheus_client::collector::Collector for Live {
+        fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            {
+                let c = ConstCounter::new(0u64);
+                let mut m = enc.encode_descriptor(
+                    "searchd_requests",
+                    "Answered requests (all routes but /health, /ready, /stats, /metrics) by outcome code",
+                    None,
+                    c.metric_type(),
+                )?;
+                for (code, v) in &self.by_code {
+                    let labels = [("code", *code)];
+                    let fam = m.encode_family(&labels)?;
+                    ConstCounter::new(*v).encode(fam)?;
+                }
+            }
+            let mut gauge = |name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
+                let g = ConstGauge::new(v);
+                let m = enc.encode_descriptor(name, help, None, g.metric_type())?;
+                g.encode(m)
+            };
+            gauge(
+                "searchd_inflight_searches",
+                "Searches admitted (handed to the search pool or running)",
+                self.inflight as f64,
+            )?;
+            gauge(
+                "searchd_queued_searches",
+                "Searches waiting for admission",
+                self.queued as f64,
+            )?;
+            gauge(
+                "searchd_index_loaded",
+                "1 once an index is loaded",
+                if self.index.loaded { 1.0 } else { 0.0 },
+            )?;
+            gauge(
+                "searchd_index_vectors",
+                "Vectors in the served index",
+                self.index.n as f64,
+            )?;
+            gauge(
+                "searchd_index_dimensions",
+                "Dimensions of the served index",
+                self.index.dim as f64,
+            )?;
+            gauge(
+                "searchd_index_size_bytes",
+                "Bytes of the served index's files",
+                self.index.bytes as f64,
+            )?;
+            gauge(
+                "searchd_uptime_seconds",
+                "Seconds since the server started",
+                self.uptime,
+            )?;
+            gauge(
+                "process_resident_memory_bytes",
+                "Resident set size of the process",
+                self.process.rss_bytes as f64,
+            )?;
+            gauge(
+                "process_threads",
+                "OS threads of the process",
+                self.process.threads as f64,
+            )?;
+            let c = ConstCounter::new(self.reloads);
+            let m = enc.encode_descriptor(
+                "searchd_index_reloads",
+                "Successful /admin/reload swaps",
+                None,
+                c.metric_type(),
+            )?;
+            c.encode(m)?;
+            let c = ConstCounter::new(self.process.cpu_seconds);
+            let m = enc.encode_descriptor(
+                "process_cpu_seconds",
+                "User and system CPU time of the process",
+                None,
+                c.metric_type(),
+            )?;
+            c.encode(m)
+        }
+    }
+    let live = Live {
+        by_code: Code::ALL.iter().map(|c| (c.as_str(), stats.get(*c))).collect(),
+        inflight: inflight as i64,
+        queued: stats.queued.load(Relaxed),
+        reloads: stats.reloads.load(Relaxed),
+        index,
+        uptime: stats.uptime().as_secs_f64(),
+        process: process_stats(),
+    };
+    let mut reg = Registry::default();
+    reg.register_collector(Box::new(live));
+    prometheus_client::encoding::text::encode_registry(out, &reg)
+}

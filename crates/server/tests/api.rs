@@ -1,0 +1,353 @@
+//! The HTTP contract: happy paths against exact search, every error of the table, the
+//! observability endpoints.
+
+mod common;
+
+use common::*;
+use searchd_engine::{exact, Metric};
+
+fn url(s: &TestServer, path: &str) -> String {
+    format!("{}{path}", s.url)
+}
+
+fn exact_ids(index: &searchd_engine::Index, q: &[f32], k: usize) -> Vec<u64> {
+    let q = index.prepare_query(q).unwrap();
+    let nn = exact::knn(Metric::Cosine, index.vectors(), &q, index.dim(), k, &|_| {});
+    nn[0].iter().map(|n| n.id as u64).collect()
+}
+
+fn ids(v: &serde_json::Value) -> Vec<u64> {
+    v["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_u64().unwrap())
+        .collect()
+}
+
+fn scores(v: &serde_json::Value) -> Vec<f64> {
+    v["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["score"].as_f64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_modes_match_exact_search() {
+    let f = fixture();
+    let s = TestServer::start(f.config()).await;
+    let c = client();
+    let search = url(&s, "/search");
+
+    // vector mode, default k = 10
+    let q = data(1, DIM, 1234);
+    let body = serde_json::json!({ "vector": q }).to_string();
+    let (st, h, v) = post(&c, &search, &body).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(h["content-type"], "application/json");
+    assert_eq!(ids(&v), exact_ids(&f.index, &q, 10));
+    let sc = scores(&v);
+    assert!(sc.windows(2).all(|w| w[0] >= w[1]), "sorted best first: {sc:?}");
+    assert!(sc[0] <= 1.0001 && sc[0] > 0.0);
+    assert!(v["took_us"].as_u64().is_some());
+    // exact scores
+    let q_prep = f.index.prepare_query(&q).unwrap();
+    for hit in v["hits"].as_array().unwrap() {
+        let id = hit["id"].as_u64().unwrap();
+        let want = Metric::Cosine.score(&q_prep, f.index.vector(id).unwrap());
+        assert!((hit["score"].as_f64().unwrap() - want as f64).abs() < 1e-5);
+    }
+
+    // explicit k and ef
+    let body = serde_json::json!({ "vector": q, "k": 37, "ef": 4096 }).to_string();
+    let (st, _, v) = post(&c, &search, &body).await;
+    assert_eq!(st, 200);
+    assert_eq!(ids(&v), exact_ids(&f.index, &q, 37));
+
+    // k larger than the index: every vector, once
+    let (st, _, v) = post(&c, &search, r#"{"qidx": 0, "k": 1000}"#).await;
+    assert_eq!(st, 200);
+    assert_eq!(ids(&v).len(), 500);
+
+    // qidx mode == vector mode with that row
+    for qi in [0usize, 7, 19] {
+        let (st, _, v) = post(&c, &search, &format!(r#"{{"qidx": {qi}, "k": 5}}"#)).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(ids(&v), exact_ids(&f.index, f.queries.row(qi), 5));
+    }
+
+    // id mode: the stored vector as query, the id itself left out
+    for id in [0u64, 123, 499] {
+        let (st, _, v) = post(&c, &search, &format!(r#"{{"id": {id}, "k": 8}}"#)).await;
+        assert_eq!(st, 200, "{v}");
+        let got = ids(&v);
+        assert!(!got.contains(&id), "id {id} excluded from its own hits: {got:?}");
+        let want: Vec<u64> = exact_ids(&f.index, f.index.vector(id).unwrap(), 9)
+            .into_iter()
+            .filter(|&x| x != id)
+            .take(8)
+            .collect();
+        assert_eq!(got, want);
+    }
+    // keep-alive: many requests on one client work
+    for _ in 0..50 {
+        let (st, _, _) = post(&c, &search, r#"{"qidx": 3}"#).await;
+        assert_eq!(st, 200);
+    }
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_the_contract_errors() {
+    let f = fixture();
+    let mut cfg = f.config();
+    cfg.body_limit = 4096;
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let search = url(&s, "/search");
+    let q16 = serde_json::to_string(&data(1, DIM, 5)).unwrap();
+    let q15 = serde_json::to_string(&data(1, DIM - 1, 5)).unwrap();
+
+    // (body, status, code, message needle)
+    let cases: Vec<(String, u16, &str, &str)> = vec![
+        // not JSON
+        (r#"{"vector": [1, 2"#.into(), 400, "invalid_json", "line 1 column"),
+        ("hello".into(), 400, "invalid_json", "line 1 column 1"),
+        ("".into(), 400, "invalid_json", "EOF"),
+        (r#"{"qidx": 1,}"#.into(), 400, "invalid_json", "column"),
+        // wrong shape
+        ("[1, 2, 3]".into(), 400, "invalid_argument", "invalid type"),
+        (r#""qidx""#.into(), 400, "invalid_argument", "invalid type"),
+        (r#"{"qidx": 1, "foo": 2}"#.into(), 400, "invalid_argument", "unknown field `foo`"),
+        (r#"{"qidx": 1, "qidx": 2}"#.into(), 400, "invalid_argument", "duplicate field"),
+        (r#"{"vector": "abc"}"#.into(), 400, "invalid_argument", "invalid type"),
+        (r#"{"vector": [1, "x"]}"#.into(), 400, "invalid_argument", "invalid type"),
+        (r#"{"vector": [1, null]}"#.into(), 400, "invalid_argument", "invalid type"),
+        // dimensions, NaN, infinity, huge numbers, zero
+        (format!(r#"{{"vector": {q15}}}"#), 400, "invalid_argument", "vector has 15 dimensions, the index has 16"),
+        (r#"{"vector": []}"#.into(), 400, "invalid_argument", "vector has 0 dimensions"),
+        (r#"{"vector": [NaN, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "NaN"),
+        (r#"{"vector": [1, Infinity, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "infinity"),
+        (r#"{"vector": [1, -Infinity, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "infinity"),
+        (r#"{"vector": [1e999, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "out of range"),
+        (r#"{"vector": [1, 1e39, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "component 1 is not a finite number"),
+        (r#"{"vector": [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}"#.into(), 400, "invalid_argument", "zero length"),
+        // k / ef
+        (r#"{"qidx": 1, "k": 0}"#.into(), 400, "invalid_argument", "k must be an integer between 1 and 1000, got 0"),
+        (r#"{"qidx": 1, "k": 1001}"#.into(), 400, "invalid_argument", "k must be an integer between 1 and 1000, got 1001"),
+        (r#"{"qidx": 1, "k": -1}"#.into(), 400, "invalid_argument", "got -1"),
+        (r#"{"qidx": 1, "k": 2.5}"#.into(), 400, "invalid_argument", "got 2.5"),
+        (r#"{"qidx": 1, "k": 1e30}"#.into(), 400, "invalid_argument", "k must be"),
+        (r#"{"qidx": 1, "k": 99999999999999999999999999}"#.into(), 400, "invalid_argument", "k must be"),
+        (r#"{"qidx": 1, "k": 1e999}"#.into(), 400, "invalid_argument", "out of range"),
+        (r#"{"qidx": 1, "k": "10"}"#.into(), 400, "invalid_argument", "invalid type"),
+        (r#"{"qidx": 1, "ef": 4097}"#.into(), 400, "invalid_argument", "ef must be an integer between 1 and 4096, got 4097"),
+        (r#"{"qidx": 1, "ef": 0}"#.into(), 400, "invalid_argument", "ef must be"),
+        (r#"{"qidx": 1, "ef": -5}"#.into(), 400, "invalid_argument", "ef must be"),
+        // qidx
+        (r#"{"qidx": 20}"#.into(), 400, "invalid_argument", "qidx 20 is out of range: the query matrix has 20 rows"),
+        (r#"{"qidx": -1}"#.into(), 400, "invalid_argument", "qidx must be"),
+        (r#"{"qidx": 1.5}"#.into(), 400, "invalid_argument", "qidx must be"),
+        // exactly one of
+        (r#"{}"#.into(), 400, "invalid_argument", "exactly one of vector, qidx or id; none"),
+        (r#"{"k": 5}"#.into(), 400, "invalid_argument", "none was given"),
+        (format!(r#"{{"vector": {q16}, "qidx": 1}}"#), 400, "invalid_argument", "vector and qidx"),
+        (r#"{"qidx": 1, "id": 2}"#.into(), 400, "invalid_argument", "qidx and id"),
+        // id
+        (r#"{"id": 500}"#.into(), 404, "not_found", "id 500 is not in the index"),
+        (r#"{"id": 18446744073709551615}"#.into(), 404, "not_found", "not in the index"),
+        (r#"{"id": -3}"#.into(), 400, "invalid_argument", "id must be"),
+        (r#"{"id": 99999999999999999999999}"#.into(), 400, "invalid_argument", "id must be"),
+    ];
+    for (body, status, code, needle) in &cases {
+        let got = post(&c, &search, body).await;
+        assert_eq!(got.0, *status, "body {body}: {}", got.2);
+        assert_error(&got, *status, code, needle);
+    }
+
+    // 413: over the limit (Content-Length known)
+    let big = format!(r#"{{"vector": [{}]}}"#, vec!["0.125"; 2000].join(","));
+    let got = post(&c, &search, &big).await;
+    assert_error(&got, 413, "body_too_large", "limit of 4096 bytes");
+
+    // 415
+    let r = c.post(&search).header("content-type", "text/plain").body(r#"{"qidx":1}"#).send().await.unwrap();
+    assert_error(&split(r).await, 415, "unsupported_media_type", "application/json");
+    let r = c.post(&search).body(r#"{"qidx":1}"#).send().await.unwrap();
+    assert_error(&split(r).await, 415, "unsupported_media_type", "no Content-Type");
+    let r = c.post(&search).header("content-type", "application/json; charset=utf-8").body(r#"{"qidx":1}"#).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    // 404 / 405
+    let r = c.get(url(&s, "/nope")).send().await.unwrap();
+    assert_error(&split(r).await, 404, "not_found", "no route for GET /nope");
+    let r = c.post(url(&s, "/search/x")).header("content-type", "application/json").body("{}").send().await.unwrap();
+    assert_error(&split(r).await, 404, "not_found", "/search/x");
+    let r = c.get(&search).send().await.unwrap();
+    let allow = r.headers().get("allow").map(|v| v.to_str().unwrap().to_string());
+    assert_error(&split(r).await, 405, "method_not_allowed", "/search does not accept GET");
+    assert_eq!(allow.as_deref(), Some("POST"));
+    let r = c.delete(url(&s, "/health")).send().await.unwrap();
+    assert_error(&split(r).await, 405, "method_not_allowed", "DELETE");
+    let r = c.get(url(&s, "/admin/reload")).send().await.unwrap();
+    assert_error(&split(r).await, 405, "method_not_allowed", "GET");
+
+    // The server is still fine.
+    let (st, _, _) = post(&c, &search, r#"{"qidx": 2}"#).await;
+    assert_eq!(st, 200);
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qidx_without_queries_is_invalid() {
+    let f = fixture();
+    let mut cfg = f.config();
+    cfg.queries = None;
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let got = post(&c, &url(&s, "/search"), r#"{"qidx": 0}"#).await;
+    assert_error(&got, 400, "invalid_argument", "--queries");
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_body_over_the_limit_is_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let f = fixture();
+    let mut cfg = f.config();
+    cfg.body_limit = 1000;
+    let s = TestServer::start(cfg).await;
+    let mut tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let chunk = "x".repeat(600);
+    let req = format!(
+        "POST /search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+        chunk.len(),
+        chunk.len()
+    );
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), tcp.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("\"code\":\"body_too_large\""), "{text}");
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_ready_stats_and_metrics() {
+    let f = fixture();
+    let s = TestServer::start(f.config()).await;
+    let c = client();
+    let search = url(&s, "/search");
+    let h = get_json(&c, &url(&s, "/health")).await;
+    assert_eq!(h["status"], "ok");
+    let r = get_json(&c, &url(&s, "/ready")).await;
+    assert_eq!(r["status"], "ready");
+
+    for _ in 0..5 {
+        assert_eq!(post(&c, &search, r#"{"qidx": 1}"#).await.0, 200);
+    }
+    assert_eq!(post(&c, &search, r#"{"qidx": 100}"#).await.0, 400);
+    assert_eq!(post(&c, &search, r#"nope"#).await.0, 400);
+    assert_eq!(post(&c, &search, r#"{"id": 100000}"#).await.0, 404);
+    assert_eq!(c.get(url(&s, "/nothing")).send().await.unwrap().status(), 404);
+    // observability requests are not counted
+    let _ = get_json(&c, &url(&s, "/health")).await;
+
+    let st = get_json(&c, &url(&s, "/stats")).await;
+    assert!(st["uptime_s"].as_f64().unwrap() >= 0.0);
+    assert_eq!(st["index"]["kind"], "flat");
+    assert_eq!(st["index"]["n"], 500);
+    assert_eq!(st["index"]["dim"], 16);
+    assert_eq!(st["index"]["metric"], "cosine");
+    assert!(st["index"]["params"].is_object());
+    assert!(st["index"]["bytes"].as_u64().unwrap() >= 500 * 16 * 4);
+    let rq = &st["requests"];
+    assert_eq!(rq["total"], 9, "{st}");
+    assert_eq!(rq["ok"], 5);
+    assert_eq!(rq["client_errors"], 4);
+    assert_eq!(rq["rejected"], 0);
+    assert_eq!(rq["timeouts"], 0);
+    assert_eq!(st["inflight"], 0);
+    let lat = &st["latency_ms"];
+    for p in ["p50", "p95", "p99"] {
+        assert!(lat[p].as_f64().unwrap() > 0.0, "{lat}");
+    }
+    assert!(lat["p50"].as_f64() <= lat["p99"].as_f64());
+    assert!(st["qps_1m"].as_f64().unwrap() > 0.0);
+    let p = &st["process"];
+    assert!(p["rss_bytes"].as_u64().unwrap() > 1 << 20);
+    assert!(p["cpu_seconds"].as_f64().unwrap() >= 0.0);
+    assert!(p["threads"].as_u64().unwrap() >= 3);
+
+    // /metrics: parse every sample line, and check the counters agree with /stats.
+    let r = c.get(url(&s, "/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(ct.contains("openmetrics-text") || ct.contains("text/plain"), "{ct}");
+    let text = r.text().await.unwrap();
+    let mut samples = std::collections::HashMap::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad line {line:?}"));
+        let v: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        let name_ok = name
+            .split('{')
+            .next()
+            .unwrap()
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+        assert!(name_ok, "bad metric name in {line:?}");
+        samples.insert(name.to_string(), v);
+    }
+    assert!(text.contains("# TYPE searchd_requests counter"), "{text}");
+    assert_eq!(samples[r#"searchd_requests_total{code="ok"}"#], 5.0, "{text}");
+    assert_eq!(samples[r#"searchd_requests_total{code="invalid_argument"}"#], 1.0);
+    assert_eq!(samples[r#"searchd_requests_total{code="invalid_json"}"#], 1.0);
+    assert_eq!(samples[r#"searchd_requests_total{code="not_found"}"#], 2.0);
+    assert_eq!(samples[r#"searchd_requests_total{code="overloaded"}"#], 0.0);
+    assert_eq!(samples[r#"searchd_requests_total{code="deadline_exceeded"}"#], 0.0);
+    assert_eq!(samples["searchd_search_request_duration_seconds_count"], 8.0);
+    assert_eq!(samples[r#"searchd_search_request_duration_seconds_bucket{le="+Inf"}"#], 8.0);
+    assert_eq!(samples["searchd_inflight_searches"], 0.0);
+    assert_eq!(samples["searchd_index_vectors"], 500.0);
+    assert_eq!(samples["searchd_index_size_bytes"], st["index"]["bytes"].as_f64().unwrap());
+    assert!(samples["process_resident_memory_bytes"] > 1e6);
+    assert!(samples.contains_key("process_cpu_seconds_total"));
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_index_path_stops_the_server_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = searchd_server::ServerConfig::new(searchd_server::IndexSource::Path(
+        dir.path().join("missing"),
+    ));
+    cfg.threads = 1;
+    let s = TestServer::start_unready(cfg).await;
+    let err = s.join().await.unwrap_err();
+    assert!(matches!(err, searchd_server::ServerError::Index(_)), "{err}");
+    assert!(err.to_string().contains("missing"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loads_index_and_queries_from_paths() {
+    let f = fixture();
+    let qpath = f.dir.path().join("q.npy");
+    searchd_vecio::write_vectors(&qpath, f.queries.as_slice(), f.queries.n(), DIM).unwrap();
+    let mut cfg = searchd_server::ServerConfig::new(searchd_server::IndexSource::Path(
+        f.index_dir.clone(),
+    ));
+    cfg.queries = Some(searchd_server::QuerySource::Path(qpath));
+    cfg.threads = 1;
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let (st, _, v) = post(&c, &url(&s, "/search"), r#"{"qidx": 4, "k": 3}"#).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(ids(&v), exact_ids(&f.index, f.queries.row(4), 3));
+    s.stop().await.unwrap();
+}
