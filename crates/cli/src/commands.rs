@@ -428,3 +428,37 @@ pub fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> CmdResult 
             CliError::Input(format!("{}: {e}", path.display()))
         })
 }
+
+/// `searchd load`: run, print the table, write the requested files. A report is printed
+/// and written even when `--fail-on-slo` turns the result into a failure.
+pub fn load(a: &searchd_load::LoadArgs) -> CmdResult {
+    let started = Instant::now();
+    let (report, failure) = match searchd_load::run_blocking(a) {
+        Ok(r) => (r, None),
+        Err(searchd_load::LoadError::SloFailed {
+            report,
+            slo_p99_ms,
+            max_error_rate,
+        }) => (
+            *report,
+            Some(CliError::Failed(format!(
+                "no step met the SLO (p99 <= {slo_p99_ms} ms, error rate <= {max_error_rate})"
+            ))),
+        ),
+        Err(e) => {
+            return Err(match e.exit_code() {
+                2 => CliError::Input(e.to_string()),
+                _ => CliError::Failed(e.to_string()),
+            })
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    searchd_load::print_table(&report, &mut out)
+        .map_err(|e| CliError::Failed(format!("cannot print the table: {e}")))?;
+    searchd_load::write_outputs(&report, a).map_err(|e| CliError::Failed(e.to_string()))?;
+    summary("load done", started);
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
+}

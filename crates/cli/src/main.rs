@@ -32,6 +32,9 @@ enum Command {
     Build(commands::BuildArgs),
     /// Recall@1/10/100 and speed of an index for each ef.
     Eval(commands::EvalArgs),
+    /// Capacity measurement of any server speaking the searchd HTTP API: SLO-stopped
+    /// closed-loop ramp or open-loop constant rate, every response checked.
+    Load(searchd_load::LoadArgs),
 }
 
 fn main() {
@@ -48,6 +51,7 @@ fn main() {
         Command::Gt(a) => commands::gt(a),
         Command::Build(a) => commands::build(a),
         Command::Eval(a) => commands::eval_cmd(a),
+        Command::Load(a) => commands::load(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -70,9 +70,14 @@ impl<'a> Rows<'a> {
 
     #[inline(always)]
     pub fn prefetch(&self, i: u32) {
+        self.prefetch_n(i, 1)
+    }
+
+    #[inline(always)]
+    pub fn prefetch_n(&self, i: u32, lines: usize) {
         let s = i as usize * self.dim;
         if let Some(row) = self.data.get(s..s + self.dim) {
-            crate::prefetch::prefetch_slice(row);
+            crate::prefetch::prefetch_lines(row, lines);
         }
     }
 }
@@ -122,6 +127,19 @@ pub(crate) struct SearchCtx<'a, F: Fn(u32) -> bool> {
     pub rows: Rows<'a>,
     pub deadline: Option<Instant>,
     pub filter: Option<F>,
+}
+
+/// Cache lines of each neighbour's vector prefetched ahead of its distance computation.
+/// `SEARCHD_PREFETCH_LINES` overrides the default of 4 (a tuning knob, measured in
+/// bench/results, not a correctness setting).
+fn prefetch_lines() -> usize {
+    static L: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *L.get_or_init(|| {
+        std::env::var("SEARCHD_PREFETCH_LINES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4)
+    })
 }
 
 /// How many expansions between deadline checks (an `Instant::now()` costs ~20 ns; an
@@ -175,9 +193,13 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool>(
                 fresh.push(n);
             }
         }
+        let lines = prefetch_lines();
+        if let Some(&first) = fresh.first() {
+            ctx.rows.prefetch_n(first, lines);
+        }
         for (i, &n) in fresh.iter().enumerate() {
             if let Some(&next) = fresh.get(i + 1) {
-                ctx.rows.prefetch(next);
+                ctx.rows.prefetch_n(next, lines);
             }
             let d = distance(ctx.metric, query, ctx.rows.row(n));
             if d < bound || results.len() < ef {

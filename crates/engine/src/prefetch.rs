@@ -1,14 +1,14 @@
 //! Software prefetch of vectors the search is about to read.
 
-/// Ask the CPU to start loading the cache lines of `row` (up to the first 4 lines; the
-/// hardware prefetcher follows the sequential rest).
+/// Ask the CPU to start loading the first `max_lines` cache lines of `row` (the hardware
+/// prefetcher follows the sequential rest).
 #[inline(always)]
-pub fn prefetch_slice(row: &[f32]) {
+pub fn prefetch_lines(row: &[f32], max_lines: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let p = row.as_ptr() as *const i8;
-        let lines = (row.len() * 4).div_ceil(64).min(4);
+        let lines = (row.len() * 4).div_ceil(64).min(max_lines);
         for i in 0..lines {
             // SAFETY: prefetch is a hint that never faults, and `p + 64 * i` stays within
             // (or one line past the start of) the slice, so the pointer arithmetic is in
