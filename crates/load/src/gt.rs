@@ -58,7 +58,8 @@ pub fn parse_ivecs(b: &[u8]) -> Result<IdMatrix, String> {
     }
     let d = d as usize;
     let row_bytes = 4 + 4 * d;
-    if b.len() % row_bytes != 0 {
+    let rem = b.len() % row_bytes;
+    if rem != 0 {
         return Err(format!(
             "truncated .ivecs: {} bytes is not a multiple of the row size {row_bytes}",
             b.len()

@@ -112,7 +112,8 @@ pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
             .y_desc("ms")
             .draw()
             .map_err(|e| plot_err(name, e))?;
-        let series: [(&str, RGBColor, fn(&Step) -> Option<f64>); 3] = [
+        type Getter = fn(&Step) -> Option<f64>;
+        let series: [(&str, RGBColor, Getter); 3] = [
             ("p50", BLUE, |s| s.latency_ms.p50),
             ("p95", RGBColor(230, 140, 0), |s| s.latency_ms.p95),
             ("p99", RED, |s| s.latency_ms.p99),

@@ -179,7 +179,7 @@ fn fmt_opt(v: Option<f64>, prec: usize) -> String {
 
 fn top_errors(e: &ErrorCounts) -> String {
     let mut v: Vec<(&str, u64)> = e.iter().filter(|(_, n)| *n > 0).collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
     v.iter()
         .take(3)
         .map(|(k, n)| format!("{k}:{n}"))

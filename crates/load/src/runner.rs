@@ -402,7 +402,7 @@ impl Runner<'_> {
         }
     }
 
-    async fn sample_window_start(&self) -> (Option<resources::ServerSample>, Instant, f64) {
+    async fn sample_window(&self) -> (Option<resources::ServerSample>, Instant, f64) {
         let s = resources::sample(self.server_src, &self.sh.target).await;
         (s, Instant::now(), resources::self_cpu_seconds())
     }
@@ -421,66 +421,31 @@ impl Runner<'_> {
         self.sh.live.reset_latency();
         self.sh.live.errors.store(0, Ordering::Relaxed);
 
-        let mut acc = Acc::new();
-        let (mut late, mut dropped) = (0, 0);
-        let (concurrency, rate);
-        let cpu0;
-        let srv0;
-        let sample_t0;
-        match level {
+        type Worker = tokio::task::JoinHandle<(Option<Conn>, Acc)>;
+        let mut workers: Vec<(usize, Worker)> = Vec::new();
+        let mut disps = Vec::new();
+        let (concurrency, rate) = match level {
             Level::Closed(c) => {
-                concurrency = c;
-                rate = None;
                 let c = c as usize;
                 while self.pool.len() < c {
                     self.pool.push(None);
                 }
-                let mut handles = Vec::with_capacity(c);
                 for i in 0..c {
                     let picker = Picker::new(
                         self.sh.pick.clone(),
                         seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
                     );
-                    handles.push(self.shards.spawn(
-                        i,
-                        closed_worker(self.sh.clone(), t, self.pool[i].take(), picker),
-                    ));
+                    let w = closed_worker(self.sh.clone(), t, self.pool[i].take(), picker);
+                    workers.push((i, self.shards.spawn(i, w)));
                 }
-                self.watch(&label, "warm-up", t0, t.measure_start).await;
-                self.sh.live.reset_latency();
-                (srv0, sample_t0, cpu0) = self.sample_window_start().await;
-                self.watch(&label, "measure", t.measure_start, t.end).await;
-                let (srv1, t1, cpu1) = self.sample_window_start().await;
-                for (i, h) in handles.into_iter().enumerate() {
-                    match h.await {
-                        Ok((slot, a)) => {
-                            self.pool[i] = slot;
-                            acc.merge(a);
-                        }
-                        Err(e) => tracing::error!("worker {i} failed: {e}"),
-                    }
-                }
-                return self.finish_step(
-                    concurrency,
-                    rate,
-                    t,
-                    acc,
-                    late,
-                    dropped,
-                    (srv0, sample_t0, cpu0),
-                    (srv1, t1, cpu1),
-                );
+                (c as u32, None)
             }
             Level::Open(r) => {
-                concurrency = args.connections as u32;
-                rate = Some(r);
                 let n = args.connections;
                 while self.pool.len() < n {
                     self.pool.push(None);
                 }
                 let shards = self.shards.len();
-                let mut handles = Vec::with_capacity(n);
-                let mut disps = Vec::with_capacity(shards);
                 for sid in 0..shards {
                     // This shard's slots: sid, sid + shards, ...
                     let slots: Vec<usize> = (sid..n).step_by(shards).collect();
@@ -496,64 +461,58 @@ impl Runner<'_> {
                             idle.clone(),
                             self.pool[slot].take(),
                         );
-                        handles.push((slot, self.shards.spawn(slot, w)));
+                        workers.push((slot, self.shards.spawn(slot, w)));
                     }
                     let picker = Picker::new(
                         self.sh.pick.clone(),
                         seed ^ (sid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
                     );
-                    disps.push(self.shards.spawn(
-                        sid,
-                        dispatcher(
-                            t0,
-                            t,
-                            r,
-                            sid as u64,
-                            shards as u64,
-                            txs,
-                            idle,
-                            picker,
-                            args.late_threshold,
-                            self.sh.clone(),
-                        ),
-                    ));
+                    let d = dispatcher(
+                        t0,
+                        t,
+                        r,
+                        sid as u64,
+                        shards as u64,
+                        txs,
+                        idle,
+                        picker,
+                        args.late_threshold,
+                        self.sh.clone(),
+                    );
+                    disps.push(self.shards.spawn(sid, d));
                 }
-                self.watch(&label, "warm-up", t0, t.measure_start).await;
-                self.sh.live.reset_latency();
-                (srv0, sample_t0, cpu0) = self.sample_window_start().await;
-                self.watch(&label, "measure", t.measure_start, t.end).await;
-                let (srv1, t1, cpu1) = self.sample_window_start().await;
-                for d in disps {
-                    match d.await {
-                        Ok((l, d)) => {
-                            late += l;
-                            dropped += d;
-                        }
-                        Err(e) => tracing::error!("dispatcher failed: {e}"),
-                    }
+                (n as u32, Some(r))
+            }
+        };
+
+        self.watch(&label, "warm-up", t0, t.measure_start).await;
+        self.sh.live.reset_latency();
+        let s0 = self.sample_window().await;
+        self.watch(&label, "measure", t.measure_start, t.end).await;
+        let s1 = self.sample_window().await;
+
+        let (mut late, mut dropped) = (0, 0);
+        for d in disps {
+            match d.await {
+                Ok((l, d)) => {
+                    late += l;
+                    dropped += d;
                 }
-                for (i, h) in handles {
-                    match h.await {
-                        Ok((slot, a)) => {
-                            self.pool[i] = slot;
-                            acc.merge(a);
-                        }
-                        Err(e) => tracing::error!("worker {i} failed: {e}"),
-                    }
-                }
-                acc.errors.add_n(ErrorKind::Dropped, dropped);
-                return self.finish_step(
-                    concurrency,
-                    rate,
-                    t,
-                    acc,
-                    late,
-                    dropped,
-                    (srv0, sample_t0, cpu0),
-                    (srv1, t1, cpu1),
-                );
+                Err(e) => tracing::error!("dispatcher failed: {e}"),
             }
         }
+        let mut acc = Acc::new();
+        for (slot, h) in workers {
+            match h.await {
+                Ok((conn, a)) => {
+                    self.pool[slot] = conn;
+                    acc.merge(a);
+                }
+                Err(e) => tracing::error!("worker {slot} failed: {e}"),
+            }
+        }
+        acc.errors.add_n(ErrorKind::Dropped, dropped);
+        self.finish_step(concurrency, rate, t, acc, late, dropped, s0, s1)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -43,14 +43,16 @@ impl TestServer {
     }
 }
 
-fn answer(body: &[u8], st: &Fake) -> Result<(Vec<Value>, u64), Response> {
+fn answer(body: &[u8], st: &Fake) -> Result<Vec<Value>, Box<Response>> {
     st.requests.fetch_add(1, Ordering::Relaxed);
     let v: Value = serde_json::from_slice(body).map_err(|_| {
-        (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": {"code": "invalid_json", "message": "bad"}})),
+        Box::new(
+            (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": {"code": "invalid_json", "message": "bad"}})),
+            )
+                .into_response(),
         )
-            .into_response()
     })?;
     let k = v["k"].as_u64().unwrap_or(10).min(N);
     let q = v["qidx"].as_u64().unwrap_or(0);
@@ -58,13 +60,13 @@ fn answer(body: &[u8], st: &Fake) -> Result<(Vec<Value>, u64), Response> {
     let hits = (0..k)
         .map(|j| json!({"id": (q + j) % N, "score": 1.0 - j as f64 * 0.01}))
         .collect();
-    Ok((hits, k))
+    Ok(hits)
 }
 
 async fn search(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
     match answer(&body, &st) {
-        Ok((hits, _)) => Json(json!({"hits": hits, "took_us": 5})).into_response(),
-        Err(r) => r,
+        Ok(hits) => Json(json!({"hits": hits, "took_us": 5})).into_response(),
+        Err(r) => *r,
     }
 }
 
@@ -80,19 +82,19 @@ async fn slow(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
 }
 
 async fn short(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
-    let (mut hits, _) = answer(&body, &st).unwrap();
+    let mut hits = answer(&body, &st).unwrap();
     hits.pop();
     Json(json!({"hits": hits, "took_us": 5})).into_response()
 }
 
 async fn unsorted(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
-    let (mut hits, _) = answer(&body, &st).unwrap();
+    let mut hits = answer(&body, &st).unwrap();
     hits.reverse();
     Json(json!({"hits": hits, "took_us": 5})).into_response()
 }
 
 async fn negid(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
-    let (mut hits, _) = answer(&body, &st).unwrap();
+    let mut hits = answer(&body, &st).unwrap();
     hits[0]["id"] = json!(-1);
     Json(json!({"hits": hits, "took_us": 5})).into_response()
 }
