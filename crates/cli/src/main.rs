@@ -2,6 +2,7 @@
 //! subcommand parses flags and calls a library crate.
 
 mod commands;
+mod demo;
 mod util;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// The whole pipeline on built-in synthetic data: data, exact ground truth, HNSW
+    /// build, recall gate, server on a free loopback port, capacity ramp, report.
+    Demo(demo::DemoArgs),
     /// Make data sets.
     #[command(subcommand)]
     Dataset(commands::DatasetCmd),
@@ -35,13 +39,26 @@ enum Command {
     /// Capacity measurement of any server speaking the searchd HTTP API: SLO-stopped
     /// closed-loop ramp or open-loop constant rate, every response checked.
     Load(searchd_load::LoadArgs),
+    /// HTTP JSON search API over an index directory: admission control, deadlines,
+    /// /health /ready /stats /metrics, atomic index reload.
+    Serve(searchd_server::ServeArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
+    // The demo prints its own progress; the in-process server's info lines would only
+    // interleave with it, unless the user asked for them.
+    let log = if matches!(cli.cmd, Command::Demo(_))
+        && std::env::var_os("SEARCHD_LOG").is_none()
+        && cli.log == "info"
+    {
+        "warn"
+    } else {
+        cli.log.as_str()
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
+            tracing_subscriber::EnvFilter::try_new(log)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
@@ -52,6 +69,10 @@ fn main() {
         Command::Build(a) => commands::build(a),
         Command::Eval(a) => commands::eval_cmd(a),
         Command::Load(a) => commands::load(a),
+        Command::Serve(a) => {
+            searchd_server::run_blocking(a).map_err(|e| util::CliError::Input(e.to_string()))
+        }
+        Command::Demo(a) => demo::demo(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

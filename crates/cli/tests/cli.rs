@@ -396,3 +396,45 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn demo_smoke_runs_the_whole_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("demo");
+    let args = [
+        "demo",
+        "--dir",
+        p(&d),
+        "--n",
+        "5000",
+        "--dim",
+        "32",
+        "--queries",
+        "100",
+        "--ramp",
+        "1,2",
+        "--warmup",
+        "200ms",
+        "--duration",
+        "400ms",
+    ];
+    let out = ok(&args);
+    assert!(out.contains("sustainable"), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("report.json")).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "searchd.demo.v1");
+    assert_eq!(doc["eval"]["schema"], "searchd.eval.v1");
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for s in steps {
+        assert!(s["ok"].as_u64().unwrap() > 0, "{s}");
+        assert_eq!(s["error_rate"].as_f64().unwrap(), 0.0, "{s}");
+        assert!(s["recall_at_k"].as_f64().unwrap() >= 0.9, "{s}");
+    }
+    let html = std::fs::read_to_string(d.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Recall gate"));
+    // A second run reuses the data, ground truth and index.
+    let o = searchd(&args);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("reusing"));
+}

@@ -1,0 +1,329 @@
+//! `searchd demo`: the whole pipeline on built-in synthetic data, in one process.
+//!
+//! data -> exact ground truth -> HNSW build -> recall gate -> server on a free loopback
+//! port -> warm-up + SLO-stopped capacity ramp -> table, DIR/report.json, DIR/report.html.
+//! Every artefact is kept in DIR and reused by the next run when its inputs match.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use searchd_engine::{
+    build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
+};
+
+use crate::commands::write_json;
+use crate::util::{bar, fmt_duration, human_bytes, summary, CliError, CmdResult};
+
+/// Recall@10 the demo's index must reach at the serving ef, or the demo fails.
+const RECALL_GATE: f64 = 0.90;
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Working directory: data, ground truth, index and reports; reused when present.
+    #[arg(long, default_value = "searchd-demo")]
+    pub dir: PathBuf,
+    /// Number of synthetic base vectors.
+    #[arg(long, default_value_t = 200_000)]
+    pub n: usize,
+    /// Dimensions.
+    #[arg(long, default_value_t = 384)]
+    pub dim: usize,
+    /// Number of queries (rotated through by the load generator).
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    /// ef the server uses (and the recall gate checks).
+    #[arg(long, default_value_t = 64)]
+    pub ef: usize,
+    /// HNSW build candidate list size (lower builds faster, with lower recall).
+    #[arg(long, default_value_t = 100)]
+    pub ef_construction: usize,
+    /// Concurrency steps of the capacity ramp.
+    #[arg(long, default_value = "1,2,4,8,16,32,64,128")]
+    pub ramp: String,
+    /// Warm-up of each ramp step.
+    #[arg(long, default_value = "2s")]
+    pub warmup: String,
+    /// Measured time of each ramp step.
+    #[arg(long, default_value = "4s")]
+    pub duration: String,
+    /// Latency SLO (ms) that stops the ramp.
+    #[arg(long, default_value_t = 100.0)]
+    pub slo_p99_ms: f64,
+    /// Seed of the synthetic data.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+struct DataStamp {
+    n: usize,
+    dim: usize,
+    queries: usize,
+    seed: u64,
+    ef_construction: usize,
+}
+
+fn step(msg: &str) {
+    eprintln!("==> {msg}");
+}
+
+fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
+    CliError::Input(format!("{}: {e}", p.display()))
+}
+
+pub fn demo(a: &DemoArgs) -> CmdResult {
+    let started = Instant::now();
+    if a.n < 100 || a.dim == 0 || a.queries == 0 {
+        return Err(CliError::Input(
+            "--n must be at least 100, --dim and --queries at least 1".into(),
+        ));
+    }
+    std::fs::create_dir_all(&a.dir).map_err(|e| dir_err(&a.dir, e))?;
+    let stamp = DataStamp {
+        n: a.n,
+        dim: a.dim,
+        queries: a.queries,
+        seed: a.seed,
+        ef_construction: a.ef_construction,
+    };
+    let stamp_path = a.dir.join("demo-inputs.json");
+    let base_path = a.dir.join("base.npy");
+    let queries_path = a.dir.join("queries.npy");
+    let gt_path = a.dir.join("gt.npy");
+    let index_path = a.dir.join("index");
+    let reuse = std::fs::read_to_string(&stamp_path)
+        .ok()
+        .and_then(|s| serde_json::from_str::<DataStamp>(&s).ok())
+        .is_some_and(|s| s == stamp)
+        && [&base_path, &queries_path, &gt_path]
+            .iter()
+            .all(|p| p.exists())
+        && Index::open(&index_path, &LoadOptions::default()).is_ok();
+
+    if reuse {
+        step(&format!(
+            "reusing data, ground truth and index in {}",
+            a.dir.display()
+        ));
+    } else {
+        let _ = std::fs::remove_file(&stamp_path);
+        step(&format!(
+            "1/6 synthetic data: {} x {} base, {} queries (seed {})",
+            a.n, a.dim, a.queries, a.seed
+        ));
+        let p = searchd_vecio::synth::SynthParams {
+            n: a.n,
+            dim: a.dim,
+            queries: a.queries,
+            seed: a.seed,
+            ..Default::default()
+        };
+        let pb = bar((a.n + a.queries) as u64, "synth");
+        let data = searchd_vecio::synth::generate(&p, Some(&pb));
+        pb.finish_and_clear();
+        searchd_vecio::write_vectors(&base_path, &data.base, a.n, a.dim)?;
+        searchd_vecio::write_vectors(&queries_path, &data.queries, a.queries, a.dim)?;
+
+        step("2/6 exact ground truth (top 100, all cores)");
+        let k = 100.min(a.n);
+        let pb = bar(a.queries as u64, "gt");
+        let t = Instant::now();
+        let truth = exact::knn(Metric::Cosine, &data.base, &data.queries, a.dim, k, &|d| {
+            pb.set_position(d)
+        });
+        pb.finish_and_clear();
+        eprintln!("    {} queries in {}", a.queries, fmt_duration(t.elapsed()));
+        let ids: Vec<i32> = truth
+            .iter()
+            .flat_map(|r| r.iter().map(|n| n.id as i32))
+            .collect();
+        searchd_vecio::write_ids(&gt_path, &ids, a.queries, k)?;
+
+        step(&format!(
+            "3/6 HNSW build (M=16, ef_construction={}, all cores)",
+            a.ef_construction
+        ));
+        let cfg = BuildConfig {
+            kind: IndexKind::Hnsw,
+            metric: Metric::Cosine,
+            hnsw: HnswParams {
+                m: 16,
+                ef_construction: a.ef_construction,
+                seed: a.seed,
+            },
+            threads: 0,
+            force: true,
+        };
+        let pb = bar(a.n as u64, "build");
+        let r = build_index(&index_path, &data.base, a.dim, &cfg, &|d, _| {
+            pb.set_position(d)
+        })?;
+        pb.finish_and_clear();
+        eprintln!(
+            "    {:.1}s, {} on disk",
+            r.total_seconds,
+            human_bytes(r.bytes)
+        );
+        std::fs::write(
+            &stamp_path,
+            serde_json::to_string_pretty(&stamp).expect("json"),
+        )
+        .map_err(|e| dir_err(&stamp_path, e))?;
+    }
+
+    step("4/6 recall gate (exact ground truth, tie-aware)");
+    let index = Arc::new(Index::open(&index_path, &LoadOptions::default())?);
+    let queries = searchd_vecio::read_vectors(&queries_path)?;
+    let gt = searchd_vecio::read_ids(&gt_path)?;
+    let mut efs = vec![16, 32, a.ef, 128];
+    efs.sort_unstable();
+    efs.dedup();
+    let cfg = eval::EvalConfig {
+        k: 10,
+        efs,
+        threads: 0,
+        min_seconds: 0.3,
+    };
+    println!(
+        "{:>6} {:>10} {:>11} {:>9} {:>9} {:>13}",
+        "ef", "recall@10", "qps 1 thr", "p50 us", "p99 us", "qps all thr"
+    );
+    let rows = eval::evaluate(&index, queries.as_slice(), &gt.data, gt.k, &cfg, |r| {
+        println!(
+            "{:>6} {:>10.4} {:>11.0} {:>9.0} {:>9.0} {:>13.0}",
+            r.ef,
+            r.recall_at_10.unwrap_or(0.0),
+            r.qps_1thread,
+            r.p50_us,
+            r.p99_us,
+            r.qps_all_threads
+        );
+    })?;
+    let served = rows.iter().find(|r| r.ef == a.ef).expect("ef evaluated");
+    let recall = served.recall_at_10.unwrap_or(0.0);
+    if recall < RECALL_GATE {
+        return Err(CliError::Failed(format!(
+            "RECALL GATE FAILED: recall@10 at ef={} is {recall:.4}, below {RECALL_GATE}",
+            a.ef
+        )));
+    }
+    eprintln!(
+        "    recall@10 {recall:.4} at ef={} passes the {RECALL_GATE} gate",
+        a.ef
+    );
+
+    step("5/6 server on a free loopback port, in this process");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the runtime: {e}")))?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .map_err(|e| CliError::Failed(format!("cannot bind a loopback port: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let mut scfg =
+        searchd_server::ServerConfig::new(searchd_server::IndexSource::Loaded(index.clone()));
+    scfg.queries = Some(searchd_server::QuerySource::Loaded(Arc::new(queries)));
+    scfg.ef = a.ef;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(searchd_server::serve(scfg, listener, async move {
+        let _ = stop_rx.await;
+    }));
+    let url = format!("http://{addr}");
+    eprintln!("    listening on {url}");
+
+    step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
+    let gt_arg = gt_path.to_string_lossy().into_owned();
+    let json_path = a.dir.join("report.json");
+    let html_path = a.dir.join("report.html");
+    let slo = a.slo_p99_ms.to_string();
+    let nq = a.queries.to_string();
+    let load_args = searchd_load::LoadArgs::try_parse_from([
+        "--url",
+        url.as_str(),
+        "--ramp",
+        a.ramp.as_str(),
+        "--warmup",
+        a.warmup.as_str(),
+        "--duration",
+        a.duration.as_str(),
+        "--slo-p99-ms",
+        slo.as_str(),
+        "--queries",
+        nq.as_str(),
+        "--gt",
+        gt_arg.as_str(),
+    ])
+    .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
+    let report = rt.block_on(searchd_load::run(&load_args));
+    let _ = stop_tx.send(());
+    let _ = rt.block_on(server);
+    let report = report.map_err(|e| CliError::Failed(e.to_string()))?;
+
+    println!();
+    searchd_load::print_table(&report, &mut std::io::stdout().lock())
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let mut doc = serde_json::to_value(&report).expect("report serialises");
+    doc["schema"] = "searchd.demo.v1".into();
+    doc["load_schema"] = searchd_load::SCHEMA.into();
+    doc["eval"] = serde_json::json!({
+        "schema": "searchd.eval.v1",
+        "index": index.info(),
+        "k": 10,
+        "rows": rows,
+    });
+    doc["engine"] = serde_json::json!({ "kernels": searchd_kernels::implementation() });
+    write_json(&json_path, &doc)?;
+    let html =
+        searchd_load::html::render_html(&report).map_err(|e| CliError::Failed(e.to_string()))?;
+    let html = html.replacen("</body>", &eval_html(&rows, index.info(), recall), 1);
+    std::fs::write(&html_path, html).map_err(|e| dir_err(&html_path, e))?;
+    match &report.sustainable {
+        Some(s) => println!(
+            "\nsustainable: {:.0} QPS at concurrency {} (p99 {:.1} ms <= {} ms), recall@10 {:.4} at ef={}",
+            s.qps,
+            s.concurrency,
+            s.p99_ms.unwrap_or(f64::NAN),
+            a.slo_p99_ms,
+            recall,
+            a.ef
+        ),
+        None => println!("\nno step met the SLO"),
+    }
+    println!(
+        "reports: {} and {}",
+        json_path.display(),
+        html_path.display()
+    );
+    summary("demo done", started);
+    Ok(())
+}
+
+fn eval_html(rows: &[eval::EvalRow], info: &searchd_engine::IndexInfo, recall: f64) -> String {
+    let mut s = format!(
+        "<h2>Recall gate (in-process engine)</h2><p>{} index, {} x {}, {}; gate recall@10 &ge; {RECALL_GATE}: passed at {recall:.4}.</p>\
+         <table><tr><th>ef</th><th>recall@10</th><th>QPS 1 thread</th><th>p50 &micro;s</th><th>p99 &micro;s</th><th>QPS all threads</th></tr>",
+        info.kind.name(),
+        info.n,
+        info.dim,
+        info.metric
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "<tr><td>{}</td><td>{:.4}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td></tr>",
+            r.ef,
+            r.recall_at_10.unwrap_or(0.0),
+            r.qps_1thread,
+            r.p50_us,
+            r.p99_us,
+            r.qps_all_threads
+        ));
+    }
+    s.push_str("</table>\n</body>");
+    s
+}
