@@ -862,6 +862,7 @@ def render_md(res: dict) -> str:
 
 
 def main() -> int:
+    global SEARCHD
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", choices=["gcide", "glove", "synth1m"])
     ap.add_argument("--threads", type=int, default=2)
@@ -878,6 +879,8 @@ def main() -> int:
                          "in two consecutive 3 s windows, e.g. 0.15")
     ap.add_argument("--quiet-wait", type=float, default=600.0,
                     help="give up waiting for a quiet machine after this many seconds per step")
+    ap.add_argument("--searchd", help="searchd binary (default target/release/searchd; copied to "
+                                       "bench/data/<dataset>/searchd.bin for the run)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -933,6 +936,18 @@ def main() -> int:
     except Exception:
         pass
 
+    # One binary for the whole run: target/release/searchd may be rebuilt by others meanwhile.
+    src_bin = Path(a.searchd) if a.searchd else SEARCHD
+    if src_bin.exists():
+        snap = ddir / "searchd.bin"
+        shutil.copy2(src_bin, snap)
+        st = src_bin.stat()
+        res["versions"]["searchd_binary"] = {
+            "path": str(src_bin), "bytes": st.st_size,
+            "mtime": _dt.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds"),
+            "snapshot": str(snap.relative_to(ROOT))}
+        SEARCHD = snap
+        res["versions"]["searchd"] = searchd_version()
     info = prepare_dataset(a.dataset, ddir, threads)
     res["dataset"] = {"name": a.dataset, **info, "base": str((ddir / "base.npy").relative_to(ROOT)),
                       "queries": str((ddir / "queries.npy").relative_to(ROOT))}
