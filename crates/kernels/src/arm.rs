@@ -17,7 +17,7 @@ pub(crate) fn has_neon() -> bool {
 impl Simd for Neon {
     type V = float32x4_t;
     const LANES: usize = 4;
-    // 4 x 4 = 16 accumulators + 4 base vectors + 1 query vector = 21 of 32 registers.
+    // 4 x 4 = 16 accumulators + 4 query vectors + 1 base vector = 21 of 32 registers.
     const MR: usize = 4;
 
     #[inline(always)]

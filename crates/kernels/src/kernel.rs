@@ -29,6 +29,10 @@ pub(crate) trait Simd {
     const LANES: usize;
     /// Query rows per `dot_block` micro-kernel tile (the tile is `MR x NR`).
     const MR: usize;
+    /// The same for `l2sq_block`, whose tile needs one more live vector (the difference).
+    const MR_L2: usize = Self::MR;
+    /// Query rows per packed (outer-product) tile; the tile is `PMR x 2 * LANES`.
+    const PMR: usize;
 
     /// All lanes zero.
     unsafe fn zero() -> Self::V;
@@ -51,8 +55,6 @@ pub(crate) trait Simd {
     unsafe fn broadcast(p: *const f32) -> Self::V;
     /// Stores `LANES` f32 to `p` (no alignment requirement).
     unsafe fn store(p: *mut f32, v: Self::V);
-    /// Query rows per packed (outer-product) tile; the tile is `PMR x 2 * LANES`.
-    const PMR: usize;
     /// Sums of all lanes of four vectors at once (implementations override this with a
     /// transpose-and-add that is cheaper than four separate reductions).
     #[inline(always)]
@@ -298,6 +300,11 @@ const BASE_L1_BYTES: usize = 18 * 1024;
 /// Bytes of packed base panels kept hot (in L2) by [`block_packed`].
 const PACKED_CHUNK_BYTES: usize = 128 * 1024;
 
+/// Bytes of query rows per block in [`block_packed`]: the query tiles of a block run over
+/// each packed chunk, so a block must stay in L2 (re-reading all of 2000 x 384 queries from
+/// L3 for every chunk cost ~20%); each extra block re-packs the base rows (~5% at this size).
+const PACKED_QUERY_BLOCK_BYTES: usize = 384 * 1024;
+
 /// `out[i * nb + j] = sum_k term(q[i][k], b[j][k])`: picks the loop nest for the shape.
 ///
 /// # Safety
@@ -351,8 +358,8 @@ unsafe fn block_direct<S: Simd, const OP: u8>(
     dim: usize,
     out: &mut [f32],
 ) {
-    const { assert!(S::MR >= 1 && S::MR <= MAX_MR) };
-    let mr = S::MR;
+    const { assert!(S::MR >= 1 && S::MR <= MAX_MR && S::MR_L2 >= 1 && S::MR_L2 <= MAX_MR) };
+    let mr = if OP == OP_L2 { S::MR_L2 } else { S::MR };
     // Query rows per block: what fits the budget, evened out over the blocks (a small last
     // block would stream all of `b` for a handful of rows).
     let max_rows = (QUERY_BLOCK_BYTES / (dim * 4)).max(1);
@@ -495,10 +502,12 @@ fn pack_panel(panel: &mut [f32], b: &[f32], c0: usize, nc: usize, w2: usize, dim
     }
 }
 
-/// Packed (BLAS-style) loop nest around [`ptile`]: base rows, a chunk of ~`PACKED_CHUNK_BYTES`
-/// at a time (stays in L2), are packed into k-major panels of `2 * LANES` rows; then every
-/// `PMR`-row query tile runs over all panels of the chunk (the tile's query rows stay in L1).
-/// Each base row is packed once per call, so this only pays off for many query rows.
+/// Packed (BLAS-style) loop nest around [`ptile`]: query rows in blocks of
+/// ~`PACKED_QUERY_BLOCK_BYTES` (stay in L2); for each block, base rows a chunk of
+/// ~`PACKED_CHUNK_BYTES` at a time are packed into k-major panels of `2 * LANES` rows (stay
+/// in L2), then every `PMR`-row query tile of the block runs over all panels of the chunk
+/// (the tile's query rows stay in L1). Each base row is packed once per query block, so this
+/// only pays off for many query rows.
 ///
 /// # Safety
 /// As [`block`], plus `nq, nb, dim > 0`.
@@ -522,37 +531,45 @@ unsafe fn block_packed<S: Simd, const OP: u8>(
     let off = buf.as_ptr().align_offset(64).min(16);
     let panels = &mut buf[off..off + panels_per_chunk * panel_len];
     let (pq, po) = (q.as_ptr(), out.as_mut_ptr());
-    let mut j0 = 0;
-    while j0 < nb {
-        let j1 = nb.min(j0 + chunk_rows);
-        let npan = (j1 - j0).div_ceil(w2);
-        for (p, panel) in panels.chunks_exact_mut(panel_len).take(npan).enumerate() {
-            let c0 = j0 + p * w2;
-            pack_panel(panel, b, c0, w2.min(j1 - c0), w2, dim);
-        }
-        let mut i = 0;
-        while i < nq {
-            let m = mr.min(nq - i);
-            for p in 0..npan {
+    // Query rows per block (evened out as in `block_direct`).
+    let max_rows = (PACKED_QUERY_BLOCK_BYTES / (dim * 4)).max(mr);
+    let rows_per_block = nq.div_ceil(nq.div_ceil(max_rows)).div_ceil(mr) * mr;
+    let mut i0 = 0;
+    while i0 < nq {
+        let i1 = nq.min(i0 + rows_per_block);
+        let mut j0 = 0;
+        while j0 < nb {
+            let j1 = nb.min(j0 + chunk_rows);
+            let npan = (j1 - j0).div_ceil(w2);
+            for (p, panel) in panels.chunks_exact_mut(panel_len).take(npan).enumerate() {
                 let c0 = j0 + p * w2;
-                // SAFETY: rows i..i + m <= nq of q; panel p < npan <= panels_per_chunk lies
-                // inside `panels`; outputs (i.., c0..c0 + nc) with c0 + nc <= j1 <= nb lie
-                // inside out (lengths guaranteed by the caller); the CPU supports S (caller).
-                unsafe {
-                    ptile_rows::<S, OP>(
-                        m,
-                        pq.add(i * dim),
-                        dim,
-                        panels.as_ptr().add(p * panel_len),
-                        po.add(i * nb + c0),
-                        nb,
-                        w2.min(j1 - c0),
-                    );
-                }
+                pack_panel(panel, b, c0, w2.min(j1 - c0), w2, dim);
             }
-            i += m;
+            let mut i = i0;
+            while i < i1 {
+                let m = mr.min(i1 - i);
+                for p in 0..npan {
+                    let c0 = j0 + p * w2;
+                    // SAFETY: rows i..i + m <= nq of q; panel p < npan <= panels_per_chunk lies
+                    // inside `panels`; outputs (i.., c0..c0 + nc) with c0 + nc <= j1 <= nb lie
+                    // inside out (lengths guaranteed by the caller); the CPU supports S (caller).
+                    unsafe {
+                        ptile_rows::<S, OP>(
+                            m,
+                            pq.add(i * dim),
+                            dim,
+                            panels.as_ptr().add(p * panel_len),
+                            po.add(i * nb + c0),
+                            nb,
+                            w2.min(j1 - c0),
+                        );
+                    }
+                }
+                i += m;
+            }
+            j0 = j1;
         }
-        j0 = j1;
+        i0 = i1;
     }
 }
 
@@ -597,6 +614,7 @@ impl Simd for Portable {
     type V = F4;
     const LANES: usize = 4;
     const MR: usize = 3;
+    const MR_L2: usize = 2;
 
     #[inline(always)]
     unsafe fn zero() -> F4 {

@@ -69,8 +69,10 @@ fn to_array(v: __m128) -> [f32; 4] {
 impl Simd for Avx2 {
     type V = __m256;
     const LANES: usize = 8;
-    // 3 query rows x 4 base rows = 12 accumulators + 4 base vectors = all 16 ymm registers.
+    // 3 query rows x 4 base rows = 12 accumulators + 3 query vectors + 1 base vector = all 16
+    // ymm registers. l2sq needs a temporary for the difference: 2 x 4 (8 + 2 + 1 + 1).
     const MR: usize = 3;
+    const MR_L2: usize = 2;
 
     #[inline(always)]
     unsafe fn zero() -> __m256 {
@@ -158,8 +160,9 @@ unsafe fn fold512(v: __m512) -> __m256 {
 impl Simd for Avx512 {
     type V = __m512;
     const LANES: usize = 16;
-    // 6 x 4 = 24 accumulators + 4 base vectors + 1 query vector = 29 of 32 zmm registers.
-    const MR: usize = 6;
+    // 4 x 4 = 16 accumulators + 4 query vectors + 1 base vector = 21 of 32 zmm registers.
+    // (6 x 4 would fit in 31 on paper, but LLVM then spills accumulators in the hot loop.)
+    const MR: usize = 4;
 
     #[inline(always)]
     unsafe fn zero() -> __m512 {

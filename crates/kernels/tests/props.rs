@@ -188,6 +188,27 @@ fn typical_dims() {
     }
 }
 
+/// Shapes large enough to cross the cache-blocking boundaries: several query blocks and base
+/// superblocks in the unpacked path, several query blocks and base chunks (with a partial
+/// panel) in the packed path.
+#[test]
+fn multi_block_shapes() {
+    let gen = |n: usize, seed: u32| -> Vec<f32> {
+        let mut s = seed | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+            })
+            .collect()
+    };
+    for (nq, nb, dim) in [(100, 30, 1000), (200, 70, 900), (127, 9, 3000)] {
+        check_blocks(nq, nb, dim, &gen(nq * dim, 7), &gen(nb * dim, 11));
+    }
+}
+
 /// Every implementation the CPU has must be in the list that the tests above iterate.
 #[test]
 fn all_detected_paths_are_tested() {
