@@ -267,25 +267,26 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8]) -> Result<Header> {
         return Err(Error::format(path, "truncated .npy header"));
     }
     let (major, minor) = (bytes[6], bytes[7]);
-    let (hlen, start) =
-        match major {
-            1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-            2 | 3 => {
-                if bytes.len() < 12 {
-                    return Err(Error::format(path, "truncated .npy header"));
-                }
-                (
-                    u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                    12,
-                )
+    let (hlen, start) = match major {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 => {
+            if bytes.len() < 12 {
+                return Err(Error::format(path, "truncated .npy header"));
             }
-            _ => return Err(Error::unsupported(
+            (
+                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+                12,
+            )
+        }
+        _ => {
+            return Err(Error::unsupported(
                 path,
                 format!(
                     ".npy format version {major}.{minor} is not supported (1.0, 2.0 and 3.0 are)"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     let end = start + hlen;
     if end > bytes.len() {
         return Err(Error::format(
