@@ -187,9 +187,13 @@ fn is_json(headers: &HeaderMap) -> Result<(), ApiError> {
         ));
     };
     let s = ct.to_str().unwrap_or("");
-    let mime = s.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
-    {
+    let mime = s
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -252,7 +256,10 @@ fn json_error(e: serde_json::Error, body: &[u8]) -> ApiError {
             e.line(),
             e.column()
         )),
-        _ => ApiError::new(Code::InvalidJson, format!("the body is not valid JSON: {e}")),
+        _ => ApiError::new(
+            Code::InvalidJson,
+            format!("the body is not valid JSON: {e}"),
+        ),
     }
 }
 
@@ -443,14 +450,11 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
         permit,
     };
     if app.pool.submit(job).is_err() {
-        return Err(ApiError::new(
-            Code::Internal,
-            "the search pool has stopped",
-        ));
+        return Err(ApiError::new(Code::Internal, "the search pool has stopped"));
     }
-    let outcome = rx.await.map_err(|_| {
-        ApiError::new(Code::Internal, "the search worker dropped the request")
-    })?;
+    let outcome = rx
+        .await
+        .map_err(|_| ApiError::new(Code::Internal, "the search worker dropped the request"))?;
     match outcome {
         Outcome::Hits(h) => Ok(h),
         Outcome::NotStarted => Err(deadline_error(app, true)),
@@ -665,4 +669,3 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
     });
     Ok(serde_json::to_vec(&v).unwrap_or_default())
 }
-

@@ -95,7 +95,12 @@ pub struct ServeArgs {
 
     /// Bearer token required by /admin/* routes. Without it, admin routes are only
     /// accepted from loopback peers.
-    #[arg(long, env = "SEARCHD_ADMIN_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "SEARCHD_ADMIN_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub admin_token: Option<String>,
 
     /// Largest request body in bytes; larger bodies get 413 `body_too_large`.
@@ -209,16 +214,16 @@ impl ServerConfig {
                 args.ef
             )));
         }
-        let max_inflight = args
-            .max_inflight
-            .unwrap_or(INFLIGHT_PER_THREAD * threads);
+        let max_inflight = args.max_inflight.unwrap_or(INFLIGHT_PER_THREAD * threads);
         if max_inflight == 0 {
             return Err(ServerError::Config(
                 "--max-inflight must be at least 1".into(),
             ));
         }
         if args.body_limit == 0 {
-            return Err(ServerError::Config("--body-limit must be at least 1".into()));
+            return Err(ServerError::Config(
+                "--body-limit must be at least 1".into(),
+            ));
         }
         if args.admin_token.as_deref() == Some("") {
             return Err(ServerError::Config(

@@ -96,14 +96,16 @@ where
         return Err(ServerError::Config("threads must be at least 1".into()));
     }
     if config.max_inflight == 0 {
-        return Err(ServerError::Config("max_inflight must be at least 1".into()));
+        return Err(ServerError::Config(
+            "max_inflight must be at least 1".into(),
+        ));
     }
     if let Err(e) = raise_nofile_limit() {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
     let addr = listener.local_addr()?;
-    let pool = pool::Pool::start(config.threads, config.search_delay)
-        .map_err(ServerError::Runtime)?;
+    let pool =
+        pool::Pool::start(config.threads, config.search_delay).map_err(ServerError::Runtime)?;
     let queries_path = match &config.queries {
         Some(QuerySource::Path(p)) => Some(p.clone()),
         _ => None,
@@ -131,9 +133,11 @@ where
 
     // Load in the background while already answering /health and /ready.
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<ServerError>();
+    let (read_timeout, drain_timeout) = (config.read_timeout, config.drain_timeout);
     {
         let app = app.clone();
-        let config = config.clone();
+        // Moved, not cloned: the loader task holds the only other reference to a
+        // caller-supplied index, so a reload can free it.
         tokio::spawn(async move {
             let loaded = tokio::task::spawn_blocking(move || load(&config)).await;
             match loaded {
@@ -181,14 +185,7 @@ where
             }
         }
     };
-    net::accept_loop(
-        app.clone(),
-        listener,
-        stop,
-        config.read_timeout,
-        config.drain_timeout,
-    )
-    .await;
+    net::accept_loop(app.clone(), listener, stop, read_timeout, drain_timeout).await;
     tracing::info!("searchd stopped");
     match failed {
         Some(e) => Err(e),

@@ -55,14 +55,15 @@ async fn handle(
     let what = log.then(|| (req.method().clone(), req.uri().clone()));
     let mut router = router;
     let mut fut = Box::pin(router.call(req));
-    let result = std::future::poll_fn(|cx| {
-        match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_) => Poll::Ready(Err(())),
-        }
-    })
-    .await;
+    let result =
+        std::future::poll_fn(
+            |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+                Ok(Poll::Pending) => Poll::Pending,
+                Err(_) => Poll::Ready(Err(())),
+            },
+        )
+        .await;
     let resp = match result {
         Ok(Ok(r)) => r,
         Ok(Err(never)) => match never {},
@@ -142,9 +143,8 @@ pub(crate) async fn accept_loop<F: Future>(
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let router = router.clone();
-        let svc = hyper::service::service_fn(move |req| {
-            handle(app.clone(), router.clone(), peer, req)
-        });
+        let svc =
+            hyper::service::service_fn(move |req| handle(app.clone(), router.clone(), peer, req));
         let conn = http.serve_connection(TokioIo::new(stream), svc);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
@@ -194,5 +194,5 @@ pub fn raise_nofile_limit() -> std::io::Result<u64> {
             lim.rlim_cur = lim.rlim_max;
         }
     }
-    Ok(lim.rlim_cur as u64)
+    Ok(lim.rlim_cur)
 }

@@ -116,9 +116,12 @@ fn search(index: &Index, query: &Query, k: usize, ef: usize, deadline: Instant) 
             let Some(v) = index.vector(*id) else {
                 return Outcome::UnknownId(*id);
             };
-            // Internal ids are row numbers (u32); leave the query row out of its own hits.
-            let own = *id;
-            let not_self = move |i: u32| u64::from(i) != own;
+            // Leave the query's own row out of its hits. Filters see internal (storage
+            // order) ids.
+            let Some(own) = index.internal(*id) else {
+                return Outcome::UnknownId(*id);
+            };
+            let not_self = move |i: u32| i != own;
             params.filter = Some(&not_self);
             index.search(v, &params)
         }

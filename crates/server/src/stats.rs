@@ -57,8 +57,7 @@ impl Window {
     fn merged(&self, now_second: u64) -> Histogram<u64> {
         let mut h = Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid bounds");
         for s in &self.slots {
-            if s.second != u64::MAX && s.second + WINDOW_S > now_second && s.second <= now_second
-            {
+            if s.second != u64::MAX && s.second + WINDOW_S > now_second && s.second <= now_second {
                 let _ = h.add(&s.hist);
             }
         }
@@ -90,8 +89,8 @@ pub struct LatencySummary {
 impl Stats {
     pub fn new() -> Arc<Stats> {
         let search_seconds = PromHistogram::new([
-            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-            1.0, 2.5, 5.0, 10.0,
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5, 5.0, 10.0,
         ]);
         let mut registry = Registry::default();
         registry.register(
@@ -212,7 +211,11 @@ pub fn process_stats() -> ProcessStats {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
     let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     if let Ok(s) = std::fs::read_to_string("/proc/self/statm") {
-        if let Some(rss) = s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()) {
+        if let Some(rss) = s
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+        {
             p.rss_bytes = rss * page;
         }
     }
@@ -357,7 +360,10 @@ fn encode_live(
         }
     }
     let live = Live {
-        by_code: Code::ALL.iter().map(|c| (c.as_str(), stats.get(*c))).collect(),
+        by_code: Code::ALL
+            .iter()
+            .map(|c| (c.as_str(), stats.get(*c)))
+            .collect(),
         inflight: inflight as i64,
         queued: stats.queued.load(Relaxed),
         reloads: stats.reloads.load(Relaxed),

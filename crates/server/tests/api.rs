@@ -4,16 +4,19 @@
 mod common;
 
 use common::*;
-use searchd_engine::{exact, Metric};
+use searchd_engine::Metric;
 
 fn url(s: &TestServer, path: &str) -> String {
     format!("{}{path}", s.url)
 }
 
 fn exact_ids(index: &searchd_engine::Index, q: &[f32], k: usize) -> Vec<u64> {
-    let q = index.prepare_query(q).unwrap();
-    let nn = exact::knn(Metric::Cosine, index.vectors(), &q, index.dim(), k, &|_| {});
-    nn[0].iter().map(|n| n.id as u64).collect()
+    index
+        .exact_search(q, k)
+        .unwrap()
+        .iter()
+        .map(|h| h.id)
+        .collect()
 }
 
 fn ids(v: &serde_json::Value) -> Vec<u64> {
@@ -49,7 +52,10 @@ async fn search_modes_match_exact_search() {
     assert_eq!(h["content-type"], "application/json");
     assert_eq!(ids(&v), exact_ids(&f.index, &q, 10));
     let sc = scores(&v);
-    assert!(sc.windows(2).all(|w| w[0] >= w[1]), "sorted best first: {sc:?}");
+    assert!(
+        sc.windows(2).all(|w| w[0] >= w[1]),
+        "sorted best first: {sc:?}"
+    );
     assert!(sc[0] <= 1.0001 && sc[0] > 0.0);
     assert!(v["took_us"].as_u64().is_some());
     // exact scores
@@ -83,7 +89,10 @@ async fn search_modes_match_exact_search() {
         let (st, _, v) = post(&c, &search, &format!(r#"{{"id": {id}, "k": 8}}"#)).await;
         assert_eq!(st, 200, "{v}");
         let got = ids(&v);
-        assert!(!got.contains(&id), "id {id} excluded from its own hits: {got:?}");
+        assert!(
+            !got.contains(&id),
+            "id {id} excluded from its own hits: {got:?}"
+        );
         let want: Vec<u64> = exact_ids(&f.index, f.index.vector(id).unwrap(), 9)
             .into_iter()
             .filter(|&x| x != id)
@@ -113,53 +122,233 @@ async fn bad_requests_get_the_contract_errors() {
     // (body, status, code, message needle)
     let cases: Vec<(String, u16, &str, &str)> = vec![
         // not JSON
-        (r#"{"vector": [1, 2"#.into(), 400, "invalid_json", "line 1 column"),
+        (
+            r#"{"vector": [1, 2"#.into(),
+            400,
+            "invalid_json",
+            "line 1 column",
+        ),
         ("hello".into(), 400, "invalid_json", "line 1 column 1"),
         ("".into(), 400, "invalid_json", "EOF"),
         (r#"{"qidx": 1,}"#.into(), 400, "invalid_json", "column"),
         // wrong shape
         ("[1, 2, 3]".into(), 400, "invalid_argument", "invalid type"),
         (r#""qidx""#.into(), 400, "invalid_argument", "invalid type"),
-        (r#"{"qidx": 1, "foo": 2}"#.into(), 400, "invalid_argument", "unknown field `foo`"),
-        (r#"{"qidx": 1, "qidx": 2}"#.into(), 400, "invalid_argument", "duplicate field"),
-        (r#"{"vector": "abc"}"#.into(), 400, "invalid_argument", "invalid type"),
-        (r#"{"vector": [1, "x"]}"#.into(), 400, "invalid_argument", "invalid type"),
-        (r#"{"vector": [1, null]}"#.into(), 400, "invalid_argument", "invalid type"),
+        (
+            r#"{"qidx": 1, "foo": 2}"#.into(),
+            400,
+            "invalid_argument",
+            "unknown field `foo`",
+        ),
+        (
+            r#"{"qidx": 1, "qidx": 2}"#.into(),
+            400,
+            "invalid_argument",
+            "duplicate field",
+        ),
+        (
+            r#"{"vector": "abc"}"#.into(),
+            400,
+            "invalid_argument",
+            "invalid type",
+        ),
+        (
+            r#"{"vector": [1, "x"]}"#.into(),
+            400,
+            "invalid_argument",
+            "invalid type",
+        ),
+        (
+            r#"{"vector": [1, null]}"#.into(),
+            400,
+            "invalid_argument",
+            "invalid type",
+        ),
         // dimensions, NaN, infinity, huge numbers, zero
-        (format!(r#"{{"vector": {q15}}}"#), 400, "invalid_argument", "vector has 15 dimensions, the index has 16"),
-        (r#"{"vector": []}"#.into(), 400, "invalid_argument", "vector has 0 dimensions"),
-        (r#"{"vector": [NaN, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "NaN"),
-        (r#"{"vector": [1, Infinity, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "infinity"),
-        (r#"{"vector": [1, -Infinity, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "infinity"),
-        (r#"{"vector": [1e999, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "out of range"),
-        (r#"{"vector": [1, 1e39, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(), 400, "invalid_argument", "component 1 is not a finite number"),
-        (r#"{"vector": [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}"#.into(), 400, "invalid_argument", "zero length"),
+        (
+            format!(r#"{{"vector": {q15}}}"#),
+            400,
+            "invalid_argument",
+            "vector has 15 dimensions, the index has 16",
+        ),
+        (
+            r#"{"vector": []}"#.into(),
+            400,
+            "invalid_argument",
+            "vector has 0 dimensions",
+        ),
+        (
+            r#"{"vector": [NaN, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(),
+            400,
+            "invalid_argument",
+            "NaN",
+        ),
+        (
+            r#"{"vector": [1, Infinity, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(),
+            400,
+            "invalid_argument",
+            "infinity",
+        ),
+        (
+            r#"{"vector": [1, -Infinity, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(),
+            400,
+            "invalid_argument",
+            "infinity",
+        ),
+        (
+            r#"{"vector": [1e999, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(),
+            400,
+            "invalid_argument",
+            "out of range",
+        ),
+        (
+            r#"{"vector": [1, 1e39, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}"#.into(),
+            400,
+            "invalid_argument",
+            "component 1 is not a finite number",
+        ),
+        (
+            r#"{"vector": [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}"#.into(),
+            400,
+            "invalid_argument",
+            "zero length",
+        ),
         // k / ef
-        (r#"{"qidx": 1, "k": 0}"#.into(), 400, "invalid_argument", "k must be an integer between 1 and 1000, got 0"),
-        (r#"{"qidx": 1, "k": 1001}"#.into(), 400, "invalid_argument", "k must be an integer between 1 and 1000, got 1001"),
-        (r#"{"qidx": 1, "k": -1}"#.into(), 400, "invalid_argument", "got -1"),
-        (r#"{"qidx": 1, "k": 2.5}"#.into(), 400, "invalid_argument", "got 2.5"),
-        (r#"{"qidx": 1, "k": 1e30}"#.into(), 400, "invalid_argument", "k must be"),
-        (r#"{"qidx": 1, "k": 99999999999999999999999999}"#.into(), 400, "invalid_argument", "k must be"),
-        (r#"{"qidx": 1, "k": 1e999}"#.into(), 400, "invalid_argument", "out of range"),
-        (r#"{"qidx": 1, "k": "10"}"#.into(), 400, "invalid_argument", "invalid type"),
-        (r#"{"qidx": 1, "ef": 4097}"#.into(), 400, "invalid_argument", "ef must be an integer between 1 and 4096, got 4097"),
-        (r#"{"qidx": 1, "ef": 0}"#.into(), 400, "invalid_argument", "ef must be"),
-        (r#"{"qidx": 1, "ef": -5}"#.into(), 400, "invalid_argument", "ef must be"),
+        (
+            r#"{"qidx": 1, "k": 0}"#.into(),
+            400,
+            "invalid_argument",
+            "k must be an integer between 1 and 1000, got 0",
+        ),
+        (
+            r#"{"qidx": 1, "k": 1001}"#.into(),
+            400,
+            "invalid_argument",
+            "k must be an integer between 1 and 1000, got 1001",
+        ),
+        (
+            r#"{"qidx": 1, "k": -1}"#.into(),
+            400,
+            "invalid_argument",
+            "got -1",
+        ),
+        (
+            r#"{"qidx": 1, "k": 2.5}"#.into(),
+            400,
+            "invalid_argument",
+            "got 2.5",
+        ),
+        (
+            r#"{"qidx": 1, "k": 1e30}"#.into(),
+            400,
+            "invalid_argument",
+            "k must be",
+        ),
+        (
+            r#"{"qidx": 1, "k": 99999999999999999999999999}"#.into(),
+            400,
+            "invalid_argument",
+            "k must be",
+        ),
+        (
+            r#"{"qidx": 1, "k": 1e999}"#.into(),
+            400,
+            "invalid_argument",
+            "out of range",
+        ),
+        (
+            r#"{"qidx": 1, "k": "10"}"#.into(),
+            400,
+            "invalid_argument",
+            "invalid type",
+        ),
+        (
+            r#"{"qidx": 1, "ef": 4097}"#.into(),
+            400,
+            "invalid_argument",
+            "ef must be an integer between 1 and 4096, got 4097",
+        ),
+        (
+            r#"{"qidx": 1, "ef": 0}"#.into(),
+            400,
+            "invalid_argument",
+            "ef must be",
+        ),
+        (
+            r#"{"qidx": 1, "ef": -5}"#.into(),
+            400,
+            "invalid_argument",
+            "ef must be",
+        ),
         // qidx
-        (r#"{"qidx": 20}"#.into(), 400, "invalid_argument", "qidx 20 is out of range: the query matrix has 20 rows"),
-        (r#"{"qidx": -1}"#.into(), 400, "invalid_argument", "qidx must be"),
-        (r#"{"qidx": 1.5}"#.into(), 400, "invalid_argument", "qidx must be"),
+        (
+            r#"{"qidx": 20}"#.into(),
+            400,
+            "invalid_argument",
+            "qidx 20 is out of range: the query matrix has 20 rows",
+        ),
+        (
+            r#"{"qidx": -1}"#.into(),
+            400,
+            "invalid_argument",
+            "qidx must be",
+        ),
+        (
+            r#"{"qidx": 1.5}"#.into(),
+            400,
+            "invalid_argument",
+            "qidx must be",
+        ),
         // exactly one of
-        (r#"{}"#.into(), 400, "invalid_argument", "exactly one of vector, qidx or id; none"),
-        (r#"{"k": 5}"#.into(), 400, "invalid_argument", "none was given"),
-        (format!(r#"{{"vector": {q16}, "qidx": 1}}"#), 400, "invalid_argument", "vector and qidx"),
-        (r#"{"qidx": 1, "id": 2}"#.into(), 400, "invalid_argument", "qidx and id"),
+        (
+            r#"{}"#.into(),
+            400,
+            "invalid_argument",
+            "exactly one of vector, qidx or id; none",
+        ),
+        (
+            r#"{"k": 5}"#.into(),
+            400,
+            "invalid_argument",
+            "none was given",
+        ),
+        (
+            format!(r#"{{"vector": {q16}, "qidx": 1}}"#),
+            400,
+            "invalid_argument",
+            "vector and qidx",
+        ),
+        (
+            r#"{"qidx": 1, "id": 2}"#.into(),
+            400,
+            "invalid_argument",
+            "qidx and id",
+        ),
         // id
-        (r#"{"id": 500}"#.into(), 404, "not_found", "id 500 is not in the index"),
-        (r#"{"id": 18446744073709551615}"#.into(), 404, "not_found", "not in the index"),
-        (r#"{"id": -3}"#.into(), 400, "invalid_argument", "id must be"),
-        (r#"{"id": 99999999999999999999999}"#.into(), 400, "invalid_argument", "id must be"),
+        (
+            r#"{"id": 500}"#.into(),
+            404,
+            "not_found",
+            "id 500 is not in the index",
+        ),
+        (
+            r#"{"id": 18446744073709551615}"#.into(),
+            404,
+            "not_found",
+            "not in the index",
+        ),
+        (
+            r#"{"id": -3}"#.into(),
+            400,
+            "invalid_argument",
+            "id must be",
+        ),
+        (
+            r#"{"id": 99999999999999999999999}"#.into(),
+            400,
+            "invalid_argument",
+            "id must be",
+        ),
     ];
     for (body, status, code, needle) in &cases {
         let got = post(&c, &search, body).await;
@@ -173,21 +362,57 @@ async fn bad_requests_get_the_contract_errors() {
     assert_error(&got, 413, "body_too_large", "limit of 4096 bytes");
 
     // 415
-    let r = c.post(&search).header("content-type", "text/plain").body(r#"{"qidx":1}"#).send().await.unwrap();
-    assert_error(&split(r).await, 415, "unsupported_media_type", "application/json");
+    let r = c
+        .post(&search)
+        .header("content-type", "text/plain")
+        .body(r#"{"qidx":1}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_error(
+        &split(r).await,
+        415,
+        "unsupported_media_type",
+        "application/json",
+    );
     let r = c.post(&search).body(r#"{"qidx":1}"#).send().await.unwrap();
-    assert_error(&split(r).await, 415, "unsupported_media_type", "no Content-Type");
-    let r = c.post(&search).header("content-type", "application/json; charset=utf-8").body(r#"{"qidx":1}"#).send().await.unwrap();
+    assert_error(
+        &split(r).await,
+        415,
+        "unsupported_media_type",
+        "no Content-Type",
+    );
+    let r = c
+        .post(&search)
+        .header("content-type", "application/json; charset=utf-8")
+        .body(r#"{"qidx":1}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
 
     // 404 / 405
     let r = c.get(url(&s, "/nope")).send().await.unwrap();
     assert_error(&split(r).await, 404, "not_found", "no route for GET /nope");
-    let r = c.post(url(&s, "/search/x")).header("content-type", "application/json").body("{}").send().await.unwrap();
+    let r = c
+        .post(url(&s, "/search/x"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_error(&split(r).await, 404, "not_found", "/search/x");
     let r = c.get(&search).send().await.unwrap();
-    let allow = r.headers().get("allow").map(|v| v.to_str().unwrap().to_string());
-    assert_error(&split(r).await, 405, "method_not_allowed", "/search does not accept GET");
+    let allow = r
+        .headers()
+        .get("allow")
+        .map(|v| v.to_str().unwrap().to_string());
+    assert_error(
+        &split(r).await,
+        405,
+        "method_not_allowed",
+        "/search does not accept GET",
+    );
     assert_eq!(allow.as_deref(), Some("POST"));
     let r = c.delete(url(&s, "/health")).send().await.unwrap();
     assert_error(&split(r).await, 405, "method_not_allowed", "DELETE");
@@ -228,7 +453,8 @@ async fn chunked_body_over_the_limit_is_413() {
     );
     tcp.write_all(req.as_bytes()).await.unwrap();
     let mut buf = Vec::new();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), tcp.read_to_end(&mut buf)).await;
+    let _ =
+        tokio::time::timeout(std::time::Duration::from_secs(5), tcp.read_to_end(&mut buf)).await;
     let text = String::from_utf8_lossy(&buf);
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
     assert!(text.contains("\"code\":\"body_too_large\""), "{text}");
@@ -252,7 +478,10 @@ async fn health_ready_stats_and_metrics() {
     assert_eq!(post(&c, &search, r#"{"qidx": 100}"#).await.0, 400);
     assert_eq!(post(&c, &search, r#"nope"#).await.0, 400);
     assert_eq!(post(&c, &search, r#"{"id": 100000}"#).await.0, 404);
-    assert_eq!(c.get(url(&s, "/nothing")).send().await.unwrap().status(), 404);
+    assert_eq!(
+        c.get(url(&s, "/nothing")).send().await.unwrap().status(),
+        404
+    );
     // observability requests are not counted
     let _ = get_json(&c, &url(&s, "/health")).await;
 
@@ -286,15 +515,22 @@ async fn health_ready_stats_and_metrics() {
     let r = c.get(url(&s, "/metrics")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let ct = r.headers()["content-type"].to_str().unwrap().to_string();
-    assert!(ct.contains("openmetrics-text") || ct.contains("text/plain"), "{ct}");
+    assert!(
+        ct.contains("openmetrics-text") || ct.contains("text/plain"),
+        "{ct}"
+    );
     let text = r.text().await.unwrap();
     let mut samples = std::collections::HashMap::new();
     for line in text.lines() {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad line {line:?}"));
-        let v: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        let (name, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad line {line:?}"));
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
         let name_ok = name
             .split('{')
             .next()
@@ -305,17 +541,38 @@ async fn health_ready_stats_and_metrics() {
         samples.insert(name.to_string(), v);
     }
     assert!(text.contains("# TYPE searchd_requests counter"), "{text}");
-    assert_eq!(samples[r#"searchd_requests_total{code="ok"}"#], 5.0, "{text}");
-    assert_eq!(samples[r#"searchd_requests_total{code="invalid_argument"}"#], 1.0);
-    assert_eq!(samples[r#"searchd_requests_total{code="invalid_json"}"#], 1.0);
+    assert_eq!(
+        samples[r#"searchd_requests_total{code="ok"}"#], 5.0,
+        "{text}"
+    );
+    assert_eq!(
+        samples[r#"searchd_requests_total{code="invalid_argument"}"#],
+        1.0
+    );
+    assert_eq!(
+        samples[r#"searchd_requests_total{code="invalid_json"}"#],
+        1.0
+    );
     assert_eq!(samples[r#"searchd_requests_total{code="not_found"}"#], 2.0);
     assert_eq!(samples[r#"searchd_requests_total{code="overloaded"}"#], 0.0);
-    assert_eq!(samples[r#"searchd_requests_total{code="deadline_exceeded"}"#], 0.0);
-    assert_eq!(samples["searchd_search_request_duration_seconds_count"], 8.0);
-    assert_eq!(samples[r#"searchd_search_request_duration_seconds_bucket{le="+Inf"}"#], 8.0);
+    assert_eq!(
+        samples[r#"searchd_requests_total{code="deadline_exceeded"}"#],
+        0.0
+    );
+    assert_eq!(
+        samples["searchd_search_request_duration_seconds_count"],
+        8.0
+    );
+    assert_eq!(
+        samples[r#"searchd_search_request_duration_seconds_bucket{le="+Inf"}"#],
+        8.0
+    );
     assert_eq!(samples["searchd_inflight_searches"], 0.0);
     assert_eq!(samples["searchd_index_vectors"], 500.0);
-    assert_eq!(samples["searchd_index_size_bytes"], st["index"]["bytes"].as_f64().unwrap());
+    assert_eq!(
+        samples["searchd_index_size_bytes"],
+        st["index"]["bytes"].as_f64().unwrap()
+    );
     assert!(samples["process_resident_memory_bytes"] > 1e6);
     assert!(samples.contains_key("process_cpu_seconds_total"));
     s.stop().await.unwrap();
@@ -330,7 +587,10 @@ async fn a_bad_index_path_stops_the_server_with_an_error() {
     cfg.threads = 1;
     let s = TestServer::start_unready(cfg).await;
     let err = s.join().await.unwrap_err();
-    assert!(matches!(err, searchd_server::ServerError::Index(_)), "{err}");
+    assert!(
+        matches!(err, searchd_server::ServerError::Index(_)),
+        "{err}"
+    );
     assert!(err.to_string().contains("missing"), "{err}");
 }
 
@@ -339,9 +599,8 @@ async fn loads_index_and_queries_from_paths() {
     let f = fixture();
     let qpath = f.dir.path().join("q.npy");
     searchd_vecio::write_vectors(&qpath, f.queries.as_slice(), f.queries.n(), DIM).unwrap();
-    let mut cfg = searchd_server::ServerConfig::new(searchd_server::IndexSource::Path(
-        f.index_dir.clone(),
-    ));
+    let mut cfg =
+        searchd_server::ServerConfig::new(searchd_server::IndexSource::Path(f.index_dir.clone()));
     cfg.queries = Some(searchd_server::QuerySource::Path(qpath));
     cfg.threads = 1;
     let s = TestServer::start(cfg).await;
@@ -349,5 +608,46 @@ async fn loads_index_and_queries_from_paths() {
     let (st, _, v) = post(&c, &url(&s, "/search"), r#"{"qidx": 4, "k": 3}"#).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(ids(&v), exact_ids(&f.index, f.queries.row(4), 3));
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn id_mode_on_hnsw_excludes_the_id_itself() {
+    // HNSW stores rows in graph order: ids in requests and replies are still input rows.
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(&build(
+        dir.path(),
+        "h",
+        searchd_engine::IndexKind::Hnsw,
+        2000,
+        DIM,
+        11,
+    ));
+    let mut cfg =
+        searchd_server::ServerConfig::new(searchd_server::IndexSource::Loaded(index.clone()));
+    cfg.threads = 1;
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let mut overlap = 0;
+    for id in [0u64, 1, 17, 999, 1999] {
+        let body = format!(r#"{{"id": {id}, "k": 10, "ef": 400}}"#);
+        let (st, _, v) = post(&c, &url(&s, "/search"), &body).await;
+        assert_eq!(st, 200, "{v}");
+        let got = ids(&v);
+        assert_eq!(got.len(), 10);
+        assert!(!got.contains(&id), "id {id} in its own hits {got:?}");
+        let want: Vec<u64> = exact_ids(&index, index.vector(id).unwrap(), 11)
+            .into_iter()
+            .filter(|&x| x != id)
+            .take(10)
+            .collect();
+        overlap += got.iter().filter(|g| want.contains(g)).count();
+        // vector mode with the same stored vector finds the id itself first
+        let body = serde_json::json!({ "vector": index.vector(id).unwrap(), "k": 1, "ef": 400 });
+        let (st, _, v) = post(&c, &url(&s, "/search"), &body.to_string()).await;
+        assert_eq!(st, 200);
+        assert_eq!(ids(&v), vec![id]);
+    }
+    assert!(overlap >= 48, "recall of id mode too low: {overlap}/50");
     s.stop().await.unwrap();
 }

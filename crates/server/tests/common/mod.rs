@@ -158,7 +158,11 @@ pub fn client() -> reqwest::Client {
 }
 
 /// POST a JSON body (as text, so tests can send anything).
-pub async fn post(c: &reqwest::Client, url: &str, body: &str) -> (u16, reqwest::header::HeaderMap, serde_json::Value) {
+pub async fn post(
+    c: &reqwest::Client,
+    url: &str,
+    body: &str,
+) -> (u16, reqwest::header::HeaderMap, serde_json::Value) {
     let r = c
         .post(url)
         .header("content-type", "application/json")
@@ -180,11 +184,18 @@ pub async fn split(r: reqwest::Response) -> (u16, reqwest::header::HeaderMap, se
 
 /// Assert an error reply: status, code, and that the message contains `needle`.
 #[track_caller]
-pub fn assert_error(got: &(u16, reqwest::header::HeaderMap, serde_json::Value), status: u16, code: &str, needle: &str) {
+pub fn assert_error(
+    got: &(u16, reqwest::header::HeaderMap, serde_json::Value),
+    status: u16,
+    code: &str,
+    needle: &str,
+) {
     let (s, _, v) = got;
     assert_eq!(*s, status, "status for {v}");
     assert_eq!(v["error"]["code"], code, "code in {v}");
-    let msg = v["error"]["message"].as_str().unwrap_or_else(|| panic!("no message in {v}"));
+    let msg = v["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message in {v}"));
     assert!(
         msg.to_lowercase().contains(&needle.to_lowercase()),
         "message {msg:?} should mention {needle:?}"
