@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use searchd_kernels::Metric;
 
 use crate::error::{Error, Result};
-use crate::format::{DirWriter, Header, Manifest, GRAPH_MAGIC, MANIFEST_FORMAT, VECTORS_MAGIC};
+use crate::format::{
+    DirWriter, Header, Manifest, GRAPH_MAGIC, IDS_MAGIC, MANIFEST_FORMAT, VECTORS_MAGIC,
+};
 use crate::hnsw::{self, HnswParams};
 use crate::index::IndexKind;
 
@@ -116,6 +118,7 @@ pub fn build_index(
     };
 
     let mut graph_seconds = 0.0;
+    let mut permuted: Vec<f32> = Vec::new();
     let params = match cfg.kind {
         IndexKind::Flat => serde_json::json!({}),
         IndexKind::Hnsw => {
@@ -130,8 +133,14 @@ pub fn build_index(
                     progress(d, total)
                 })
             });
+            // Store nodes in BFS order of the graph for memory locality; `ids.bin` maps
+            // internal positions back to row numbers of the input.
+            let order = g.bfs_order();
+            let g = g.permuted(&order);
+            permuted = data_in_order(data, dim, &order);
             graph_seconds = t.elapsed().as_secs_f64();
             write_graph(&mut writer, n, &g)?;
+            write_ids(&mut writer, &order)?;
             serde_json::json!({
                 "m": cfg.hnsw.m,
                 "ef_construction": cfg.hnsw.ef_construction,
@@ -140,8 +149,13 @@ pub fn build_index(
             })
         }
     };
+    let stored = if cfg.kind == IndexKind::Hnsw {
+        &permuted[..]
+    } else {
+        data
+    };
     let vheader = Header::new(VECTORS_MAGIC, [n as u64, dim as u64, 0, 0, 0, 0]);
-    writer.write_file("vectors.bin", &vheader, &[bytemuck::cast_slice(data)])?;
+    writer.write_file("vectors.bin", &vheader, &[bytemuck::cast_slice(stored)])?;
     let manifest = Manifest {
         format: MANIFEST_FORMAT.into(),
         format_version: crate::format::FORMAT_VERSION,
@@ -168,6 +182,30 @@ pub fn build_index(
         total_seconds: start.elapsed().as_secs_f64(),
         bytes,
     })
+}
+
+fn data_in_order(data: &[f32], dim: usize, order: &[u32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(data.len());
+    for &old in order {
+        let o = old as usize * dim;
+        out.extend_from_slice(&data[o..o + dim]);
+    }
+    out
+}
+
+/// `ids.bin`: n u32 external ids by internal position, then n u32 internal positions by
+/// external id.
+fn write_ids(w: &mut DirWriter, order: &[u32]) -> Result<()> {
+    let mut inverse = vec![0u32; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        inverse[old as usize] = new as u32;
+    }
+    let header = Header::new(IDS_MAGIC, [order.len() as u64, 0, 0, 0, 0, 0]);
+    w.write_file(
+        "ids.bin",
+        &header,
+        &[bytemuck::cast_slice(order), bytemuck::cast_slice(&inverse)],
+    )
 }
 
 fn pad4(bytes: &[u8]) -> Vec<u8> {

@@ -4,6 +4,8 @@
 //! DIR/manifest.json   format version, kind, metric, dim, n, params, and each file's size and CRC32
 //! DIR/vectors.bin     64-byte header + n x dim little-endian f32 rows (cosine: already unit length)
 //! DIR/graph.bin       64-byte header + HNSW links (hnsw kind only)
+//! DIR/ids.bin         64-byte header + external id of each stored row, then the stored row
+//!                     of each external id (hnsw kind: rows are stored in graph BFS order)
 //! ```
 //! Every binary file starts with a 64-byte header: 8-byte magic, u32 format version, u32
 //! header length, then six little-endian u64 fields whose meaning depends on the file.
@@ -23,6 +25,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 64;
 pub const VECTORS_MAGIC: [u8; 8] = *b"SRCHDVEC";
 pub const GRAPH_MAGIC: [u8; 8] = *b"SRCHDHNS";
+pub const IDS_MAGIC: [u8; 8] = *b"SRCHDIDS";
 pub const MANIFEST: &str = "manifest.json";
 pub const MANIFEST_FORMAT: &str = "searchd-index";
 

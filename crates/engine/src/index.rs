@@ -65,7 +65,8 @@ pub struct SearchParams<'a> {
     pub ef: usize,
     /// Stop and return [`SearchError::DeadlineExceeded`] once this instant passes.
     pub deadline: Option<Instant>,
-    /// Only ids for which this returns true are returned (others are still traversed).
+    /// Only internal ids (see [`Index::internal`]) for which this returns true are
+    /// returned; others are still traversed.
     pub filter: Option<&'a (dyn Fn(u32) -> bool + Sync)>,
 }
 
@@ -104,6 +105,8 @@ pub struct Index {
     metric: Metric,
     vectors: FileBytes,
     graph: Option<(FileBytes, GraphLayout)>,
+    /// Row order of the stored vectors when it differs from the input's (see `ids.bin`).
+    ids: Option<FileBytes>,
 }
 
 fn words(bytes: &[u8], (start, len): (usize, usize)) -> &[u32] {
@@ -167,7 +170,15 @@ impl Index {
         } else {
             None
         };
-        let graph_bytes = graph.as_ref().map_or(0, |(g, _)| g.as_bytes().len() as u64);
+        let ids = if manifest.file("ids.bin").is_some() {
+            let (ipath, ib) = open_file("ids.bin")?;
+            check_ids(&ipath, ib.as_bytes(), n)?;
+            Some(ib)
+        } else {
+            None
+        };
+        let graph_bytes = graph.as_ref().map_or(0, |(g, _)| g.as_bytes().len() as u64)
+            + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64);
         let info = IndexInfo {
             kind,
             metric: metric.name(),
@@ -185,6 +196,27 @@ impl Index {
             metric,
             vectors,
             graph,
+            ids,
+        })
+    }
+
+    /// External id (row of the input file) of stored row `internal`.
+    #[inline]
+    fn external(&self, internal: u32) -> u64 {
+        match &self.ids {
+            Some(ids) => words(ids.as_bytes(), (HEADER_LEN, self.info.n))[internal as usize] as u64,
+            None => internal as u64,
+        }
+    }
+
+    /// Stored row (internal id) of external id `id`, if it exists. Filters
+    /// ([`SearchParams::filter`]) take internal ids: metadata for filtering is meant to be
+    /// laid out in storage order, so the hot loop needs no id translation.
+    pub fn internal(&self, id: u64) -> Option<u32> {
+        let id = usize::try_from(id).ok().filter(|&i| i < self.info.n)?;
+        Some(match &self.ids {
+            Some(ids) => words(ids.as_bytes(), (HEADER_LEN + 4 * self.info.n, self.info.n))[id],
+            None => id as u32,
         })
     }
 
@@ -204,16 +236,18 @@ impl Index {
         self.info.n == 0
     }
 
-    /// All stored vectors, row-major (unit length under cosine).
-    pub fn vectors(&self) -> &[f32] {
+    /// All stored vectors, row-major (unit length under cosine), in storage order: for
+    /// HNSW indexes that is the graph's locality order, not the input's; use
+    /// [`Index::vector`] to look up by id.
+    pub fn stored_vectors(&self) -> &[f32] {
         bytemuck::cast_slice(&self.vectors.as_bytes()[HEADER_LEN..])
     }
 
     /// The stored vector of row `id` (normalised under cosine), if it exists.
     pub fn vector(&self, id: u64) -> Option<&[f32]> {
-        let id = usize::try_from(id).ok().filter(|&i| i < self.info.n)?;
+        let row = self.internal(id)? as usize;
         let d = self.info.dim;
-        Some(&self.vectors()[id * d..(id + 1) * d])
+        Some(&self.stored_vectors()[row * d..(row + 1) * d])
     }
 
     fn graph_view(&self) -> Option<GraphView<'_>> {
@@ -249,6 +283,36 @@ impl Index {
         Ok(q)
     }
 
+    /// Exact top-`k` by scanning every stored vector (single thread), whatever the index
+    /// kind: the reference an approximate answer is checked against.
+    pub fn exact_search(
+        &self,
+        query: &[f32],
+        k: usize,
+    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        let q = self.prepare_query(query)?;
+        let found = crate::exact::scan_one(
+            self.metric,
+            self.stored_vectors(),
+            self.info.dim,
+            &q,
+            k.max(1),
+            None,
+            None,
+        )?;
+        Ok(self.hits(found))
+    }
+
+    fn hits(&self, found: Vec<crate::Neighbor>) -> Vec<Hit> {
+        found
+            .into_iter()
+            .map(|n| Hit {
+                id: self.external(n.id),
+                score: -n.dist,
+            })
+            .collect()
+    }
+
     /// Top-`k` search. Scores are higher-is-better: similarity for cosine and inner
     /// product, negative squared distance for l2. Hits are sorted best first.
     pub fn search(
@@ -264,7 +328,7 @@ impl Index {
         }
         let q = self.prepare_query(query)?;
         let rows = Rows {
-            data: self.vectors(),
+            data: self.stored_vectors(),
             dim: self.info.dim,
         };
         let found = match self.graph_view() {
@@ -287,14 +351,28 @@ impl Index {
                 p.deadline,
             )?,
         };
-        Ok(found
-            .into_iter()
-            .map(|n| Hit {
-                id: n.id as u64,
-                score: -n.dist,
-            })
-            .collect())
+        Ok(self.hits(found))
     }
+}
+
+fn check_ids(path: &Path, b: &[u8], n: usize) -> Result<()> {
+    let h = Header::parse(path, b, crate::format::IDS_MAGIC)?;
+    if h.fields[0] as usize != n || b.len() != HEADER_LEN + 8 * n {
+        return Err(Error::format(
+            path,
+            format!("id map for {} rows, the index has {n}", h.fields[0]),
+        ));
+    }
+    let order = words(b, (HEADER_LEN, n));
+    let inverse = words(b, (HEADER_LEN + 4 * n, n));
+    let consistent = order
+        .iter()
+        .enumerate()
+        .all(|(i, &ext)| (ext as usize) < n && inverse[ext as usize] as usize == i);
+    if !consistent {
+        return Err(Error::format(path, "id map is not a permutation"));
+    }
+    Ok(())
 }
 
 fn parse_graph(path: &Path, b: &[u8], n: usize) -> Result<GraphLayout> {

@@ -30,7 +30,15 @@ fn recall_for(metric: Metric, m: usize, efc: usize, ef: usize, threads: usize) -
         .chunks_exact(dim)
         .flat_map(|q| index.prepare_query(q).unwrap())
         .collect();
-    let truth = exact::knn(metric, index.vectors(), &prepared, dim, k, &|_| {});
+    // Exact neighbours over the input rows (ids are input row numbers, as the index's).
+    let stored: Vec<f32> = base
+        .chunks_exact(dim)
+        .flat_map(|r| match metric {
+            Metric::Cosine => index.prepare_query(r).unwrap(),
+            _ => r.to_vec(),
+        })
+        .collect();
+    let truth = exact::knn(metric, &stored, &prepared, dim, k, &|_| {});
     let mut total = 0.0;
     for (i, q) in prepared.chunks_exact(dim).enumerate() {
         let hits = index.search(q, &SearchParams::new(k, ef)).unwrap();

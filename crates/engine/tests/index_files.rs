@@ -77,12 +77,28 @@ fn flat_index_is_exact() {
     let out = build(dir.path(), IndexKind::Flat, 2000, 2);
     let idx = Index::open(&out, &LoadOptions::default()).unwrap();
     let queries = common::clustered(20, DIM, 10, 99);
-    let truth = exact::knn(Metric::Cosine, idx.vectors(), &queries, DIM, 10, &|_| {});
+    let base = common::clustered(2000, DIM, 10, 3);
+    let normalized: Vec<f32> = base
+        .chunks_exact(DIM)
+        .flat_map(|r| idx.prepare_query(r).unwrap())
+        .collect();
+    let prepared: Vec<f32> = queries
+        .chunks_exact(DIM)
+        .flat_map(|r| idx.prepare_query(r).unwrap())
+        .collect();
+    let truth = exact::knn(Metric::Cosine, &normalized, &prepared, DIM, 10, &|_| {});
     for (i, q) in queries.chunks_exact(DIM).enumerate() {
         let hits = idx.search(q, &SearchParams::new(10, 0)).unwrap();
         let ids: Vec<u32> = hits.iter().map(|h| h.id as u32).collect();
         let want: Vec<u32> = truth[i].iter().map(|n| n.id).collect();
         assert_eq!(ids, want);
+        let exact_ids: Vec<u32> = idx
+            .exact_search(q, 10)
+            .unwrap()
+            .iter()
+            .map(|h| h.id as u32)
+            .collect();
+        assert_eq!(exact_ids, want);
     }
 }
 
@@ -104,7 +120,12 @@ fn ef_below_k_is_raised_and_filter_is_honoured() {
     let idx = Index::open(&out, &LoadOptions::default()).unwrap();
     let q = idx.vector(3).unwrap().to_vec();
     assert_eq!(idx.search(&q, &SearchParams::new(50, 5)).unwrap().len(), 50);
-    let even = |id: u32| id % 2 == 0;
+    // Filters see internal ids; allow the internal ids of even external ids.
+    let mut allowed = vec![false; idx.len()];
+    for ext in (0..idx.len() as u64).step_by(2) {
+        allowed[idx.internal(ext).unwrap() as usize] = true;
+    }
+    let even = |id: u32| allowed[id as usize];
     let p = SearchParams {
         filter: Some(&even),
         ..SearchParams::new(20, 64)
@@ -280,4 +301,25 @@ fn missing_or_garbage_manifest_is_refused() {
     std::fs::remove_file(out.join("manifest.json")).unwrap();
     let e = Index::open(&out, &LoadOptions::default()).unwrap_err();
     assert!(e.to_string().contains("manifest.json"), "{e}");
+}
+
+#[test]
+fn hnsw_ids_are_input_rows_and_id_map_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = build(dir.path(), IndexKind::Hnsw, 800, 1);
+    let idx = Index::open(&out, &LoadOptions::default()).unwrap();
+    let data = common::clustered(800, DIM, 10, 3);
+    for row in [0usize, 1, 399, 799] {
+        let q = &data[row * DIM..(row + 1) * DIM];
+        let hits = idx.search(q, &SearchParams::new(1, 64)).unwrap();
+        assert_eq!(hits[0].id, row as u64, "row {row} finds itself");
+        let stored = idx.vector(row as u64).unwrap();
+        let want = idx.prepare_query(q).unwrap();
+        assert_eq!(stored, &want[..]);
+    }
+    // Corrupt the inverse map: the index refuses to open even without checksums.
+    let len = std::fs::metadata(out.join("ids.bin")).unwrap().len() as usize;
+    patch(&out.join("ids.bin"), len - 4, &0u32.to_le_bytes());
+    let e = Index::open(&out, &no_verify()).unwrap_err();
+    assert!(e.to_string().contains("not a permutation"), "{e}");
 }
