@@ -424,6 +424,7 @@ pub(crate) fn read_vectors(path: &Path) -> Result<Vectors> {
     match h.dtype {
         Dtype::F4 => {
             if cfg!(target_endian = "little")
+                && h.data_offset % 4 == 0
                 && bytemuck::try_cast_slice::<u8, f32>(data).is_ok()
             {
                 let offset = h.data_offset;
