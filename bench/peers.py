@@ -248,7 +248,11 @@ def worker_build(spec: dict) -> dict:
     t1 = time.perf_counter()
     _save_peer(lib, idx, spec["index_path"])
     save_s = time.perf_counter() - t1
+    extra = {}
+    if lib.startswith("usearch"):
+        extra["hardware_acceleration"] = str(getattr(idx, "hardware_acceleration", None))
     return {
+        **extra,
         "build_seconds": build_s,
         "save_seconds": save_s,
         "rss_before_data": rss0,
@@ -1040,6 +1044,8 @@ def main() -> int:
                           "build_rss_delta_bytes": b["build_rss_delta_bytes"],
                           "build_process_hwm_bytes": b["process_hwm_bytes"],
                           "index_file_bytes": b["index_file_bytes"]})
+            if "hardware_acceleration" in b:
+                entry["hardware_acceleration"] = b["hardware_acceleration"]
             log(f"{lib}: built in {b['build_seconds']:.1f} s; search")
             wait_quiet(f"{lib} search")
             entry["loadavg_before_search"] = loadavg()
