@@ -109,6 +109,21 @@ def smaps(pid):
     }
 
 
+def rss_by_mapping(pid):
+    """Rss summed per mapped file (anonymous, heap and stack grouped) from /proc/PID/smaps."""
+    out, cur = {}, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            first = line.split()[0] if line.strip() else ""
+            if "-" in first and not first.endswith(":"):
+                parts = line.split(None, 5)
+                path = parts[5].strip() if len(parts) > 5 else ""
+                cur = os.path.basename(path) if path.startswith("/") else (path or "[anon]")
+            elif first == "Rss:" and cur is not None:
+                out[cur] = out.get(cur, 0) + int(line.split()[1]) * 1024
+    return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
+
+
 def wait_ready(port, proc, timeout=600):
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -196,6 +211,7 @@ try:
     res["first_ready_seconds"] = wait_ready(p1port, p1)
     res["first_load"] = drive(p1port, searches, nq)
     res["first_after_warm"] = smaps(p1.pid)
+    res["first_rss_by_mapping"] = rss_by_mapping(p1.pid)
     log(f"first: {res['first_after_warm']}")
     p2 = start(p2port)
     res["second_ready_seconds"] = wait_ready(p2port, p2)
@@ -244,6 +260,8 @@ L += ["", f"Warm-up: first {res['first_load']['ok']} ok / {res['first_load']['er
       "", "| target | value | goal | result |", "|---|---:|---|---|",
       f"| second process private memory | {second_private / 1e6:.1f} MB | <= 50 MB | {'PASS' if res['targets'][0]['pass'] else 'MISS'} |",
       f"| first RSS / (vectors + graph bytes) | {ratio:.2f}x | <= 1.1x | {'PASS' if res['targets'][1]['pass'] else 'MISS'} |",
+      "", "First process RSS by mapping (after warm-up): "
+      + ", ".join(f"{k} {MB(v)} MB" for k, v in list(res["first_rss_by_mapping"].items())[:8]) + ".",
       ""]
 md = "\n".join(L)
 with open(out + ".md", "w") as f:
