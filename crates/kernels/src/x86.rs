@@ -3,6 +3,11 @@
 //! Only the [`Simd`] primitives live here; the kernels themselves are the generic ones in
 //! `kernel.rs`, so both paths share all loop, tail and blocking logic.
 
+// Register-only intrinsics are safe to call where their feature is enabled for the whole
+// build (here: AVX2/AVX-512 (e.g. built with `-C target-cpu=native`)), which makes some of the `unsafe` blocks below
+// redundant on such builds. They are kept so the same code is correct for every build.
+#![allow(unused_unsafe)]
+
 use crate::kernel::Simd;
 use std::arch::x86_64::*;
 
