@@ -26,7 +26,7 @@ struct Cli {
 enum Command {
     /// The whole pipeline on built-in synthetic data: data, exact ground truth, HNSW
     /// build, recall gate, server on a free loopback port, capacity ramp, report.
-    Demo(demo::DemoArgs),
+    Demo(Box<demo::DemoArgs>),
     /// Make data sets.
     #[command(subcommand)]
     Dataset(commands::DatasetCmd),
@@ -35,13 +35,13 @@ enum Command {
     /// Build an index directory (hnsw or flat).
     Build(commands::BuildArgs),
     /// Recall@1/10/100 and speed of an index for each ef.
-    Eval(commands::EvalArgs),
+    Eval(Box<commands::EvalArgs>),
     /// Capacity measurement of any server speaking the searchd HTTP API: SLO-stopped
     /// closed-loop ramp or open-loop constant rate, every response checked.
-    Load(searchd_load::LoadArgs),
+    Load(Box<searchd_load::LoadArgs>),
     /// HTTP JSON search API over an index directory: admission control, deadlines,
     /// /health /ready /stats /metrics, atomic index reload.
-    Serve(searchd_server::ServeArgs),
+    Serve(Box<searchd_server::ServeArgs>),
 }
 
 fn main() {

@@ -55,7 +55,7 @@ pub fn validate_vectors(data: &[f32], dim: usize, metric: Metric) -> Result<()> 
     if data.is_empty() {
         return Err(Error::invalid("there are no vectors"));
     }
-    if data.len() % dim != 0 {
+    if !data.len().is_multiple_of(dim) {
         return Err(Error::invalid(format!(
             "{} values is not a whole number of {dim}-dimensional rows",
             data.len()

@@ -178,7 +178,7 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool>(
             break;
         }
         steps += 1;
-        if steps % DEADLINE_EVERY == 0 {
+        if steps.is_multiple_of(DEADLINE_EVERY) {
             if let Some(d) = ctx.deadline {
                 if Instant::now() >= d {
                     return Err(SearchError::DeadlineExceeded);
@@ -510,7 +510,7 @@ pub fn build(
         let step = |i: usize| {
             b.insert(i as u32);
             let d = done.fetch_add(1, Relaxed) + 1;
-            if d % 1024 == 0 {
+            if d.is_multiple_of(1024) {
                 progress(d);
             }
         };

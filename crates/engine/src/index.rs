@@ -382,7 +382,7 @@ fn parse_graph(path: &Path, b: &[u8], n: usize) -> Result<GraphLayout> {
     if hn as usize != n {
         return Err(bad(format!("graph has {hn} nodes, the vectors {n}")));
     }
-    if m < 2 || m > 4096 || m0 < m || m0 > 8192 || max_level > 15 {
+    if !(2..=4096).contains(&m) || m0 < m || m0 > 8192 || max_level > 15 {
         return Err(bad(format!(
             "implausible parameters m={m} m0={m0} max_level={max_level}"
         )));
