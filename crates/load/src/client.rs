@@ -13,7 +13,7 @@ use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{Instant, Sleep};
 
 use crate::args::Endpoint;
 use crate::error::LoadError;
@@ -198,6 +198,50 @@ impl Conn {
     }
 }
 
+/// A per-worker request timer: one tokio `Sleep` re-armed only when the
+/// deadline moved by more than a small slack (1/64 of the timeout, at most
+/// 20 ms), instead of a timer entry per request. A timeout may thus fire up
+/// to that slack early.
+pub struct Timer {
+    sleep: Pin<Box<Sleep>>,
+    slack: std::time::Duration,
+}
+
+impl Timer {
+    pub fn new(timeout: std::time::Duration) -> Timer {
+        Timer {
+            sleep: Box::pin(tokio::time::sleep(timeout)),
+            slack: (timeout / 64).min(std::time::Duration::from_millis(20)),
+        }
+    }
+
+    fn arm(&mut self, deadline: Instant) {
+        let cur = self.sleep.deadline();
+        if deadline < cur || deadline - cur > self.slack {
+            self.sleep.as_mut().reset(deadline);
+        }
+    }
+
+    /// Await `f` unless the armed deadline passes first.
+    async fn run<F: Future>(&mut self, f: F) -> Result<F::Output, Elapsed> {
+        let mut f = std::pin::pin!(f);
+        let sleep = &mut self.sleep;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(v) = f.as_mut().poll(cx) {
+                return Poll::Ready(Ok(v));
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(Elapsed));
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// The request timer fired.
+pub struct Elapsed;
+
 /// Send one request on the slot's connection (connecting first when needed),
 /// all within `deadline`. On failure the error kind and, for connect errors,
 /// the reason. A connection that failed is dropped from the slot.
@@ -206,7 +250,9 @@ pub async fn request_once(
     target: &Target,
     req: Request<ReqBody>,
     deadline: Instant,
+    timer: &mut Timer,
 ) -> Result<(u16, Bytes), (ErrorKind, Option<String>)> {
+    timer.arm(deadline);
     let mut fresh = false;
     loop {
         if slot.is_none() {
@@ -214,7 +260,7 @@ pub async fn request_once(
                 Ok(a) => *a,
                 Err(e) => return Err((ErrorKind::Connect, Some(e.clone()))),
             };
-            match timeout_at(deadline, Conn::connect(addr)).await {
+            match timer.run(Conn::connect(addr)).await {
                 Ok(Ok(c)) => {
                     *slot = Some(c);
                     fresh = true;
@@ -222,7 +268,7 @@ pub async fn request_once(
                 Ok(Err(e)) => {
                     return Err((ErrorKind::Connect, Some(format!("connect {addr}: {e}"))))
                 }
-                Err(_) => {
+                Err(Elapsed) => {
                     return Err((
                         ErrorKind::Connect,
                         Some(format!("connect {addr}: timed out")),
@@ -231,7 +277,10 @@ pub async fn request_once(
             }
         }
         let c = slot.as_mut().expect("connected");
-        match timeout_at(deadline, c.ready()).await {
+        if c.sender.is_ready() && !c.done {
+            break;
+        }
+        match timer.run(c.ready()).await {
             Ok(true) => break,
             Ok(false) => {
                 // Closed by the server since the last answer (e.g. after
@@ -241,20 +290,20 @@ pub async fn request_once(
                     return Err((ErrorKind::Io, None));
                 }
             }
-            Err(_) => {
+            Err(Elapsed) => {
                 *slot = None;
                 return Err((ErrorKind::Timeout, None));
             }
         }
     }
     let c = slot.as_mut().expect("connected");
-    match timeout_at(deadline, c.exchange(req)).await {
+    match timer.run(c.exchange(req)).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(())) => {
             *slot = None;
             Err((ErrorKind::Io, None))
         }
-        Err(_) => {
+        Err(Elapsed) => {
             *slot = None;
             Err((ErrorKind::Timeout, None))
         }
@@ -267,8 +316,9 @@ pub async fn get_once(target: &Target, path: &str, timeout: std::time::Duration)
     let uri: Uri = path.parse().ok()?;
     let deadline = Instant::now() + timeout;
     let mut slot = None;
+    let mut timer = Timer::new(timeout);
     let req = target.request_to(&Method::GET, &uri, false, &Bytes::new());
-    match request_once(&mut slot, target, req, deadline).await {
+    match request_once(&mut slot, target, req, deadline, &mut timer).await {
         Ok((200, body)) => Some(body),
         _ => None,
     }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::args::{LoadArgs, Pick};
 use crate::bodies::{BodySet, PickShared, Picker};
 use crate::check::{check_response, recall_of, Check};
-use crate::client::{request_once, Conn, Target};
+use crate::client::{request_once, Conn, Target, Timer};
 use crate::error::LoadError;
 use crate::gt::IdMatrix;
 use crate::report::{Best, ClientInfo, Config, Report, ServerStep, Step, TrialSpread, SCHEMA};
@@ -160,6 +160,7 @@ async fn closed_worker(
 ) -> (Option<Conn>, Acc) {
     let mut acc = Acc::new();
     let mut ids = Vec::with_capacity(16);
+    let mut timer = Timer::new(sh.request_timeout);
     loop {
         let start = Instant::now();
         if start >= t.end {
@@ -168,7 +169,14 @@ async fn closed_worker(
         let record = start >= t.measure_start;
         let idx = picker.next_index();
         let req = sh.target.request(&sh.bodies.bodies[idx]);
-        let res = request_once(&mut slot, &sh.target, req, start + sh.request_timeout).await;
+        let res = request_once(
+            &mut slot,
+            &sh.target,
+            req,
+            start + sh.request_timeout,
+            &mut timer,
+        )
+        .await;
         let connect_failed = matches!(res, Err((ErrorKind::Connect, _)));
         finish(&sh, &mut acc, idx, res, start, record, &mut ids);
         if connect_failed {
@@ -196,10 +204,11 @@ async fn open_worker(
 ) -> (Option<Conn>, Acc) {
     let mut acc = Acc::new();
     let mut ids = Vec::with_capacity(16);
+    let mut timer = Timer::new(sh.request_timeout);
     while let Some(job) = rx.recv().await {
         let req = sh.target.request(&sh.bodies.bodies[job.idx]);
         let deadline = Instant::now() + sh.request_timeout;
-        let res = request_once(&mut slot, &sh.target, req, deadline).await;
+        let res = request_once(&mut slot, &sh.target, req, deadline, &mut timer).await;
         finish(&sh, &mut acc, job.idx, res, job.sched, job.record, &mut ids);
         idle.lock().expect("idle pool").push(id);
     }
