@@ -132,8 +132,8 @@ pub(crate) struct SearchCtx<'a, F: Fn(u32) -> bool> {
 /// Cache lines of each neighbour's vector prefetched ahead of its distance computation.
 /// `SEARCHD_PREFETCH_LINES` overrides the default of 32 lines (a whole 512-d row; thread-CPU
 /// time per query at ef=64..128 on dev-gcide-50k was 5-20% lower than with 1 or 4 lines,
-/// measured with `examples/search_cpu.rs`). A tuning knob, measured in
-/// bench/results, not a correctness setting).
+/// measured with `examples/search_cpu.rs`). A tuning knob,
+/// not a correctness setting.
 fn prefetch_lines() -> usize {
     static L: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *L.get_or_init(|| {
