@@ -275,8 +275,16 @@ pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
     let io_threads = args.io_threads.unwrap_or(DEFAULT_IO_THREADS).max(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(io_threads)
+    // One I/O thread: a current-thread runtime, so accepting, HTTP and replies all run on
+    // the thread that called us, with no work-stealing machinery between them.
+    let mut builder = if io_threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(io_threads);
+        b
+    };
+    let rt = builder
         .max_blocking_threads(4)
         .thread_name("searchd-io")
         .enable_all()
@@ -285,6 +293,9 @@ pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
     rt.block_on(async move {
         let listener = bind(&args.addr).await?;
         let shutdown = shutdown_signal().await?;
-        serve(config, listener, shutdown).await
+        // As a task, so a multi-thread runtime runs the accept loop on its workers too.
+        tokio::spawn(serve(config, listener, shutdown))
+            .await
+            .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))?
     })
 }
