@@ -41,6 +41,27 @@
 //! Cost: about `rank · dim` multiply-adds plus `dim + rank` Gaussian draws per vector, so a
 //! million 384-d vectors take a few seconds per core.
 //!
+//! ## How close to real embeddings
+//!
+//! The defaults were tuned with `examples/synth_stats.rs` against 50k real
+//! all-MiniLM-L6-v2 embeddings of dictionary definitions (2k short-word queries). Statistics
+//! on 2k base rows (cosines, spectrum) and 200 queries or 200 held-out base rows against 20k
+//! base rows (neighbours; `lid` is the MLE local intrinsic dimensionality at k = 20):
+//!
+//! | statistic | real MiniLM | synth (defaults) | uniform on the sphere |
+//! |---|---|---|---|
+//! | mean pairwise cosine, base / queries / query-base | 0.139 / 0.183 / 0.110 | 0.131 / 0.177 / 0.108 | 0.000 |
+//! | variance in top 10% principal directions | 0.449 | 0.414 | 0.184 |
+//! | participation ratio / directions for 90% variance | 115 / 183 | 138 / 195 | 323 / 302 |
+//! | queries: top-1 / top-10 similarity, ratio | 0.530 / 0.403, 1.32 | 0.497 / 0.387, 1.32 | 0.203 / 0.167, 1.22 |
+//! | queries: local intrinsic dimensionality | 34 | 42 | 128 |
+//! | base rows: top-1 / top-10 similarity, ratio | 0.606 / 0.495, 1.23 | 0.599 / 0.451, 1.38 | 0.205 / 0.168, 1.22 |
+//! | base rows: local intrinsic dimensionality | 27 | 29 | 124 |
+//!
+//! HNSW (searchd, M = 16, ef_construction = 200) recall@10 at ef = 16 / 32 / 64 / 128:
+//! real 50k: 0.742 / 0.836 / 0.910 / 0.954; synth 50k: 0.816 / 0.885 / 0.927 / 0.958;
+//! synth 100k (1000 queries): 0.864 / 0.928 / 0.956 / 0.975.
+//!
 //! ## Determinism
 //!
 //! All randomness comes from ChaCha8 streams keyed by `seed`: the model from one stream,
