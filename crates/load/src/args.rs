@@ -136,7 +136,7 @@ pub struct LoadArgs {
     pub threads: Option<usize>,
 
     /// No live progress line and no per-step lines on stderr.
-    #[arg(long, short = 'q')]
+    #[arg(long)]
     pub quiet: bool,
 
     /// Write the searchd.load.v1 JSON report here.

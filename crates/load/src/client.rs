@@ -83,13 +83,34 @@ impl Target {
         })
     }
 
-    /// Resolve the host once (DNS is not part of any measurement).
+    /// Resolve the host once (DNS is not part of any measurement). When the
+    /// name has several addresses (localhost: ::1 and 127.0.0.1), the first
+    /// one that accepts a connection is used.
     pub async fn resolve(&mut self) {
-        self.addr = match tokio::net::lookup_host(self.host_port.as_str()).await {
-            Ok(mut it) => it
-                .next()
-                .ok_or_else(|| format!("{}: no address", self.host_port)),
-            Err(e) => Err(format!("cannot resolve {}: {e}", self.host_port)),
+        let addrs: Vec<SocketAddr> = match tokio::net::lookup_host(self.host_port.as_str()).await {
+            Ok(it) => it.collect(),
+            Err(e) => {
+                self.addr = Err(format!("cannot resolve {}: {e}", self.host_port));
+                return;
+            }
+        };
+        self.addr = match addrs.as_slice() {
+            [] => Err(format!("{}: no address", self.host_port)),
+            [one] => Ok(*one),
+            many => {
+                let mut chosen = many[0];
+                for a in many {
+                    let probe = tokio::time::timeout(
+                        std::time::Duration::from_secs(1),
+                        TcpStream::connect(a),
+                    );
+                    if let Ok(Ok(_)) = probe.await {
+                        chosen = *a;
+                        break;
+                    }
+                }
+                Ok(chosen)
+            }
         };
     }
 

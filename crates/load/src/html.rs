@@ -58,6 +58,8 @@ pub fn qps_svg(r: &Report) -> Result<String, LoadError> {
             .configure_mesh()
             .x_desc(x_label(r))
             .y_desc("QPS")
+            .x_label_formatter(&|v| format!("{v}"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(|e| plot_err(name, e))?;
         chart
@@ -110,6 +112,7 @@ pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
             .configure_mesh()
             .x_desc(x_label(r))
             .y_desc("ms")
+            .x_label_formatter(&|v| format!("{v}"))
             .draw()
             .map_err(|e| plot_err(name, e))?;
         type Getter = fn(&Step) -> Option<f64>;
@@ -154,7 +157,8 @@ pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
     Ok(svg)
 }
 
-/// Latency histogram of one step (40 bins up to its p99.9).
+/// Latency histogram of one step: 40 log-spaced bins from the fastest to
+/// the slowest answer, so both the body and the tail show.
 pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
     let name = "histogram";
     let h = &step.hist;
@@ -163,38 +167,64 @@ pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
         const BINS: usize = 40;
-        let hi_us = if h.is_empty() {
-            1000
+        let (lo_us, hi_us) = if h.is_empty() {
+            (1.0, 1000.0)
         } else {
-            h.value_at_quantile(0.999).max(1)
+            (h.min().max(1) as f64, h.max().max(2) as f64)
         };
-        let width = (hi_us as f64 / BINS as f64).max(1.0);
+        let hi_us = hi_us.max(lo_us * 2.0);
+        let ratio = (hi_us / lo_us).powf(1.0 / BINS as f64);
+        let edge = |i: usize| lo_us * ratio.powi(i as i32);
         let mut counts = vec![0u64; BINS];
         for v in h.iter_recorded() {
-            let b = ((v.value_iterated_to() as f64 / width) as usize).min(BINS - 1);
-            counts[b] += v.count_at_value();
+            let x = v.value_iterated_to() as f64;
+            let b = ((x / lo_us).ln() / ratio.ln()).floor().max(0.0) as usize;
+            counts[b.min(BINS - 1)] += v.count_at_value();
         }
         let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
-        let xmax = width * BINS as f64 / 1000.0;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .build_cartesian_2d((lo_us / 1000.0..hi_us / 1000.0).log_scale(), 0.0..ymax)
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()
-            .x_desc("latency ms (tail beyond p99.9 in the last bin)")
+            .x_desc("latency ms (log scale)")
             .y_desc("answers")
+            .x_label_formatter(&|v| format!("{v:.3}"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(|e| plot_err(name, e))?;
         chart
             .draw_series(counts.iter().enumerate().map(|(i, &c)| {
-                let x0 = i as f64 * width / 1000.0;
-                let x1 = (i + 1) as f64 * width / 1000.0;
-                Rectangle::new([(x0, 0.0), (x1, c as f64)], BLUE.mix(0.7).filled())
+                Rectangle::new(
+                    [(edge(i) / 1000.0, 0.0), (edge(i + 1) / 1000.0, c as f64)],
+                    BLUE.mix(0.7).filled(),
+                )
             }))
+            .map_err(|e| plot_err(name, e))?;
+        for (label, q, color) in [("p50", 0.5, GREEN), ("p99", 0.99, RED)] {
+            if h.is_empty() {
+                break;
+            }
+            let x = h.value_at_quantile(q) as f64 / 1000.0;
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(x, 0.0), (x, ymax)],
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| plot_err(name, e))?
+                .label(format!("{label} {x:.2} ms"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
             .map_err(|e| plot_err(name, e))?;
         root.present().map_err(|e| plot_err(name, e))?;
     }
