@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use searchd_engine::{Hit, Index, LoadOptions, SearchError, MAX_K};
 use searchd_vecio::Vectors;
 use serde::Deserialize;
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::oneshot;
 
 use crate::error::{ApiError, Code, Tagged, JSON};
 use crate::pool::{Job, Outcome, Pool, Query};
@@ -53,16 +53,13 @@ pub(crate) struct App {
     pub queries_path: Option<PathBuf>,
     pub cfg: Settings,
     pub pool: Pool,
-    pub admission: Arc<Semaphore>,
     pub stats: Arc<Stats>,
     pub reload_lock: tokio::sync::Mutex<()>,
 }
 
 impl App {
     pub fn inflight(&self) -> usize {
-        self.cfg
-            .max_inflight
-            .saturating_sub(self.admission.available_permits())
+        self.pool.inflight()
     }
 
     fn figures(&self) -> IndexFigures {
@@ -145,7 +142,8 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
         "index": index,
         "requests": s.totals(),
         "inflight": app.inflight(),
-        "queued": s.queued.load(Relaxed).max(0),
+        "queued": app.pool.queued(),
+        "running": app.pool.running(),
         "latency_ms": latency,
         "qps_1m": qps,
         "process": process_stats(),
@@ -166,7 +164,8 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let text = crate::stats::render_metrics(&app.stats, app.inflight(), app.figures());
+    let text =
+        crate::stats::render_metrics(&app.stats, app.inflight(), app.pool.queued(), app.figures());
     let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -438,7 +437,6 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
             Query::Stored(id)
         }
     };
-    let permit = admit(app, deadline).await?;
     let (tx, rx) = oneshot::channel();
     let job = Job {
         index,
@@ -447,10 +445,16 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
         ef: spec.ef,
         deadline,
         reply: tx,
-        permit,
     };
-    if app.pool.submit(job).is_err() {
-        return Err(ApiError::new(Code::Internal, "the search pool has stopped"));
+    // Admission control: admitted at once, or 503 at once.
+    if app.pool.try_submit(job).is_err() {
+        return Err(ApiError::new(
+            Code::Overloaded,
+            format!(
+                "the server is at capacity ({} searches in flight, {} waiting); retry later",
+                app.cfg.max_inflight, app.cfg.queue
+            ),
+        ));
     }
     let outcome = rx
         .await
@@ -495,45 +499,6 @@ fn deadline_error(app: &App, queued: bool) -> ApiError {
             format!("the search passed its deadline ({ms} ms) and was stopped")
         },
     )
-}
-
-/// Decrements the queue gauge when a waiting request leaves the queue (admitted, timed out
-/// or cancelled by its client going away).
-struct Waiting<'a>(&'a Stats);
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.queued.fetch_sub(1, Relaxed);
-    }
-}
-
-/// Admission control: a slot at once, or a place in the bounded queue, or 503 at once.
-async fn admit(app: &App, deadline: Instant) -> Result<OwnedSemaphorePermit, ApiError> {
-    if let Ok(p) = app.admission.clone().try_acquire_owned() {
-        return Ok(p);
-    }
-    let before = app.stats.queued.fetch_add(1, Relaxed);
-    let waiting = Waiting(&app.stats);
-    if before >= app.cfg.queue as i64 {
-        drop(waiting);
-        return Err(ApiError::new(
-            Code::Overloaded,
-            format!(
-                "the server is at capacity ({} searches in flight, {} waiting); retry later",
-                app.cfg.max_inflight, app.cfg.queue
-            ),
-        ));
-    }
-    let acquired = tokio::time::timeout_at(
-        tokio::time::Instant::from_std(deadline),
-        app.admission.clone().acquire_owned(),
-    )
-    .await;
-    drop(waiting);
-    match acquired {
-        Ok(Ok(p)) => Ok(p),
-        Ok(Err(_)) => Err(ApiError::new(Code::Internal, "admission is closed")),
-        Err(_) => Err(deadline_error(app, true)),
-    }
 }
 
 /// `{"hits":[{"id":..,"score":..}],"took_us":..}` written directly into one buffer.

@@ -61,7 +61,6 @@ use arc_swap::ArcSwapOption;
 use searchd_engine::Index;
 use searchd_vecio::Vectors;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 pub use api::{DEFAULT_K, MAX_EF};
 pub use config::{
@@ -104,8 +103,13 @@ where
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
     let addr = listener.local_addr()?;
-    let pool =
-        pool::Pool::start(config.threads, config.search_delay).map_err(ServerError::Runtime)?;
+    let pool = pool::Pool::start(
+        config.threads,
+        config.max_inflight,
+        config.queue,
+        config.search_delay,
+    )
+    .map_err(ServerError::Runtime)?;
     let queries_path = match &config.queries {
         Some(QuerySource::Path(p)) => Some(p.clone()),
         _ => None,
@@ -126,7 +130,6 @@ where
             threads: config.threads,
         },
         pool,
-        admission: Arc::new(Semaphore::new(config.max_inflight)),
         stats: stats::Stats::new(),
         reload_lock: tokio::sync::Mutex::new(()),
     });

@@ -2,7 +2,7 @@
 //! Prometheus exposition. One set of atomics feeds both `/stats` and `/metrics`, so the two
 //! always agree.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,8 +69,6 @@ impl Window {
 pub(crate) struct Stats {
     started: Instant,
     by_code: [AtomicU64; Code::ALL.len()],
-    /// Searches waiting for a slot.
-    pub queued: AtomicI64,
     pub reloads: AtomicU64,
     window: Mutex<Window>,
     /// Latency of every `/search` answer, whatever its status.
@@ -101,7 +99,6 @@ impl Stats {
         Arc::new(Stats {
             started: Instant::now(),
             by_code: std::array::from_fn(|_| AtomicU64::new(0)),
-            queued: AtomicI64::new(0),
             reloads: AtomicU64::new(0),
             window: Mutex::new(Window::new()),
             search_seconds,
@@ -242,13 +239,18 @@ pub(crate) struct IndexFigures {
 }
 
 /// Write the Prometheus text exposition.
-pub(crate) fn render_metrics(stats: &Stats, inflight: usize, index: IndexFigures) -> String {
+pub(crate) fn render_metrics(
+    stats: &Stats,
+    inflight: usize,
+    queued: usize,
+    index: IndexFigures,
+) -> String {
     let mut out = String::with_capacity(8192);
     if let Err(e) = prometheus_client::encoding::text::encode_registry(&mut out, &stats.registry) {
         tracing::warn!("cannot encode metrics: {e}");
     }
     let mut extra = String::with_capacity(4096);
-    let r = encode_live(stats, inflight, index, &mut extra);
+    let r = encode_live(stats, inflight, queued, index, &mut extra);
     if let Err(e) = r {
         tracing::warn!("cannot encode metrics: {e}");
     }
@@ -260,6 +262,7 @@ pub(crate) fn render_metrics(stats: &Stats, inflight: usize, index: IndexFigures
 fn encode_live(
     stats: &Stats,
     inflight: usize,
+    queued: usize,
     index: IndexFigures,
     out: &mut String,
 ) -> Result<(), std::fmt::Error> {
@@ -365,7 +368,7 @@ fn encode_live(
             .map(|c| (c.as_str(), stats.get(*c)))
             .collect(),
         inflight: inflight as i64,
-        queued: stats.queued.load(Relaxed),
+        queued: queued as i64,
         reloads: stats.reloads.load(Relaxed),
         index,
         uptime: stats.uptime().as_secs_f64(),
