@@ -20,6 +20,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
 /// Default `--read-timeout-ms`: how long a client may take to send a request's headers,
 /// and separately its body, before the connection is closed.
 pub const DEFAULT_READ_TIMEOUT_MS: u64 = 10_000;
+/// Default `--io-nice`.
+pub const DEFAULT_IO_NICE: i32 = 0;
 /// Default `--max-inflight` is this many searches per search thread. Two per thread keeps
 /// one search running and one waiting on every core, so a worker that finishes never waits
 /// for the I/O thread to hand it the next query.
@@ -78,6 +80,12 @@ pub struct ServeArgs {
     /// Default 1: on small machines the cores are better spent searching.
     #[arg(long, value_name = "N")]
     pub io_threads: Option<usize>,
+
+    /// Lower the scheduling priority of the I/O thread(s) by this much (nice), so that on a
+    /// saturated machine searches get the cores first and a flood of refused requests
+    /// cannot starve them. 0 leaves priorities alone.
+    #[arg(long, default_value_t = DEFAULT_IO_NICE, value_name = "N", allow_negative_numbers = false)]
+    pub io_nice: i32,
 
     /// Searches admitted at once (running or handed to the pool). Default: 2 x threads.
     #[arg(long, value_name = "N")]
@@ -168,6 +176,8 @@ pub struct ServerConfig {
     pub read_timeout: Duration,
     /// After the shutdown signal, how long to wait for in-flight requests to finish.
     pub drain_timeout: Duration,
+    /// Nice increment for the thread that runs the accept loop (see `--io-nice`); 0 = none.
+    pub io_nice: i32,
     /// Test and demo aid: every search sleeps this long on its worker before it starts
     /// (the deadline still applies). `None` in production.
     pub search_delay: Option<Duration>,
@@ -197,6 +207,7 @@ impl ServerConfig {
             body_limit: DEFAULT_BODY_LIMIT,
             read_timeout: Duration::from_millis(DEFAULT_READ_TIMEOUT_MS),
             drain_timeout: Duration::from_secs(30),
+            io_nice: 0,
             search_delay: None,
         }
     }
@@ -246,6 +257,13 @@ impl ServerConfig {
         cfg.admin_token = args.admin_token.clone();
         cfg.body_limit = args.body_limit;
         cfg.read_timeout = Duration::from_millis(args.read_timeout_ms.max(1));
+        if !(0..=19).contains(&args.io_nice) {
+            return Err(ServerError::Config(format!(
+                "--io-nice must be between 0 and 19, got {}",
+                args.io_nice
+            )));
+        }
+        cfg.io_nice = args.io_nice;
         Ok(cfg)
     }
 }

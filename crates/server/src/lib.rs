@@ -65,11 +65,11 @@ use tokio::net::TcpListener;
 pub use api::{DEFAULT_K, MAX_EF};
 pub use config::{
     available_cores, IndexSource, QuerySource, ServeArgs, ServerConfig, VectorsPlacement,
-    DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS,
-    INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
+    DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE, DEFAULT_READ_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
 };
 pub use error::{Code, ServerError};
-pub use net::raise_nofile_limit;
+pub use net::{raise_nofile_limit, renice_current_thread};
 
 /// Default `--io-threads`: tokio workers for connections and HTTP. One is enough to
 /// parse and answer well over 20,000 requests/s, and on a small machine every other core
@@ -136,7 +136,8 @@ where
 
     // Load in the background while already answering /health and /ready.
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<ServerError>();
-    let (read_timeout, drain_timeout) = (config.read_timeout, config.drain_timeout);
+    let (read_timeout, drain_timeout, io_nice) =
+        (config.read_timeout, config.drain_timeout, config.io_nice);
     {
         let app = app.clone();
         // Moved, not cloned: the loader task holds the only other reference to a
@@ -188,7 +189,15 @@ where
             }
         }
     };
-    net::accept_loop(app.clone(), listener, stop, read_timeout, drain_timeout).await;
+    net::accept_loop(
+        app.clone(),
+        listener,
+        stop,
+        read_timeout,
+        drain_timeout,
+        io_nice,
+    )
+    .await;
     tracing::info!("searchd stopped");
     match failed {
         Some(e) => Err(e),
@@ -278,13 +287,21 @@ pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
     let io_threads = args.io_threads.unwrap_or(DEFAULT_IO_THREADS).max(1);
+    let io_nice = config.io_nice;
     // One I/O thread: a current-thread runtime, so accepting, HTTP and replies all run on
-    // the thread that called us, with no work-stealing machinery between them.
+    // the thread that called us, with no work-stealing machinery between them. More: a
+    // multi-thread runtime whose workers run the connections while this thread accepts.
+    // Either way the search pool is started from this thread, before any renice.
     let mut builder = if io_threads == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(io_threads);
+        if io_nice != 0 {
+            b.on_thread_start(move || {
+                let _ = net::renice_current_thread(io_nice);
+            });
+        }
         b
     };
     let rt = builder
@@ -296,9 +313,6 @@ pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
     rt.block_on(async move {
         let listener = bind(&args.addr).await?;
         let shutdown = shutdown_signal().await?;
-        // As a task, so a multi-thread runtime runs the accept loop on its workers too.
-        tokio::spawn(serve(config, listener, shutdown))
-            .await
-            .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))?
+        serve(config, listener, shutdown).await
     })
 }

@@ -111,7 +111,14 @@ pub(crate) async fn accept_loop<F: Future>(
     shutdown: F,
     read_timeout: Duration,
     drain_timeout: Duration,
+    io_nice: i32,
 ) {
+    if io_nice != 0 {
+        // After the search pool exists (threads inherit their creator's priority).
+        if let Err(e) = renice_current_thread(io_nice) {
+            tracing::warn!("cannot lower the I/O thread's priority: {e}");
+        }
+    }
     let router = crate::api::router(app.clone());
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -169,6 +176,24 @@ pub(crate) async fn accept_loop<F: Future>(
             drain_timeout.as_secs()
         );
     }
+}
+
+/// Lower the calling thread's scheduling priority by `by` (a nice increment). Linux applies
+/// `setpriority(PRIO_PROCESS, tid)` to that one thread.
+pub fn renice_current_thread(by: i32) -> std::io::Result<()> {
+    // SAFETY: gettid/getpriority/setpriority take plain integers.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let cur = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if cur == -1 && *libc::__errno_location() != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::setpriority(libc::PRIO_PROCESS, tid, (cur + by).min(19)) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Raise the soft limit on open files to the hard limit, so many idle connections cannot
