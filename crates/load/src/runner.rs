@@ -38,6 +38,8 @@ pub enum Level {
 struct Shared {
     target: Target,
     bodies: BodySet,
+    /// Whole serialised requests, one per body.
+    requests: Vec<bytes::Bytes>,
     check: Check,
     gt: Option<IdMatrix>,
     /// Hit count bound (min(k, n)).
@@ -168,11 +170,10 @@ async fn closed_worker(
         }
         let record = start >= t.measure_start;
         let idx = picker.next_index();
-        let req = sh.target.request(&sh.bodies.bodies[idx]);
         let res = request_once(
             &mut slot,
             &sh.target,
-            req,
+            &sh.requests[idx],
             start + sh.request_timeout,
             &mut timer,
         )
@@ -206,9 +207,15 @@ async fn open_worker(
     let mut ids = Vec::with_capacity(16);
     let mut timer = Timer::new(sh.request_timeout);
     while let Some(job) = rx.recv().await {
-        let req = sh.target.request(&sh.bodies.bodies[job.idx]);
         let deadline = Instant::now() + sh.request_timeout;
-        let res = request_once(&mut slot, &sh.target, req, deadline, &mut timer).await;
+        let res = request_once(
+            &mut slot,
+            &sh.target,
+            &sh.requests[job.idx],
+            deadline,
+            &mut timer,
+        )
+        .await;
         finish(&sh, &mut acc, job.idx, res, job.sched, job.record, &mut ids);
         idle.lock().expect("idle pool").push(id);
     }
@@ -249,7 +256,13 @@ async fn dispatcher(
             late += 1;
         }
         let idx = picker.next_index();
-        let free = idle.lock().expect("idle pool").pop();
+        let mut free = idle.lock().expect("idle pool").pop();
+        if free.is_none() {
+            // Let this thread's workers read answers that have already
+            // arrived (their slots are not really busy) before dropping.
+            tokio::task::yield_now().await;
+            free = idle.lock().expect("idle pool").pop();
+        }
         match free {
             Some(j) => {
                 // Capacity 1 and the slot is idle: this cannot be full.
@@ -781,9 +794,11 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
     }
 
     let pick_n = bodies.len();
+    let requests = bodies.bodies.iter().map(|b| target.serialize(b)).collect();
     let sh = Arc::new(Shared {
         target: target.clone(),
         bodies,
+        requests,
         check: if search {
             Check::Search
         } else {

@@ -369,3 +369,42 @@ fn generated_bodies_and_pickers() {
     let mut b2 = Picker::new(PickShared::new(Pick::Uniform, 1000), 42);
     assert!((0..100).all(|_| a.next_index() == b2.next_index()));
 }
+
+#[test]
+fn http_heads_and_chunked_bodies() {
+    use searchd_load::client::{decode_chunked, parse_head};
+    let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nContent-Type: application/json\r\n\r\n{\"hits\":[]}")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (h.status, h.content_length, h.chunked, h.close),
+        (200, Some(12), false, false)
+    );
+    assert_eq!(h.len, 71);
+    assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le").unwrap(), None);
+    assert!(parse_head(b"garbage garbage\r\n\r\n").is_err());
+    let c = parse_head(
+        b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+    )
+    .unwrap()
+    .unwrap();
+    assert!(c.close && c.status == 503);
+    let old = parse_head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap().unwrap();
+    assert!(old.close, "HTTP/1.0 closes unless keep-alive");
+    let ka = parse_head(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap()
+        .unwrap();
+    assert!(!ka.close);
+    let ch = parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+        .unwrap()
+        .unwrap();
+    assert!(ch.chunked);
+
+    let body = b"4\r\nWiki\r\n6;ext=1\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nX-Trailer: 1\r\n\r\nNEXT";
+    let (b, used) = decode_chunked(body).unwrap().unwrap();
+    assert_eq!(b, b"Wikipedia in \r\n\r\nchunks.");
+    assert_eq!(&body[used..], b"NEXT");
+    assert_eq!(decode_chunked(&body[..20]).unwrap(), None);
+    assert!(decode_chunked(b"zz\r\n").is_err());
+    assert!(decode_chunked(b"2\r\nabXY").is_err());
+}
