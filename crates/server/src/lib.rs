@@ -11,10 +11,16 @@
 //! - **CPU pool**: `--threads` OS threads (default: one per core) fed by a channel; each
 //!   job carries an `Arc` of the index it was admitted against, its deadline and a
 //!   oneshot for the result. A search that panics is caught and answered 500 `internal`.
-//! - **Admission**: a search needs one of `--max-inflight` slots (default 2 x threads). If
-//!   none is free it may wait in a queue of `--queue` places (default 64 x threads); if
-//!   the queue is full it gets `503 overloaded` with `Retry-After: 1` at once. Admission
-//!   happens only after the whole body has been read, so slow clients hold no slot.
+//! - **Admission**: at most `--max-inflight` (default 2 x threads) searches are in flight
+//!   and `--queue` (default 64 x threads) more may wait behind them, in one FIFO that the
+//!   pool's workers pull from themselves (a finished search never waits for the I/O thread
+//!   to hand over the next one). Past that, `503 overloaded` with `Retry-After: 1` at once.
+//!   Admission happens only after the whole body has been read, so slow clients hold no
+//!   place. `/stats` reports `inflight` (the oldest `max_inflight` admitted), `queued` and
+//!   `running` (on a core now).
+//! - **Priorities**: `--io-nice N` lowers the I/O thread's scheduling priority below the
+//!   search pool's, so that on a saturated machine a flood of refused requests cannot take
+//!   the cores from admitted searches (default 0: unchanged).
 //! - **Deadlines**: each request's deadline is `--timeout-ms` after its headers arrived.
 //!   Time queued counts; a job whose deadline passed while it waited is not started; the
 //!   engine checks the deadline inside its search loop. Both answer `504
@@ -70,6 +76,11 @@ pub use config::{
 };
 pub use error::{Code, ServerError};
 pub use net::{raise_nofile_limit, renice_current_thread};
+
+/// User + system CPU seconds of this process so far (from /proc/self/stat).
+pub fn process_cpu_seconds() -> f64 {
+    stats::process_stats().cpu_seconds
+}
 
 /// Default `--io-threads`: tokio workers for connections and HTTP. One is enough to
 /// parse and answer well over 20,000 requests/s, and on a small machine every other core
