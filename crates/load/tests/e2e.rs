@@ -99,6 +99,13 @@ async fn negid(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
     Json(json!({"hits": hits, "took_us": 5})).into_response()
 }
 
+async fn closing(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
+    let mut r = search(State(st.clone()), body).await;
+    r.headers_mut()
+        .insert("connection", axum::http::HeaderValue::from_static("close"));
+    r
+}
+
 async fn garbage(State(st): State<Arc<Fake>>) -> &'static str {
     st.requests.fetch_add(1, Ordering::Relaxed);
     "this is not json"
@@ -139,6 +146,7 @@ async fn start_server(with_stats: bool) -> TestServer {
         .route("/unsorted", post(unsorted))
         .route("/negid", post(negid))
         .route("/garbage", post(garbage))
+        .route("/closing", post(closing))
         .route("/overload", post(overload))
         .route("/health", get(|| async { "ok" }));
     if with_stats {
@@ -699,4 +707,22 @@ async fn usage_errors_are_clear() {
         assert!(e.to_string().contains(needle), "{flags:?}: {e}");
         assert_eq!(e.exit_code(), 2);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_close_answers_reconnect_without_errors() {
+    let srv = start_server(true).await;
+    let r = run(&args(
+        &srv.url,
+        &["--endpoint", "POST /closing", "--ramp", "1,4"],
+    ))
+    .await
+    .unwrap();
+    schema_check(&r);
+    assert_eq!(r.steps.len(), 2);
+    for s in &r.steps {
+        assert!(s.ok > 10, "{s:?}");
+        assert_eq!(s.ok, s.requests, "{:?}", s.errors);
+    }
+    srv.kill();
 }
