@@ -872,7 +872,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--efs", default="16,32,64,128,256")
     ap.add_argument("--libs", default=",".join(ALL_LIBS),
-                    help=f"comma list from {ALL_LIBS}")
+                    help=f"comma list from {ALL_LIBS}, or none (exact search timings only)")
     ap.add_argument("--out", help="JSON output (default bench/results/peers-<dataset>.json; .md beside it)")
     ap.add_argument("--min-seconds", type=float, default=1.0,
                     help="minimum seconds per timed pass (as searchd eval)")
@@ -900,7 +900,7 @@ def main() -> int:
     if not a.dataset:
         ap.error("--dataset is required")
     efs = [int(x) for x in a.efs.split(",") if x.strip()]
-    libs = [x.strip() for x in a.libs.split(",") if x.strip()]
+    libs = [x.strip() for x in a.libs.split(",") if x.strip() and x.strip() != "none"]
     for lib in libs:
         if lib not in ALL_LIBS:
             ap.error(f"unknown library {lib}; choose from {ALL_LIBS}")
