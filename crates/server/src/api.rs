@@ -280,8 +280,11 @@ fn non_finite_literal(e: &serde_json::Error, body: &[u8]) -> bool {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SearchBody {
+    /// Parsed as f64 and narrowed afterwards, so a value beyond float32's range becomes a
+    /// clear "not a finite number" error whatever serde_json features the build unifies
+    /// (with `arbitrary_precision`, parsing 1e39 straight into f32 fails as "out of range").
     #[serde(default)]
-    vector: Option<Vec<f32>>,
+    vector: Option<Vec<f64>>,
     #[serde(default)]
     qidx: Option<serde_json::Number>,
     #[serde(default)]
@@ -349,7 +352,7 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<Spec, ApiError> {
         None => default_ef,
     };
     let wanted = if let Some(v) = b.vector {
-        Wanted::Vector(v)
+        Wanted::Vector(v.into_iter().map(|x| x as f32).collect())
     } else if let Some(q) = &b.qidx {
         Wanted::Qidx(uint("qidx", q, "a row number (an integer >= 0)")?)
     } else if let Some(id) = &b.id {
