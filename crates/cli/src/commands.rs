@@ -38,6 +38,31 @@ pub struct SynthArgs {
     pub seed: u64,
 }
 
+/// Generate the synthetic corpus (with a progress bar) and write base and query files.
+/// Returns the data, which the demo goes on to use.
+pub fn synth_files(
+    n: usize,
+    dim: usize,
+    queries: usize,
+    seed: u64,
+    base_path: &std::path::Path,
+    queries_path: &std::path::Path,
+) -> CmdResult<searchd_vecio::synth::SynthData> {
+    let p = searchd_vecio::synth::SynthParams {
+        n,
+        dim,
+        queries,
+        seed,
+        ..Default::default()
+    };
+    let pb = bar((n + queries) as u64, "synth");
+    let data = searchd_vecio::synth::generate(&p, Some(&pb));
+    pb.finish_and_clear();
+    searchd_vecio::write_vectors(base_path, &data.base, n, dim)?;
+    searchd_vecio::write_vectors(queries_path, &data.queries, queries, dim)?;
+    Ok(data)
+}
+
 pub fn synth(a: &SynthArgs) -> CmdResult {
     let started = Instant::now();
     if a.n == 0 || a.dim == 0 || a.queries == 0 {
@@ -47,20 +72,9 @@ pub fn synth(a: &SynthArgs) -> CmdResult {
     }
     std::fs::create_dir_all(&a.out)
         .map_err(|e| CliError::Input(format!("{}: {e}", a.out.display())))?;
-    let p = searchd_vecio::synth::SynthParams {
-        n: a.n,
-        dim: a.dim,
-        queries: a.queries,
-        seed: a.seed,
-        ..Default::default()
-    };
-    let pb = bar((a.n + a.queries) as u64, "synth");
-    let data = searchd_vecio::synth::generate(&p, Some(&pb));
-    pb.finish_and_clear();
     let base = a.out.join("base.npy");
     let queries = a.out.join("queries.npy");
-    searchd_vecio::write_vectors(&base, &data.base, a.n, a.dim)?;
-    searchd_vecio::write_vectors(&queries, &data.queries, a.queries, a.dim)?;
+    synth_files(a.n, a.dim, a.queries, a.seed, &base, &queries)?;
     println!(
         "wrote {} ({} x {}) and {} ({} x {})",
         base.display(),

@@ -113,18 +113,8 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
             "1/6 synthetic data: {} x {} base, {} queries (seed {})",
             a.n, a.dim, a.queries, a.seed
         ));
-        let p = searchd_vecio::synth::SynthParams {
-            n: a.n,
-            dim: a.dim,
-            queries: a.queries,
-            seed: a.seed,
-            ..Default::default()
-        };
-        let pb = bar((a.n + a.queries) as u64, "synth");
-        let data = searchd_vecio::synth::generate(&p, Some(&pb));
-        pb.finish_and_clear();
-        searchd_vecio::write_vectors(&base_path, &data.base, a.n, a.dim)?;
-        searchd_vecio::write_vectors(&queries_path, &data.queries, a.queries, a.dim)?;
+        let data =
+            crate::commands::synth_files(a.n, a.dim, a.queries, a.seed, &base_path, &queries_path)?;
 
         step("2/6 exact ground truth (top 100, all cores)");
         let k = 100.min(a.n);
