@@ -1,7 +1,7 @@
 //! Building an index directory from vectors in memory.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use searchd_kernels::Metric;
 
@@ -237,9 +237,4 @@ fn write_graph(w: &mut DirWriter, n: usize, g: &hnsw::BuiltGraph) -> Result<()> 
             bytemuck::cast_slice(&g.upper),
         ],
     )
-}
-
-/// Format a duration as seconds with 1 decimal for summaries.
-pub fn secs(d: Duration) -> String {
-    format!("{:.1}s", d.as_secs_f64())
 }
