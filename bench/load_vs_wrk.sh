@@ -1,20 +1,17 @@
 #!/usr/bin/env bash
-# Is the load generator ever the wall? Compare its request rate with wrk's
-# against a trivial endpoint (GET /health -> 200 "ok") on loopback, same
-# connection count, same duration, same box (server, wrk and the load
-# generator share the cores: the honest same-box setup; nothing is pinned).
+# Is the load generator ever the wall? `searchd load --endpoint 'GET /health'` against wrk,
+# on the same trivial endpoint of a real `searchd serve` (a tiny flat index, --io-threads 2),
+# on loopback, same connection count, same duration, same box (server, wrk and searchd load
+# share the cores: the honest same-box setup; nothing is pinned). A client that burns more
+# CPU per request leaves less to the server, so the ratio measures the client's cost.
 #
-# Rounds alternate wrk and the load generator (which goes first alternates
-# too) so background noise hits both; reported: the ratio of the medians and
-# the median of the per-round ratios. Pass mark: ratio >= 0.80.
+# Rounds alternate wrk and searchd load (which goes first alternates too) so background
+# noise hits both; reported: the ratio of the medians and the median of per-round ratios.
+# Pass mark: both >= 0.80. Writes bench/results/load-vs-wrk.{json,md}.
 #
-# Usage: bench/load_vs_wrk.sh            (env: CONNS=64 DURATION=10 ROUNDS=5
-#                                          THREADS=2 SERVER_THREADS=2)
-# Needs wrk (Debian: apt-get install -y wrk).
-#
-# TODO(cli): once `searchd load` is wired, replace LOADGEN below with
-#   searchd load --url "$URL" --endpoint 'GET /health' --ramp "$CONNS" \
-#     --warmup 2s --duration "${DURATION}s" --threads "$THREADS" --slo-p99-ms 1000000 --json "$J"
+# Usage: bash bench/load_vs_wrk.sh   (env: CONNS=64 DURATION=10 ROUNDS=5 THREADS=2
+#                                     SEARCHD=target/release/searchd)
+# Needs wrk (Debian: apt-get install -y wrk). Exit 0 pass, 1 miss, 2 setup error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,58 +19,86 @@ CONNS=${CONNS:-64}
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-5}
 THREADS=${THREADS:-2}
-SERVER_THREADS=${SERVER_THREADS:-2}
-PORT=${PORT:-18181}
-
+SEARCHD=${SEARCHD:-target/release/searchd}
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 2; }
+[ -x "$SEARCHD" ] || { echo "$SEARCHD not found: cargo build --release" >&2; exit 2; }
 
-cargo build --release -q -p searchd-load --example hello_server --example loadgen_health
-BIN=target/release/examples
+TMP=$(mktemp -d)
+SERVER=""
+cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
 
-"$BIN/hello_server" "127.0.0.1:$PORT" "$SERVER_THREADS" >/dev/null &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
+"$SEARCHD" dataset synth --n 1000 --dim 16 --queries 10 --out "$TMP/data" >/dev/null 2>&1
+"$SEARCHD" build --base "$TMP/data/base.npy" --out "$TMP/idx" --index flat >/dev/null 2>&1
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 URL="http://127.0.0.1:$PORT"
-for _ in $(seq 50); do
+"$SEARCHD" serve --index "$TMP/idx" --addr "127.0.0.1:$PORT" --io-threads 2 >"$TMP/serve.log" 2>&1 &
+SERVER=$!
+for _ in $(seq 100); do
   curl -sf "$URL/health" >/dev/null 2>&1 && break
   sleep 0.1
 done
+curl -sf "$URL/health" >/dev/null || { echo "server did not start: $(cat "$TMP/serve.log")" >&2; exit 2; }
 
-TMP=$(mktemp -d)
-WRK=()
-LG=()
 run_wrk() {
-  wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" "$URL/health" | awk '/Requests\/sec/ {print $2}'
+  wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" "$URL/health" >"$TMP/wrk.txt"
+  awk '/Requests\/sec/ {print $2}' "$TMP/wrk.txt"
 }
 run_lg() {
   local j="$TMP/lg.json"
-  "$BIN/loadgen_health" --url "$URL" --connections "$CONNS" --warmup 2s \
-    --duration "${DURATION}s" --threads "$THREADS" --json "$j" >/dev/null 2>&1
-  python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['steps'][0]; print(round(s['rps'],1), s['requests']-s['ok'])" "$j"
+  "$SEARCHD" load --url "$URL" --endpoint 'GET /health' --ramp "$CONNS" --warmup 2s \
+    --duration "${DURATION}s" --threads "$THREADS" --slo-p99-ms 1000000 --quiet --json "$j" >/dev/null
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['steps'][0]; print(round(s['rps'],1), s['requests']-s['ok'], round(s['client_cpu_pct']))" "$j"
 }
+WRK=() LG=() LGE=() LGC=()
 for r in $(seq "$ROUNDS"); do
   if (( r % 2 )); then
-    w=$(run_wrk); read -r l e < <(run_lg)
+    w=$(run_wrk); read -r l e c < <(run_lg)
   else
-    read -r l e < <(run_lg); w=$(run_wrk)
+    read -r l e c < <(run_lg); w=$(run_wrk)
   fi
-  echo "round $r: wrk ${w} req/s   searchd-load ${l} req/s (errors ${e})"
-  WRK+=("$w")
-  LG+=("$l")
+  echo "round $r: wrk ${w} req/s   searchd load ${l} req/s (errors ${e}, client CPU ${c}%)"
+  WRK+=("$w") LG+=("$l") LGE+=("$e") LGC+=("$c")
 done
 
-python3 - "$CONNS" "$DURATION" "$THREADS" "${WRK[*]}" "${LG[*]}" <<'PY'
-import statistics, sys
-c, d, t = sys.argv[1:4]
+python3 - "$CONNS" "$DURATION" "$THREADS" "${WRK[*]}" "${LG[*]}" "${LGE[*]}" "${LGC[*]}" \
+  "$("$SEARCHD" --version)" "$(wrk -v 2>&1 | head -1)" <<'PY'
+import json, os, statistics, sys, time
+c, d, t = (int(x) for x in sys.argv[1:4])
 w = [float(x) for x in sys.argv[4].split()]
 l = [float(x) for x in sys.argv[5].split()]
+errs = [int(x) for x in sys.argv[6].split()]
+cpu = [float(x) for x in sys.argv[7].split()]
 mw, ml = statistics.median(w), statistics.median(l)
 ratio = ml / mw
 per_round = statistics.median(b / a for a, b in zip(w, l))
-print(f"connections {c}, {d}s per run, {t} client threads, {len(w)} rounds")
-print(f"wrk          median {mw:10.1f} req/s")
-print(f"searchd-load median {ml:10.1f} req/s")
-print(f"ratio of medians {ratio:.2f}, median per-round ratio {per_round:.2f} "
-      f"({'PASS' if min(ratio, per_round) >= 0.8 else 'FAIL'}: need >= 0.80)")
+ok = min(ratio, per_round) >= 0.8 and sum(errs) == 0
+res = {"schema": "searchd.bench.load_vs_wrk.v1", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+       "searchd": sys.argv[8], "wrk": sys.argv[9], "nproc": os.cpu_count(),
+       "loadavg_end": os.getloadavg(), "connections": c, "duration_s": d, "client_threads": t,
+       "server": "searchd serve --io-threads 2, GET /health", "rounds": {"wrk_rps": w,
+       "searchd_load_rps": l, "searchd_load_errors": errs, "searchd_load_client_cpu_pct": cpu},
+       "median_wrk_rps": mw, "median_searchd_load_rps": ml, "ratio_of_medians": ratio,
+       "median_round_ratio": per_round, "goal": ">= 0.80", "pass": ok}
+os.makedirs("bench/results", exist_ok=True)
+with open("bench/results/load-vs-wrk.json.tmp", "w") as f:
+    json.dump(res, f, indent=1)
+os.replace("bench/results/load-vs-wrk.json.tmp", "bench/results/load-vs-wrk.json")
+md = f"""# searchd load vs wrk on a trivial endpoint
+
+{res['when']}; {res['searchd']}; {res['wrk']}; nproc={res['nproc']}; load average at end {[round(x, 2) for x in res['loadavg_end']]}.
+Server: `searchd serve` (tiny flat index, --io-threads 2), `GET /health` on loopback. Both clients:
+{c} keep-alive connections, {t} client threads, {d} s per run, {len(w)} alternating rounds, same box.
+
+| round | wrk req/s | searchd load req/s | ratio | searchd load errors | searchd load CPU % |
+|---:|---:|---:|---:|---:|---:|
+""" + "".join(f"| {i+1} | {a:.0f} | {b:.0f} | {b/a:.2f} | {e} | {p:.0f} |\n" for i, (a, b, e, p) in enumerate(zip(w, l, errs, cpu))) + f"""
+Median: wrk {mw:.0f} req/s, searchd load {ml:.0f} req/s; ratio of medians **{ratio:.2f}**, median per-round
+ratio **{per_round:.2f}** (goal >= 0.80, no errors): **{'PASS' if ok else 'MISS'}**.
+
+Reproduce: `bash bench/load_vs_wrk.sh` (env CONNS, DURATION, ROUNDS, THREADS).
+"""
+open("bench/results/load-vs-wrk.md", "w").write(md)
+print(md)
+sys.exit(0 if ok else 1)
 PY
-rm -rf "$TMP"

@@ -39,6 +39,7 @@ pub(crate) struct Settings {
     pub body_limit: usize,
     pub read_timeout: Duration,
     pub admin_token: Option<String>,
+    pub reload_root: Option<PathBuf>,
     pub load: LoadOptions,
     pub max_inflight: usize,
     pub queue: usize,
@@ -578,6 +579,29 @@ struct ReloadBody {
     index: PathBuf,
 }
 
+/// The canonical form of `requested` when it lies under the configured reload root.
+/// Refused: paths that do not exist (400) and paths outside the root (403), so the admin
+/// route cannot be used to probe or open files elsewhere on the machine.
+fn allowed_reload_path(app: &App, requested: &std::path::Path) -> Result<PathBuf, ApiError> {
+    let Some(root) = &app.cfg.reload_root else {
+        return Ok(requested.to_path_buf());
+    };
+    let canon = requested.canonicalize().map_err(|e| {
+        ApiError::invalid(format!("cannot open {}: {e}", requested.display()))
+    })?;
+    if !canon.starts_with(root) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            format!(
+                "{} is outside the reload root {} (serve --reload-root)",
+                requested.display(),
+                root.display()
+            ),
+        ));
+    }
+    Ok(canon)
+}
+
 async fn reload(State(app): State<Arc<App>>, req: Request) -> Response {
     match reload_inner(&app, req).await {
         Ok(body) => json_response(StatusCode::OK, body),
@@ -593,7 +617,7 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
     let _one = app.reload_lock.lock().await;
     let started = Instant::now();
     let opts = app.cfg.load;
-    let dir = b.index.clone();
+    let dir = allowed_reload_path(app, &b.index)?;
     let opened = tokio::task::spawn_blocking(move || Index::open(&dir, &opts))
         .await
         .map_err(|e| ApiError::new(Code::Internal, format!("the index loader failed: {e}")))?;

@@ -1,6 +1,6 @@
 //! `searchd serve` flags and the server's configuration.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,6 +131,11 @@ pub struct ServeArgs {
     /// Skip the checksum pass over the index files at load (faster start).
     #[arg(long)]
     pub no_verify: bool,
+
+    /// `POST /admin/reload` only opens index directories inside this directory
+    /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
+    #[arg(long, value_name = "DIR")]
+    pub reload_root: Option<PathBuf>,
 }
 
 /// Which index to serve.
@@ -171,6 +176,9 @@ pub struct ServerConfig {
     /// Deadline of each request from its arrival.
     pub timeout: Duration,
     pub admin_token: Option<String>,
+    /// `/admin/reload` opens only directories under this one (a canonical path).
+    /// `None` (the library default) accepts any path; `searchd serve` always sets it.
+    pub reload_root: Option<PathBuf>,
     pub body_limit: usize,
     /// Header read timeout, and separately body read timeout.
     pub read_timeout: Duration,
@@ -204,6 +212,7 @@ impl ServerConfig {
             queue: QUEUE_PER_THREAD * threads,
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             admin_token: None,
+            reload_root: None,
             body_limit: DEFAULT_BODY_LIMIT,
             read_timeout: Duration::from_millis(DEFAULT_READ_TIMEOUT_MS),
             drain_timeout: Duration::from_secs(30),
@@ -255,6 +264,18 @@ impl ServerConfig {
         cfg.queue = args.queue.unwrap_or(QUEUE_PER_THREAD * threads);
         cfg.timeout = Duration::from_millis(args.timeout_ms);
         cfg.admin_token = args.admin_token.clone();
+        let root = match &args.reload_root {
+            Some(r) => r.clone(),
+            None => args
+                .index
+                .canonicalize()
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf))
+                .unwrap_or_else(|| PathBuf::from(".")),
+        };
+        cfg.reload_root = Some(root.canonicalize().map_err(|e| {
+            ServerError::Config(format!("--reload-root {}: {e}", root.display()))
+        })?);
         cfg.body_limit = args.body_limit;
         cfg.read_timeout = Duration::from_millis(args.read_timeout_ms.max(1));
         if !(0..=19).contains(&args.io_nice) {

@@ -135,6 +135,7 @@ where
             body_limit: config.body_limit,
             read_timeout: config.read_timeout,
             admin_token: config.admin_token.clone(),
+            reload_root: config.reload_root.clone(),
             load: config.load,
             max_inflight: config.max_inflight,
             queue: config.queue,

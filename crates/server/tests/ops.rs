@@ -296,6 +296,47 @@ async fn reload_refuses_what_is_not_an_index() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_stays_inside_the_reload_root() {
+    let f = fixture();
+    let root = f.dir.path().join("served");
+    std::fs::create_dir(&root).unwrap();
+    let inside = build(&root, "inside", IndexKind::Flat, 300, DIM, 5);
+    let outside = build(f.dir.path(), "outside", IndexKind::Flat, 200, DIM, 6);
+    let mut cfg = f.config();
+    cfg.reload_root = Some(root.canonicalize().unwrap());
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let reload = url(&s, "/admin/reload");
+    // Outside the root, also when spelled through `..` from inside it: 403.
+    for p in [outside.clone(), root.join("..").join("outside")] {
+        let got = post(&c, &reload, &serde_json::json!({ "index": p }).to_string()).await;
+        assert_error(&got, 403, "forbidden", "outside the reload root");
+    }
+    let got = post(
+        &c,
+        &reload,
+        &serde_json::json!({ "index": "/etc" }).to_string(),
+    )
+    .await;
+    assert_error(&got, 403, "forbidden", "outside the reload root");
+    // A path that does not exist: 400, nothing opened.
+    let got = post(
+        &c,
+        &reload,
+        &serde_json::json!({ "index": root.join("nope") }).to_string(),
+    )
+    .await;
+    assert_error(&got, 400, "invalid_argument", "nope");
+    let st = get_json(&c, &url(&s, "/stats")).await;
+    assert_eq!(st["reloads"], 0);
+    // Inside: accepted.
+    let (st, _, v) = post(&c, &reload, &serde_json::json!({ "index": inside }).to_string()).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["index"]["n"], 300);
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_token_is_required_when_set() {
     let f = fixture();
     let mut cfg = f.config();
