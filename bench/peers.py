@@ -60,7 +60,8 @@ PEER_LIBS = {
     "usearch-f32": ("usearch", "HNSW, metric=ip, dtype=f32, connectivity=16"),
     "usearch-i8": ("usearch", "HNSW, metric=cos, dtype=i8 (quantised: for a later issue, not a target)"),
 }
-ALL_LIBS = ["searchd", *PEER_LIBS]
+ALL_LIBS = ["searchd", "searchd-sq8", *PEER_LIBS]
+SEARCHD_LIBS = {"searchd": "none", "searchd-sq8": "sq8"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -536,20 +537,23 @@ def searchd_version() -> str | None:
         return None
 
 
-def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int], min_seconds: float) -> dict:
+def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int], min_seconds: float,
+                quant: str = "none") -> dict:
     require_searchd(["build", "eval"])
-    idx_dir = ddir / "searchd-hnsw"
+    suffix = "" if quant == "none" else f"-{quant}"
+    idx_dir = ddir / f"searchd-hnsw{suffix}"
     if idx_dir.exists():
         shutil.rmtree(idx_dir)
     wait_quiet("searchd build")
     la0 = loadavg()
     b = timed_run([str(SEARCHD), "build", "--base", str(ddir / "base.npy"), "--out", str(idx_dir),
                    "--index", "hnsw", "--metric", "cosine", "--m", str(HNSW_M),
-                   "--ef-construction", str(HNSW_EFC), "--threads", str(threads)], threads)
+                   "--ef-construction", str(HNSW_EFC), "--threads", str(threads),
+                   "--quantization", quant], threads)
     files = {f.name: f.stat().st_size for f in idx_dir.iterdir() if f.is_file()}
     evals = {}
     for t in sorted({threads, 1}, reverse=True):
-        jpath = ddir / f"searchd-eval-t{t}.json"
+        jpath = ddir / f"searchd{suffix}-eval-t{t}.json"
         wait_quiet(f"searchd eval --threads {t}")
         e = timed_run([str(SEARCHD), "eval", "--index", str(idx_dir), "--queries",
                        str(ddir / "queries.npy"), "--gt", str(gt_p), "--k", str(K), "--ef",
@@ -579,10 +583,11 @@ def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int], min_second
         rows.append(row)
     vec_b = files.get("vectors.bin", 0)
     graph_b = files.get("graph.bin", 0)
+    codes_b = files.get("codes.bin", 0)
     return {
         "version": searchd_version(),
         "params": {"index": "hnsw", "metric": "cosine", "m": HNSW_M, "ef_construction": HNSW_EFC,
-                   "threads": threads},
+                   "threads": threads, "quantization": quant},
         "build_seconds": b["wall_seconds"],
         "build_seconds_note": "wall time of the `searchd build` process (reads base.npy, builds, writes the index)",
         "build_max_rss_bytes": b["max_rss_bytes"],
@@ -591,6 +596,7 @@ def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int], min_second
         "index_files_bytes": files,
         "vectors_bytes": vec_b,
         "graph_bytes": graph_b,
+        "codes_bytes": codes_b,
         "memory_bytes": evals[threads]["max_rss_bytes"],
         "memory_note": "Maximum resident set size of the `searchd eval` process (/usr/bin/time -v); includes queries and ground truth",
         "eval_wall_seconds": {str(t): e["wall_seconds"] for t, e in evals.items()},
@@ -753,6 +759,13 @@ def compute_targets(res: dict) -> list[dict]:
     hb = libs.get("hnswlib", {}).get("build_seconds")
     add("HNSW build seconds searchd / hnswlib", sd.get("build_seconds"), hb, lambda a, b: a / b, 1.0, "<=",
         f"searchd {fmt(sd.get('build_seconds'), '.1f')} s (process wall) vs hnswlib {fmt(hb, '.1f')} s (add_items)")
+    sq = libs.get("searchd-sq8", {})
+    if sq.get("rows") and sd_r is not None:
+        sq_r = first_at(sq["rows"])
+        add("single-thread QPS searchd-sq8 / searchd (issue 5)", sq_r and sq_r["qps_1thread"],
+            sd_r["qps_1thread"], lambda a, b: a / b, 1.3, ">=",
+            f"searchd-sq8 ef={sq_r['ef'] if sq_r else '-'} {fmt((sq_r or {}).get('qps_1thread'))} q/s vs "
+            f"searchd ef={sd_r['ef']} {fmt(sd_r['qps_1thread'])} q/s (smallest ef with recall@10 >= 0.95)")
     ex = res.get("exact", {})
     sg = (ex.get("searchd_gt") or {}).get("wall_seconds")
     fg = (ex.get("faiss_flat") or {}).get("total_seconds")
@@ -811,16 +824,18 @@ def render_md(res: dict) -> str:
     L.append("| library | build s | index memory MB | process RSS MB | index bytes on disk MB | load avg at build | note |")
     L.append("|---|---:|---:|---:|---:|---:|---|")
     for name, lib in res["libraries"].items():
-        if name == "searchd":
+        if name in SEARCHD_LIBS:
             if lib.get("rows"):
                 disk = sum(lib.get("index_files_bytes", {}).values())
-                L.append(f"| searchd | {fmt(lib.get('build_seconds'), '.1f')} | "
+                codes = (f" (+ codes.bin {fmt(mb(lib.get('codes_bytes')), '.1f')} MB)"
+                         if lib.get("codes_bytes") else "")
+                L.append(f"| {name} | {fmt(lib.get('build_seconds'), '.1f')} | "
                          f"{fmt(mb(lib.get('memory_bytes')), '.1f')} | {fmt(mb(lib.get('memory_bytes')), '.1f')} | "
                          f"{fmt(mb(disk), '.1f')} | {(lib.get('loadavg_before') or ['-'])[0]} | memory = eval process max RSS; vectors.bin "
                          f"{fmt(mb(lib.get('vectors_bytes')), '.1f')} MB + graph.bin {fmt(mb(lib.get('graph_bytes')), '.1f')} MB "
-                         f"= {fmt(mb((lib.get('vectors_bytes') or 0) + (lib.get('graph_bytes') or 0)), '.1f')} MB |")
+                         f"= {fmt(mb((lib.get('vectors_bytes') or 0) + (lib.get('graph_bytes') or 0)), '.1f')} MB{codes} |")
             else:
-                L.append(f"| searchd | - | - | - | - | - | {lib.get('status', 'not run')} |")
+                L.append(f"| {name} | - | - | - | - | - | {lib.get('status', 'not run')} |")
             continue
         if not lib.get("rows"):
             L.append(f"| {name} | - | - | - | - | - | {lib.get('status', 'not run')} |")
@@ -1008,23 +1023,25 @@ def main() -> int:
         return 3
     kth = gt_scores(base, queries, gt[:, K - 1 : K].astype(np.int64))[:, 0]
 
-    # ---- searchd
-    if "searchd" in libs:
+    # ---- searchd (float32, and SQ8 codes with float32 rescoring)
+    for sname, quant in SEARCHD_LIBS.items():
+        if sname not in libs:
+            continue
         if {"build", "eval"} <= have and "gt" in have:
-            log("searchd: build + eval")
+            log(f"{sname}: build + eval")
             try:
-                res["libraries"]["searchd"] = run_searchd(ddir, gt_p, threads, efs, a.min_seconds)
+                res["libraries"][sname] = run_searchd(ddir, gt_p, threads, efs, a.min_seconds, quant)
             except Exception as e:
-                res["libraries"]["searchd"] = {"status": f"failed: {e}"}
-                res["errors"].append(f"searchd failed: {e}")
+                res["libraries"][sname] = {"status": f"failed: {e}"}
+                res["errors"].append(f"{sname} failed: {e}")
         else:
-            res["libraries"]["searchd"] = {"status": f"unavailable: {SEARCHD} lacks build/eval/gt "
-                                                     f"(has {sorted(have)})"}
-            log("WARNING: " + res["libraries"]["searchd"]["status"])
+            res["libraries"][sname] = {"status": f"unavailable: {SEARCHD} lacks build/eval/gt "
+                                                 f"(has {sorted(have)})"}
+            log("WARNING: " + res["libraries"][sname]["status"])
 
     # ---- peers
     for lib in libs:
-        if lib == "searchd":
+        if lib in SEARCHD_LIBS:
             continue
         family, note = PEER_LIBS[lib]
         ipath = pdir / f"{lib}.index"

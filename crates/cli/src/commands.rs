@@ -7,7 +7,7 @@ use std::time::Instant;
 use clap::{Args, Subcommand};
 use searchd_engine::{
     build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
-    Placement,
+    Placement, Quantization,
 };
 
 use crate::util::{self, bar, load_vectors, summary, CliError, CmdResult};
@@ -192,7 +192,8 @@ pub struct BuildArgs {
     /// HNSW candidate list size while inserting.
     #[arg(long, default_value_t = 200)]
     pub ef_construction: usize,
-    /// Vector codes: none (float32). sq8, pq:M and binary are planned.
+    /// Vector codes for HNSW traversal: none (float32) or sq8 (one byte per dimension;
+    /// the float32 vectors are kept for rescoring). pq:M and binary are planned.
     #[arg(long, default_value = "none")]
     pub quantization: String,
     /// Build threads (0 = one per core; 1 = deterministic for a given --seed).
@@ -217,12 +218,21 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         s => IndexKind::parse(s)
             .ok_or_else(|| CliError::Input(format!("unknown --index {s:?} (hnsw, flat)")))?,
     };
-    if a.quantization != "none" {
-        return Err(CliError::Input(format!(
-            "--quantization {} is not implemented yet (use none)",
-            a.quantization
-        )));
-    }
+    let quantization = match Quantization::parse(&a.quantization) {
+        Some(q) => q,
+        None if a.quantization.starts_with("pq") || a.quantization == "binary" => {
+            return Err(CliError::Input(format!(
+                "--quantization {} is not implemented yet (use none or sq8)",
+                a.quantization
+            )))
+        }
+        None => {
+            return Err(CliError::Input(format!(
+                "unknown --quantization {:?} (none, sq8)",
+                a.quantization
+            )))
+        }
+    };
     let base = load_vectors(&a.base, "train")?;
     let cfg = BuildConfig {
         kind,
@@ -234,6 +244,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         },
         threads: a.threads,
         force: a.force,
+        quantization,
     };
     let pb = bar(base.n() as u64, "build");
     let report = build_index(&a.out, base.as_slice(), base.dim(), &cfg, &|d, _| {
@@ -322,13 +333,21 @@ pub struct EvalArgs {
 
 pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
     let started = Instant::now();
-    if a.oversample.is_some() {
-        return Err(CliError::Input(
-            "--oversample applies to quantized indexes; this index stores float32 vectors only"
-                .into(),
-        ));
-    }
     let index = Index::open(&a.index, &a.open.options())?;
+    if let Some(x) = a.oversample {
+        if index.info().params.get("quantization").is_none() {
+            return Err(CliError::Input(
+                "--oversample applies to quantized indexes; this index stores float32 vectors only"
+                    .into(),
+            ));
+        }
+        if !(1.0..=searchd_engine::MAX_OVERSAMPLE).contains(&x) {
+            return Err(CliError::Input(format!(
+                "--oversample must be between 1 and {}, got {x}",
+                searchd_engine::MAX_OVERSAMPLE
+            )));
+        }
+    }
     let queries = load_vectors(&a.queries, "test")?;
     let gt = searchd_vecio::read_ids(&a.gt)?;
     if queries.dim() != index.dim() {
@@ -401,6 +420,7 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         efs: a.ef.iter().map(|&e| e as usize).collect(),
         threads: a.threads,
         min_seconds: a.min_seconds,
+        oversample: a.oversample,
     };
     let rows = eval::evaluate(&index, queries.as_slice(), &gt.data, gt.k, &cfg, |r| {
         println!(

@@ -145,6 +145,7 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
             },
             threads: 0,
             force: true,
+            ..BuildConfig::default()
         };
         let pb = bar(a.n as u64, "build");
         let r = build_index(&index_path, &data.base, a.dim, &cfg, &|d, _| {
@@ -175,6 +176,7 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
         efs,
         threads: 0,
         min_seconds: 0.3,
+        oversample: None,
     };
     println!(
         "{:>6} {:>10} {:>11} {:>9} {:>9} {:>13}",

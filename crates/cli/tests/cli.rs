@@ -179,6 +179,73 @@ fn synth_gt_build_eval_pipeline() {
     assert_eq!(doc["rows"][0]["recall_at_10"].as_f64().unwrap(), 1.0);
     assert_eq!(doc["rows"][0]["recall_at_1"].as_f64().unwrap(), 1.0);
 
+    // SQ8 codes: traversal on bytes, rescoring with float32; --oversample is accepted.
+    let sq8 = d.join("sq8");
+    ok(&[
+        "build",
+        "--base",
+        p(&base),
+        "--out",
+        p(&sq8),
+        "--m",
+        "8",
+        "--ef-construction",
+        "64",
+        "--quantization",
+        "sq8",
+    ]);
+    assert!(sq8.join("codes.bin").exists());
+    ok(&[
+        "eval",
+        "--index",
+        p(&sq8),
+        "--queries",
+        p(&queries),
+        "--gt",
+        p(&gt),
+        "--ef",
+        "128",
+        "--oversample",
+        "4",
+        "--min-seconds",
+        "0.05",
+        "--json",
+        p(&json),
+    ]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = doc["rows"][0]["recall_at_10"].as_f64().unwrap();
+    assert!(r >= 0.9, "sq8 recall@10 at ef=128 is {r}");
+    assert_eq!(doc["index"]["params"]["quantization"]["kind"], "sq8");
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&sq8),
+            "--queries",
+            p(&queries),
+            "--gt",
+            p(&gt),
+            "--oversample",
+            "0.5",
+        ],
+        "--oversample",
+    );
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&idx),
+            "--queries",
+            p(&queries),
+            "--gt",
+            p(&gt),
+            "--oversample",
+            "4",
+        ],
+        "quantized indexes",
+    );
+
     // Existing output needs --force.
     refused(&["build", "--base", p(&base), "--out", p(&idx)], "--force");
     ok(&[

@@ -22,6 +22,35 @@ pub struct BuildConfig {
     pub threads: usize,
     /// Replace an existing directory.
     pub force: bool,
+    /// Compressed codes stored beside the float32 vectors (HNSW only).
+    pub quantization: Quantization,
+}
+
+/// Codes an index keeps for traversal (the float32 vectors are always kept, for rescoring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Quantization {
+    /// Float32 vectors only.
+    #[default]
+    None,
+    /// One byte per dimension ([`crate::sq8`]); HNSW traversal on codes, the best
+    /// `oversample * k` candidates rescored with float32.
+    Sq8,
+}
+
+impl Quantization {
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantization::None => "none",
+            Quantization::Sq8 => "sq8",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Quantization> {
+        match s {
+            "none" => Some(Quantization::None),
+            "sq8" => Some(Quantization::Sq8),
+            _ => None,
+        }
+    }
 }
 
 impl Default for BuildConfig {
@@ -32,6 +61,7 @@ impl Default for BuildConfig {
             hnsw: HnswParams::default(),
             threads: 0,
             force: false,
+            quantization: Quantization::None,
         }
     }
 }
@@ -103,6 +133,15 @@ pub fn build_index(
             message: "must be at least 1".into(),
         });
     }
+    if cfg.quantization != Quantization::None && cfg.kind != IndexKind::Hnsw {
+        return Err(Error::InvalidParam {
+            name: "quantization",
+            message: format!(
+                "{} codes are used for HNSW traversal; build with --index hnsw",
+                cfg.quantization.name()
+            ),
+        });
+    }
     let n = data.len() / dim;
     let mut writer = DirWriter::create(out, cfg.force)?;
     let normalized;
@@ -156,6 +195,22 @@ pub fn build_index(
     };
     let vheader = Header::new(VECTORS_MAGIC, [n as u64, dim as u64, 0, 0, 0, 0]);
     writer.write_file("vectors.bin", &vheader, &[bytemuck::cast_slice(stored)])?;
+    let mut params = params;
+    if cfg.quantization == Quantization::Sq8 {
+        let quant = crate::sq8::Sq8::train(
+            stored,
+            dim,
+            crate::sq8::DEFAULT_SAMPLE,
+            crate::sq8::DEFAULT_CLIP,
+        )?;
+        write_sq8(&mut writer, stored, dim, &quant)?;
+        params["quantization"] = serde_json::json!({
+            "kind": "sq8",
+            "clip": crate::sq8::DEFAULT_CLIP,
+            "sample": crate::sq8::DEFAULT_SAMPLE.min(n),
+            "oversample": crate::index::DEFAULT_OVERSAMPLE,
+        });
+    }
     let manifest = Manifest {
         format: MANIFEST_FORMAT.into(),
         format_version: crate::format::FORMAT_VERSION,
@@ -182,6 +237,36 @@ pub fn build_index(
         total_seconds: start.elapsed().as_secs_f64(),
         bytes,
     })
+}
+
+/// `codes.bin` (SQ8): header [n, dim, CODES_SQ8], then `lo` (dim f32), `step` (dim f32),
+/// the squared norms of the stored float32 vectors (n f32, for l2), then n x dim codes.
+fn write_sq8(w: &mut DirWriter, stored: &[f32], dim: usize, q: &crate::sq8::Sq8) -> Result<()> {
+    use rayon::prelude::*;
+    let n = stored.len() / dim;
+    let mut codes = vec![0u8; n * dim];
+    codes
+        .par_chunks_mut(dim)
+        .zip(stored.par_chunks(dim))
+        .for_each(|(c, v)| q.encode_into(v, c));
+    let norms: Vec<f32> = stored
+        .par_chunks(dim)
+        .map(searchd_kernels::norm_sq)
+        .collect();
+    let header = Header::new(
+        crate::format::CODES_MAGIC,
+        [n as u64, dim as u64, crate::format::CODES_SQ8, 0, 0, 0],
+    );
+    w.write_file(
+        "codes.bin",
+        &header,
+        &[
+            bytemuck::cast_slice(q.lo()),
+            bytemuck::cast_slice(q.step()),
+            bytemuck::cast_slice(&norms),
+            &codes,
+        ],
+    )
 }
 
 fn data_in_order(data: &[f32], dim: usize, order: &[u32]) -> Vec<f32> {

@@ -74,4 +74,6 @@ pub enum SearchError {
     BadK { got: usize, max: usize },
     #[error("the search passed its deadline and was stopped")]
     DeadlineExceeded,
+    #[error("oversample must be between 1 and {max}, got {got}")]
+    BadOversample { got: f32, max: f32 },
 }

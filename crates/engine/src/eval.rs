@@ -66,6 +66,8 @@ pub struct EvalConfig {
     pub threads: usize,
     /// Minimum seconds each timed pass runs (queries are repeated, in rotation, until then).
     pub min_seconds: f64,
+    /// Quantized indexes: rescore `oversample * k` candidates (`None`: the index default).
+    pub oversample: Option<f32>,
 }
 
 impl Default for EvalConfig {
@@ -75,6 +77,7 @@ impl Default for EvalConfig {
             efs: vec![16, 32, 64, 128, 256],
             threads: 0,
             min_seconds: 1.0,
+            oversample: None,
         }
     }
 }
@@ -123,7 +126,8 @@ pub fn evaluate(
         .map_err(|e| crate::Error::invalid(format!("cannot start threads: {e}")))?;
     let mut rows = Vec::new();
     for &ef in &cfg.efs {
-        let params = SearchParams::new(cfg.k, ef);
+        let mut params = SearchParams::new(cfg.k, ef);
+        params.oversample = cfg.oversample;
         // Recall (and warm-up: one full pass touches what the timed passes will touch).
         let found: Vec<Vec<u64>> = pool.install(|| {
             prepared

@@ -26,6 +26,10 @@ pub const HEADER_LEN: usize = 64;
 pub const VECTORS_MAGIC: [u8; 8] = *b"SRCHDVEC";
 pub const GRAPH_MAGIC: [u8; 8] = *b"SRCHDHNS";
 pub const IDS_MAGIC: [u8; 8] = *b"SRCHDIDS";
+/// `codes.bin` of quantized indexes.
+pub const CODES_MAGIC: [u8; 8] = *b"SRCHDCOD";
+/// `codes.bin` header field 2: the kind of codes.
+pub const CODES_SQ8: u64 = 1;
 pub const MANIFEST: &str = "manifest.json";
 pub const MANIFEST_FORMAT: &str = "searchd-index";
 

@@ -121,10 +121,41 @@ impl Links for GraphView<'_> {
     }
 }
 
-/// Everything a search needs besides the graph.
-pub(crate) struct SearchCtx<'a, F: Fn(u32) -> bool> {
+/// How far one query is from stored node `id`: float32 rows, or quantized codes.
+/// Lower is better.
+pub(crate) trait Scorer {
+    fn dist(&self, id: u32) -> f32;
+    /// Start loading the first cache line of `id`'s data.
+    fn prefetch_first(&self, id: u32);
+    /// Start loading up to `lines` cache lines of `id`'s data.
+    fn prefetch_all(&self, id: u32, lines: usize);
+}
+
+/// A float32 query against float32 rows.
+pub(crate) struct F32Scorer<'a> {
     pub metric: Metric,
     pub rows: Rows<'a>,
+    pub query: &'a [f32],
+}
+
+impl Scorer for F32Scorer<'_> {
+    #[inline(always)]
+    fn dist(&self, id: u32) -> f32 {
+        distance(self.metric, self.query, self.rows.row(id))
+    }
+    #[inline(always)]
+    fn prefetch_first(&self, id: u32) {
+        self.rows.prefetch(id)
+    }
+    #[inline(always)]
+    fn prefetch_all(&self, id: u32, lines: usize) {
+        self.rows.prefetch_n(id, lines)
+    }
+}
+
+/// Everything a search needs besides the graph.
+pub(crate) struct SearchCtx<F: Fn(u32) -> bool, S: Scorer> {
+    pub scorer: S,
     pub deadline: Option<Instant>,
     pub filter: Option<F>,
 }
@@ -149,10 +180,9 @@ fn prefetch_lines() -> usize {
 const DEADLINE_EVERY: u32 = 16;
 
 /// Best-first search at one level from `entry`, keeping `ef` results.
-pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool>(
+pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     links: &L,
-    ctx: &SearchCtx<'_, F>,
-    query: &[f32],
+    ctx: &SearchCtx<F, S>,
     entry: &[Neighbor],
     ef: usize,
     level: usize,
@@ -191,19 +221,19 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool>(
         fresh.clear();
         for &n in nbrs {
             if visited.insert(n) {
-                ctx.rows.prefetch(n);
+                ctx.scorer.prefetch_first(n);
                 fresh.push(n);
             }
         }
         let lines = prefetch_lines();
         if let Some(&first) = fresh.first() {
-            ctx.rows.prefetch_n(first, lines);
+            ctx.scorer.prefetch_all(first, lines);
         }
         for (i, &n) in fresh.iter().enumerate() {
             if let Some(&next) = fresh.get(i + 1) {
-                ctx.rows.prefetch_n(next, lines);
+                ctx.scorer.prefetch_all(next, lines);
             }
-            let d = distance(ctx.metric, query, ctx.rows.row(n));
+            let d = ctx.scorer.dist(n);
             if d < bound || results.len() < ef {
                 candidates.push(std::cmp::Reverse(Neighbor { dist: d, id: n }));
                 if ctx.filter.as_ref().is_none_or(|f| f(n)) {
@@ -222,10 +252,9 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool>(
 }
 
 /// Greedy descent at one upper level: move to the closest neighbour until none is closer.
-fn greedy<L: Links, F: Fn(u32) -> bool>(
+fn greedy<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     links: &L,
-    ctx: &SearchCtx<'_, F>,
-    query: &[f32],
+    ctx: &SearchCtx<F, S>,
     mut cur: Neighbor,
     level: usize,
 ) -> Neighbor {
@@ -234,10 +263,10 @@ fn greedy<L: Links, F: Fn(u32) -> bool>(
         let mut changed = false;
         let nbrs = links.neighbors(level, cur.id, &mut buf);
         for &n in nbrs {
-            ctx.rows.prefetch(n);
+            ctx.scorer.prefetch_first(n);
         }
         for &n in nbrs {
-            let d = distance(ctx.metric, query, ctx.rows.row(n));
+            let d = ctx.scorer.dist(n);
             if d < cur.dist {
                 cur = Neighbor { dist: d, id: n };
                 changed = true;
@@ -250,12 +279,11 @@ fn greedy<L: Links, F: Fn(u32) -> bool>(
 }
 
 /// Full k-NN search on a graph. Returns up to `k` neighbours, best first.
-pub(crate) fn search<L: Links, F: Fn(u32) -> bool>(
+pub(crate) fn search<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     links: &L,
     entry: u32,
     max_level: usize,
-    ctx: &SearchCtx<'_, F>,
-    query: &[f32],
+    ctx: &SearchCtx<F, S>,
     k: usize,
     ef: usize,
 ) -> Result<Vec<Neighbor>, SearchError> {
@@ -264,15 +292,13 @@ pub(crate) fn search<L: Links, F: Fn(u32) -> bool>(
     }
     let ef = ef.max(k);
     let mut cur = Neighbor {
-        dist: distance(ctx.metric, query, ctx.rows.row(entry)),
+        dist: ctx.scorer.dist(entry),
         id: entry,
     };
     for level in (1..=max_level).rev() {
-        cur = greedy(links, ctx, query, cur, level);
+        cur = greedy(links, ctx, cur, level);
     }
-    let results = with_visited(links.len(), |v| {
-        search_layer(links, ctx, query, &[cur], ef, 0, v)
-    })?;
+    let results = with_visited(links.len(), |v| search_layer(links, ctx, &[cur], ef, 0, v))?;
     let mut out = results.into_sorted_vec();
     out.truncate(k);
     Ok(out)
@@ -409,23 +435,26 @@ impl<'a> Builder<'a> {
             None => (ep, max_level),
         };
         let q = self.rows.row(id);
-        let ctx = SearchCtx::<fn(u32) -> bool> {
-            metric: self.metric,
-            rows: self.rows,
+        let ctx = SearchCtx::<fn(u32) -> bool, _> {
+            scorer: F32Scorer {
+                metric: self.metric,
+                rows: self.rows,
+                query: q,
+            },
             deadline: None,
             filter: None,
         };
         let mut cur = Neighbor {
-            dist: distance(self.metric, q, self.rows.row(ep)),
+            dist: ctx.scorer.dist(ep),
             id: ep,
         };
         for l in ((level + 1)..=max_level).rev() {
-            cur = greedy(self, &ctx, q, cur, l);
+            cur = greedy(self, &ctx, cur, l);
         }
         let mut entry_points = vec![cur];
         for l in (0..=level.min(max_level)).rev() {
             let found = with_visited(self.len(), |v| {
-                search_layer(self, &ctx, q, &entry_points, self.ef_construction, l, v)
+                search_layer(self, &ctx, &entry_points, self.ef_construction, l, v)
             })
             .expect("no deadline while building");
             let mut cands: Vec<Neighbor> = found.into_vec();

@@ -8,11 +8,18 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, SearchError};
 use crate::format::{self, Header, Manifest, GRAPH_MAGIC, HEADER_LEN, VECTORS_MAGIC};
-use crate::hnsw::{self, GraphView, Rows, SearchCtx};
+use crate::hnsw::{self, F32Scorer, GraphView, Rows, SearchCtx};
 use crate::storage::{FileBytes, LoadOptions, Placement};
 
 /// Largest `k` a search accepts.
 pub const MAX_K: usize = 1000;
+
+/// Quantized indexes rescore the best `oversample * k` candidates of the traversal with
+/// float32 vectors; this is the default `oversample` (a search may ask for another).
+pub const DEFAULT_OVERSAMPLE: f32 = 4.0;
+
+/// Largest `oversample` a search accepts.
+pub const MAX_OVERSAMPLE: f32 = 100.0;
 
 /// Index kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -68,6 +75,10 @@ pub struct SearchParams<'a> {
     /// Only internal ids (see [`Index::internal`]) for which this returns true are
     /// returned; others are still traversed.
     pub filter: Option<&'a (dyn Fn(u32) -> bool + Sync)>,
+    /// Quantized indexes: rescore the best `ceil(oversample * k)` candidates (at least
+    /// `k`) with float32 vectors; `None` = the index's default ([`DEFAULT_OVERSAMPLE`]).
+    /// Ignored by float32-only indexes.
+    pub oversample: Option<f32>,
 }
 
 impl SearchParams<'_> {
@@ -77,6 +88,7 @@ impl SearchParams<'_> {
             ef,
             deadline: None,
             filter: None,
+            oversample: None,
         }
     }
 }
@@ -107,6 +119,16 @@ pub struct Index {
     graph: Option<(FileBytes, GraphLayout)>,
     /// Row order of the stored vectors when it differs from the input's (see `ids.bin`).
     ids: Option<FileBytes>,
+    /// SQ8 codes (`codes.bin`) and their quantizer, for quantized indexes.
+    sq8: Option<(FileBytes, Sq8Layout, crate::sq8::Sq8)>,
+}
+
+/// Byte ranges inside `codes.bin`.
+struct Sq8Layout {
+    norms: (usize, usize),
+    codes: usize,
+    /// Default `oversample` recorded at build time.
+    oversample: f32,
 }
 
 fn words(bytes: &[u8], (start, len): (usize, usize)) -> &[u32] {
@@ -177,8 +199,35 @@ impl Index {
         } else {
             None
         };
+        let sq8 = match manifest
+            .params
+            .get("quantization")
+            .and_then(|q| q.get("kind"))
+        {
+            None => None,
+            Some(k) if k == "sq8" => {
+                if kind != IndexKind::Hnsw {
+                    return Err(Error::format(&mpath, "sq8 codes on a non-HNSW index"));
+                }
+                let (cpath, cb) = open_file("codes.bin")?;
+                let (mut layout, quant) = parse_sq8(&cpath, cb.as_bytes(), n, dim)?;
+                if let Some(x) = manifest.params["quantization"]["oversample"].as_f64() {
+                    layout.oversample = x as f32;
+                }
+                Some((cb, layout, quant))
+            }
+            Some(other) => {
+                return Err(Error::format(
+                    &mpath,
+                    format!("unknown quantization {other} (this searchd knows sq8)"),
+                ))
+            }
+        };
         let graph_bytes = graph.as_ref().map_or(0, |(g, _)| g.as_bytes().len() as u64)
-            + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64);
+            + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64)
+            + sq8
+                .as_ref()
+                .map_or(0, |(c, _, _)| c.as_bytes().len() as u64);
         let info = IndexInfo {
             kind,
             metric: metric.name(),
@@ -197,6 +246,7 @@ impl Index {
             vectors,
             graph,
             ids,
+            sq8,
         })
     }
 
@@ -331,15 +381,56 @@ impl Index {
             data: self.stored_vectors(),
             dim: self.info.dim,
         };
+        if let (Some(g), Some((cb, layout, quant))) = (self.graph_view(), &self.sq8) {
+            let over = p.oversample.unwrap_or(layout.oversample);
+            if !(1.0..=MAX_OVERSAMPLE).contains(&over) {
+                return Err(SearchError::BadOversample {
+                    got: over,
+                    max: MAX_OVERSAMPLE,
+                });
+            }
+            let r = ((p.k as f32 * over).ceil() as usize).max(p.k);
+            let b = cb.as_bytes();
+            let pq = quant.prepare(&q);
+            let ctx = SearchCtx {
+                scorer: Sq8Scorer {
+                    metric: self.metric,
+                    codes: &b[layout.codes..],
+                    norms: bytemuck::cast_slice(
+                        &b[layout.norms.0..layout.norms.0 + 4 * layout.norms.1],
+                    ),
+                    dim: self.info.dim,
+                    query: &pq,
+                    query_norm: searchd_kernels::norm_sq(&q),
+                },
+                deadline: p.deadline,
+                filter: p.filter,
+            };
+            let candidates = hnsw::search(&g, g.entry, g.max_level, &ctx, r, p.ef.max(r))?;
+            // Rescore with the float32 vectors: the order returned is exact.
+            let mut exact: Vec<crate::Neighbor> = candidates
+                .iter()
+                .map(|c| crate::Neighbor {
+                    dist: hnsw::distance(self.metric, &q, rows.row(c.id)),
+                    id: c.id,
+                })
+                .collect();
+            exact.sort_unstable();
+            exact.truncate(p.k);
+            return Ok(self.hits(exact));
+        }
         let found = match self.graph_view() {
             Some(g) => {
                 let ctx = SearchCtx {
-                    metric: self.metric,
-                    rows,
+                    scorer: F32Scorer {
+                        metric: self.metric,
+                        rows,
+                        query: &q,
+                    },
                     deadline: p.deadline,
                     filter: p.filter,
                 };
-                hnsw::search(&g, g.entry, g.max_level, &ctx, &q, p.k, p.ef)?
+                hnsw::search(&g, g.entry, g.max_level, &ctx, p.k, p.ef)?
             }
             None => crate::exact::scan_one(
                 self.metric,
@@ -353,6 +444,81 @@ impl Index {
         };
         Ok(self.hits(found))
     }
+}
+
+/// Traversal distance on SQ8 codes (see [`crate::sq8`]).
+struct Sq8Scorer<'a> {
+    metric: Metric,
+    codes: &'a [u8],
+    norms: &'a [f32],
+    dim: usize,
+    query: &'a crate::sq8::Sq8Query,
+    query_norm: f32,
+}
+
+impl hnsw::Scorer for Sq8Scorer<'_> {
+    #[inline(always)]
+    fn dist(&self, id: u32) -> f32 {
+        let s = id as usize * self.dim;
+        let ip = self.query.ip(&self.codes[s..s + self.dim]);
+        match self.metric {
+            Metric::Cosine | Metric::InnerProduct => -ip,
+            Metric::L2 => self.norms[id as usize] + self.query_norm - 2.0 * ip,
+        }
+    }
+    #[inline(always)]
+    fn prefetch_first(&self, id: u32) {
+        let s = id as usize * self.dim;
+        if let Some(row) = self.codes.get(s..s + self.dim) {
+            crate::prefetch::prefetch_bytes(row, 1);
+        }
+    }
+    #[inline(always)]
+    fn prefetch_all(&self, id: u32, lines: usize) {
+        let s = id as usize * self.dim;
+        if let Some(row) = self.codes.get(s..s + self.dim) {
+            crate::prefetch::prefetch_bytes(row, lines);
+        }
+    }
+}
+
+/// Check `codes.bin` of an SQ8 index and read its quantizer.
+fn parse_sq8(path: &Path, b: &[u8], n: usize, dim: usize) -> Result<(Sq8Layout, crate::sq8::Sq8)> {
+    let h = Header::parse(path, b, format::CODES_MAGIC)?;
+    if h.fields[0] as usize != n || h.fields[1] as usize != dim || h.fields[2] != format::CODES_SQ8
+    {
+        return Err(Error::format(
+            path,
+            format!(
+                "header says {} x {} codes of kind {}, the index has {n} x {dim} sq8",
+                h.fields[0], h.fields[1], h.fields[2]
+            ),
+        ));
+    }
+    let expect = HEADER_LEN + 8 * dim + 4 * n + n * dim;
+    if b.len() != expect {
+        return Err(Error::Size {
+            path: path.to_path_buf(),
+            expected: expect as u64,
+            actual: b.len() as u64,
+        });
+    }
+    let f32s = |start: usize, len: usize| -> Vec<f32> {
+        bytemuck::cast_slice::<u8, f32>(&b[start..start + 4 * len]).to_vec()
+    };
+    let lo = f32s(HEADER_LEN, dim);
+    let step = f32s(HEADER_LEN + 4 * dim, dim);
+    let quant =
+        crate::sq8::Sq8::from_parts(lo, step).map_err(|e| Error::format(path, e.to_string()))?;
+    let norms = (HEADER_LEN + 8 * dim, n);
+    Ok((
+        Sq8Layout {
+            norms,
+            codes: norms.0 + 4 * n,
+            oversample: DEFAULT_OVERSAMPLE,
+        },
+        quant,
+    ))
 }
 
 fn check_ids(path: &Path, b: &[u8], n: usize) -> Result<()> {

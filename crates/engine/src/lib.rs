@@ -16,13 +16,16 @@ mod heap;
 pub mod hnsw;
 mod index;
 mod prefetch;
+pub mod sq8;
 pub mod storage;
 mod visited;
 
-pub use build::{build_index, BuildConfig, BuildReport};
+pub use build::{build_index, BuildConfig, BuildReport, Quantization};
 pub use error::{Error, Result, SearchError};
 pub use heap::Neighbor;
 pub use hnsw::HnswParams;
-pub use index::{Hit, Index, IndexInfo, IndexKind, SearchParams, MAX_K};
+pub use index::{
+    Hit, Index, IndexInfo, IndexKind, SearchParams, DEFAULT_OVERSAMPLE, MAX_K, MAX_OVERSAMPLE,
+};
 pub use searchd_kernels::Metric;
 pub use storage::{LoadOptions, Placement};

@@ -4,10 +4,22 @@ mod common;
 
 use searchd_engine::{
     build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
-    SearchParams,
+    Quantization, SearchParams,
 };
 
 fn recall_for(metric: Metric, m: usize, efc: usize, ef: usize, threads: usize) -> f64 {
+    recall_with(metric, m, efc, ef, threads, Quantization::None, None)
+}
+
+fn recall_with(
+    metric: Metric,
+    m: usize,
+    efc: usize,
+    ef: usize,
+    threads: usize,
+    quantization: Quantization,
+    oversample: Option<f32>,
+) -> f64 {
     let (n, nq, dim, k) = (4000, 100, 32, 10);
     let data = common::clustered(n + nq, dim, 40, 7);
     let (base, queries) = data.split_at(n * dim);
@@ -23,6 +35,7 @@ fn recall_for(metric: Metric, m: usize, efc: usize, ef: usize, threads: usize) -
         },
         threads,
         force: false,
+        quantization,
     };
     build_index(&out, base, dim, &cfg, &|_, _| {}).unwrap();
     let index = Index::open(&out, &LoadOptions::default()).unwrap();
@@ -41,7 +54,9 @@ fn recall_for(metric: Metric, m: usize, efc: usize, ef: usize, threads: usize) -
     let truth = exact::knn(metric, &stored, &prepared, dim, k, &|_| {});
     let mut total = 0.0;
     for (i, q) in prepared.chunks_exact(dim).enumerate() {
-        let hits = index.search(q, &SearchParams::new(k, ef)).unwrap();
+        let mut p = SearchParams::new(k, ef);
+        p.oversample = oversample;
+        let hits = index.search(q, &p).unwrap();
         assert_eq!(hits.len(), k);
         assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "sorted");
         let ids: Vec<u64> = hits.iter().map(|h| h.id).collect();
@@ -74,4 +89,25 @@ fn higher_ef_does_not_lower_recall_much() {
     let lo = recall_for(Metric::Cosine, 8, 64, 10, 2);
     let hi = recall_for(Metric::Cosine, 8, 64, 200, 2);
     assert!(hi >= lo - 0.01 && hi >= 0.97, "ef10 {lo} ef200 {hi}");
+}
+
+#[test]
+fn sq8_traversal_with_rescoring_keeps_recall() {
+    // Traversal on one-byte codes, best 4k rescored with float32 (the default).
+    for metric in [Metric::Cosine, Metric::InnerProduct, Metric::L2] {
+        let f32_recall = recall_for(metric, 16, 100, 64, 2);
+        let sq8 = recall_with(metric, 16, 100, 64, 2, Quantization::Sq8, None);
+        assert!(
+            sq8 >= 0.93,
+            "{metric:?}: sq8 recall@10 {sq8} (float32 {f32_recall})"
+        );
+        assert!(
+            sq8 >= f32_recall - 0.03,
+            "{metric:?}: sq8 {sq8} vs float32 {f32_recall}"
+        );
+    }
+    // Oversample 1 (no extra candidates) can only be worse than 8.
+    let lo = recall_with(Metric::Cosine, 16, 100, 64, 2, Quantization::Sq8, Some(1.0));
+    let hi = recall_with(Metric::Cosine, 16, 100, 64, 2, Quantization::Sq8, Some(8.0));
+    assert!(hi >= lo && hi >= 0.95, "oversample 1: {lo}, 8: {hi}");
 }

@@ -323,3 +323,65 @@ fn hnsw_ids_are_input_rows_and_id_map_is_checked() {
     let e = Index::open(&out, &no_verify()).unwrap_err();
     assert!(e.to_string().contains("not a permutation"), "{e}");
 }
+
+#[test]
+fn sq8_index_round_trip_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = common::clustered(600, DIM, 10, 3);
+    let out = dir.path().join("sq8");
+    let cfg = BuildConfig {
+        kind: IndexKind::Hnsw,
+        quantization: searchd_engine::Quantization::Sq8,
+        ..Default::default()
+    };
+    build_index(&out, &data, DIM, &cfg, &|_, _| {}).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["params"]["quantization"]["kind"], "sq8");
+    assert!(m["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["name"] == "codes.bin"));
+    for opts in [LoadOptions::default(), no_verify()] {
+        let idx = Index::open(&out, &opts).unwrap();
+        let q = &data[..DIM];
+        let hits = idx.search(q, &SearchParams::new(5, 32)).unwrap();
+        assert_eq!(hits.len(), 5);
+        // The query is row 0: rescoring with float32 puts it first with score ~1.
+        assert_eq!(hits[0].id, 0);
+        assert!((hits[0].score - 1.0).abs() < 1e-5, "{hits:?}");
+        let mut p = SearchParams::new(5, 32);
+        for bad in [0.5f32, 1000.0, f32::NAN] {
+            p.oversample = Some(bad);
+            assert!(
+                matches!(idx.search(q, &p), Err(SearchError::BadOversample { .. })),
+                "oversample {bad}"
+            );
+        }
+        assert!(idx.info().bytes > idx.info().vector_bytes);
+    }
+    // A damaged codes.bin is refused: checksum with verification, size/header without.
+    let codes = out.join("codes.bin");
+    patch(&codes, 200, &[0xAB; 8]);
+    let e = Index::open(&out, &LoadOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("codes.bin"), "{e}");
+    let len = std::fs::metadata(&codes).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&codes)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let e = Index::open(&out, &no_verify()).unwrap_err();
+    assert!(e.to_string().contains("codes.bin"), "{e}");
+    // SQ8 is refused for flat indexes.
+    let cfg = BuildConfig {
+        kind: IndexKind::Flat,
+        quantization: searchd_engine::Quantization::Sq8,
+        ..Default::default()
+    };
+    let e = build_index(&dir.path().join("flat-sq8"), &data, DIM, &cfg, &|_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("hnsw"), "{e}");
+    assert!(!dir.path().join("flat-sq8").exists());
+}

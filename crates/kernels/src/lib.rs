@@ -177,6 +177,16 @@ pub fn l2sq_block(q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &
     Backend::active().l2sq_block(q, nq, b, nb, dim, out)
 }
 
+/// `sum(a[i] * b[i])` of unsigned bytes (SQ8 codes) and signed 16-bit weights (a scaled
+/// query), in `i32`. Exact whenever `sum(|a[i] * b[i]|) < 2^31`; wraps around otherwise.
+///
+/// # Panics
+/// If the lengths differ.
+#[inline]
+pub fn dot_u8_i16(a: &[u8], b: &[i16]) -> i32 {
+    Backend::active().dot_u8_i16(a, b)
+}
+
 /// Name of the implementation chosen on this CPU (for logs and reports): one of
 /// `"avx512"`, `"avx2+fma"`, `"neon"`, `"scalar"`.
 pub fn implementation() -> &'static str {
@@ -190,6 +200,7 @@ pub const ENV_OVERRIDE: &str = "SEARCHD_KERNELS";
 type PairFn = unsafe fn(&[f32], &[f32]) -> f32;
 type NormFn = unsafe fn(&[f32]) -> f32;
 type BlockFn = unsafe fn(&[f32], usize, &[f32], usize, usize, &mut [f32]);
+type U8I16Fn = unsafe fn(&[u8], &[i16]) -> i32;
 
 /// One implementation of all kernels, for one instruction set.
 ///
@@ -207,12 +218,13 @@ pub struct Backend {
     norm_sq: NormFn,
     dot_block: BlockFn,
     l2sq_block: BlockFn,
+    dot_u8_i16: U8I16Fn,
 }
 
 /// Defines a backend: entry points instantiating the generic kernels for `$simd`, compiled
 /// with `$feat` enabled, and a static table of them.
 macro_rules! backend {
-    ($table:ident, $module:ident, $name:literal, $simd:ty $(, $feat:literal)?) => {
+    ($table:ident, $module:ident, $name:literal, $simd:ty, $u8i16:path $(, $feat:literal)?) => {
         mod $module {
             use crate::kernel;
 
@@ -258,6 +270,7 @@ macro_rules! backend {
             norm_sq: $module::norm_sq,
             dot_block: $module::dot_block,
             l2sq_block: $module::l2sq_block,
+            dot_u8_i16: $u8i16,
         };
     };
 }
@@ -268,13 +281,44 @@ backend!(
     avx512_entry,
     "avx512",
     crate::x86::Avx512,
+    // Every AVX-512F CPU has AVX2; a VNNI (vpdpbusd) path would need i8 query weights and
+    // a machine to test it on.
+    crate::x86::dot_u8_i16_avx2,
     "avx512f,avx2,fma"
 );
 #[cfg(target_arch = "x86_64")]
-backend!(AVX2, avx2_entry, "avx2+fma", crate::x86::Avx2, "avx2,fma");
+backend!(
+    AVX2,
+    avx2_entry,
+    "avx2+fma",
+    crate::x86::Avx2,
+    crate::x86::dot_u8_i16_avx2,
+    "avx2,fma"
+);
 #[cfg(target_arch = "aarch64")]
-backend!(NEON, neon_entry, "neon", crate::arm::Neon, "neon");
-backend!(SCALAR, scalar_entry, "scalar", crate::kernel::Portable);
+backend!(
+    NEON,
+    neon_entry,
+    "neon",
+    crate::arm::Neon,
+    scalar_u8_i16,
+    "neon"
+);
+backend!(
+    SCALAR,
+    scalar_entry,
+    "scalar",
+    crate::kernel::Portable,
+    scalar_u8_i16
+);
+
+/// The portable integer kernel (the compiler vectorises this loop well on its own).
+///
+/// # Safety
+/// None needed; `unsafe` only to match the table's function type.
+unsafe fn scalar_u8_i16(a: &[u8], b: &[i16]) -> i32 {
+    scalar::dot_u8_i16(a, b)
+}
 
 /// All backends the running CPU supports, best first (the last is always `scalar`).
 fn detect() -> Vec<&'static Backend> {
@@ -383,6 +427,14 @@ impl Backend {
     pub fn norm_sq(&self, v: &[f32]) -> f32 {
         // SAFETY: no shape to check; the backend's features were detected (type invariant).
         unsafe { (self.norm_sq)(v) }
+    }
+
+    /// See [`crate::dot_u8_i16`].
+    #[inline]
+    pub fn dot_u8_i16(&self, a: &[u8], b: &[i16]) -> i32 {
+        assert_eq!(a.len(), b.len(), "dot_u8_i16: length mismatch");
+        // SAFETY: lengths checked above; the backend's features were detected (type invariant).
+        unsafe { (self.dot_u8_i16)(a, b) }
     }
 
     /// See [`crate::dot_block`].

@@ -36,3 +36,12 @@ pub fn l2sq_block(q: &[f32], nq: usize, b: &[f32], nb: usize, dim: usize, out: &
         }
     }
 }
+
+/// `sum(a[i] * b[i])` of unsigned bytes and signed 16-bit weights, in `i32` with
+/// wrap-around (exact whenever the true sum fits an `i32`; SQ8 queries are scaled so it
+/// does).
+pub fn dot_u8_i16(a: &[u8], b: &[i16]) -> i32 {
+    a.iter()
+        .zip(b)
+        .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
+}

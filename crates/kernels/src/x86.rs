@@ -239,3 +239,53 @@ impl Simd for Avx512 {
         to_array(unsafe { hsum4_256(fold512(v[0]), fold512(v[1]), fold512(v[2]), fold512(v[3])) })
     }
 }
+
+/// `sum(a[i] * b[i])` for unsigned bytes times signed 16-bit weights (the SQ8 query
+/// kernel): bytes widened to 16 bits (`vpmovzxbw`), then `vpmaddwd` multiplies pairs and
+/// adds them into 32-bit lanes. Exact (no saturation anywhere) as long as the true sum fits
+/// an `i32`; lanes add with wrap-around otherwise, like the scalar reference.
+///
+/// # Safety
+/// CPU supports AVX2; `a.len() == b.len()`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn dot_u8_i16_avx2(a: &[u8], b: &[i16]) -> i32 {
+    let n = a.len().min(b.len());
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // SAFETY: every load below reads 16 bytes of `a` / 32 bytes of `b` at offsets
+    // `i .. i + 16 <= n` (checked by the loop bounds), so all reads are in bounds; the
+    // unaligned load intrinsics have no alignment requirement; AVX2 is guaranteed by the
+    // caller.
+    unsafe {
+        let mut acc0 = _mm256_setzero_si256();
+        let mut acc1 = _mm256_setzero_si256();
+        let mut i = 0;
+        while i + 32 <= n {
+            let a0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(pa.add(i) as *const __m128i));
+            let a1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(pa.add(i + 16) as *const __m128i));
+            let b0 = _mm256_loadu_si256(pb.add(i) as *const __m256i);
+            let b1 = _mm256_loadu_si256(pb.add(i + 16) as *const __m256i);
+            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(a0, b0));
+            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(a1, b1));
+            i += 32;
+        }
+        if i + 16 <= n {
+            let a0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(pa.add(i) as *const __m128i));
+            let b0 = _mm256_loadu_si256(pb.add(i) as *const __m256i);
+            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(a0, b0));
+            i += 16;
+        }
+        let acc = _mm256_add_epi32(acc0, acc1);
+        let s = _mm_add_epi32(
+            _mm256_castsi256_si128(acc),
+            _mm256_extracti128_si256::<1>(acc),
+        );
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        let mut total = _mm_cvtsi128_si32(s);
+        while i < n {
+            total = total.wrapping_add(*pa.add(i) as i32 * *pb.add(i) as i32);
+            i += 1;
+        }
+        total
+    }
+}

@@ -270,3 +270,46 @@ fn dot_block_bad_out_panics() {
     let mut out = [0.0; 3];
     searchd_kernels::dot_block(&[1.0, 2.0], 1, &[1.0, 2.0, 3.0, 4.0], 2, 2, &mut out);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The SQ8 integer kernel is exact: every backend must give the scalar reference's
+    /// value bit for bit, for every length (all remainders of the 32- and 16-wide loops)
+    /// and the full range of both operand types, as long as the sum fits an i32 (weights
+    /// up to 2^13 at lengths up to 1000: 1000 * 255 * 8192 < 2^31).
+    #[test]
+    fn dot_u8_i16_is_exact(
+        (a, b) in (0usize..1000).prop_flat_map(|n| (
+            proptest::collection::vec(any::<u8>(), n),
+            proptest::collection::vec(-8192i16..=8192, n),
+        ))
+    ) {
+        let want: i64 = a.iter().zip(&b).map(|(&x, &y)| x as i64 * y as i64).sum();
+        prop_assert_eq!(scalar::dot_u8_i16(&a, &b) as i64, want);
+        for &be in Backend::available() {
+            prop_assert_eq!(be.dot_u8_i16(&a, &b) as i64, want, "backend {}", be.name());
+        }
+        prop_assert_eq!(searchd_kernels::dot_u8_i16(&a, &b) as i64, want);
+    }
+}
+
+/// Extremes: all 255 against all +-32767 over short lengths, where no sum overflows.
+#[test]
+fn dot_u8_i16_extremes() {
+    for n in [1usize, 15, 16, 17, 31, 32, 33, 64, 100, 257] {
+        let a = vec![255u8; n];
+        for w in [i16::MAX, i16::MIN, -1, 1] {
+            let b = vec![w; n];
+            let want = 255i64 * w as i64 * n as i64;
+            for &be in Backend::available() {
+                assert_eq!(
+                    be.dot_u8_i16(&a, &b) as i64,
+                    want,
+                    "{} n={n} w={w}",
+                    be.name()
+                );
+            }
+        }
+    }
+}

@@ -122,6 +122,14 @@ pub struct LoadArgs {
     #[arg(long)]
     pub server_pid: Option<u32>,
 
+    /// What a closed-loop slot does after a 503 or 429 answer: `ignore` sends its next
+    /// request at once (a client that never backs off, the worst case, as wrk and oha
+    /// do); `honor` first waits the answer's Retry-After seconds (a well-behaved
+    /// client; at most 10 s and never past the step's end). The open loop is not
+    /// affected: its arrivals are scheduled.
+    #[arg(long, value_enum, default_value_t = RetryAfter::Ignore)]
+    pub retry_after: RetryAfter,
+
     /// Exit with status 1 when no step meets the SLO.
     #[arg(long)]
     pub fail_on_slo: bool,
@@ -181,6 +189,14 @@ impl LoadArgs {
     pub fn open_loop(&self) -> bool {
         self.rate.is_some() || self.rate_ramp.is_some()
     }
+}
+
+/// Client behaviour after `503`/`429` (see `--retry-after`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetryAfter {
+    Ignore,
+    Honor,
 }
 
 /// `METHOD /path`.

@@ -170,6 +170,8 @@ pub struct Conn {
     buf: BytesMut,
     /// False once the server said `Connection: close` (or HTTP/1.0).
     pub reusable: bool,
+    /// `Retry-After` seconds of the last answer, if it had one.
+    pub retry_after: Option<u64>,
 }
 
 /// A parsed response head.
@@ -180,6 +182,9 @@ pub struct Head {
     pub content_length: Option<usize>,
     pub chunked: bool,
     pub close: bool,
+    /// `Retry-After` in seconds (the HTTP-date form is not used by servers under test and
+    /// is ignored).
+    pub retry_after: Option<u64>,
 }
 
 /// The bytes received are not a valid HTTP/1.x answer.
@@ -201,6 +206,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtocolError> {
         content_length: None,
         chunked: false,
         close: r.version == Some(0),
+        retry_after: None,
     };
     for hd in r.headers.iter() {
         if hd.name.eq_ignore_ascii_case("content-length") {
@@ -211,6 +217,10 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtocolError> {
                 .value
                 .split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if hd.name.eq_ignore_ascii_case("retry-after") {
+            h.retry_after = std::str::from_utf8(hd.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok());
         } else if hd.name.eq_ignore_ascii_case("connection") {
             let v = hd.value;
             if v.split(|&b| b == b',')
@@ -277,6 +287,7 @@ impl Conn {
             stream,
             buf: BytesMut::with_capacity(READ_CHUNK),
             reusable: true,
+            retry_after: None,
         })
     }
 
@@ -310,6 +321,7 @@ impl Conn {
             }
         };
         self.buf.advance(head.len);
+        self.retry_after = head.retry_after;
         if head.close {
             self.reusable = false;
         }

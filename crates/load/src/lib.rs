@@ -26,7 +26,7 @@ pub mod stats;
 
 use std::path::Path;
 
-pub use args::{Endpoint, LoadArgs, Pick, Ramp, Rates};
+pub use args::{Endpoint, LoadArgs, Pick, Ramp, Rates, RetryAfter};
 pub use error::LoadError;
 pub use report::{print_table, Best, Config, Report, ServerStep, Step, TrialSpread, SCHEMA};
 pub use runner::Level;

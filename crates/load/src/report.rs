@@ -73,6 +73,8 @@ pub struct Config {
     pub seed: u64,
     pub server_pid: Option<u32>,
     pub fail_on_slo: bool,
+    /// "ignore" or "honor" (`--retry-after`).
+    pub retry_after: crate::args::RetryAfter,
 }
 
 /// The load generator's environment.

@@ -27,6 +27,10 @@ use crate::stats::{
 /// so a refusing target is not hammered in a tight loop.
 const CONNECT_BACKOFF: Duration = Duration::from_millis(20);
 
+/// Longest Retry-After a slot honours (`--retry-after honor`), so a server sending a
+/// huge value cannot stall a step.
+const MAX_RETRY_AFTER_S: u64 = 10;
+
 /// One load level.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Level {
@@ -49,6 +53,8 @@ struct Shared {
     request_timeout: Duration,
     live: LiveStats,
     pick: Arc<PickShared>,
+    /// Closed loop: wait Retry-After after a 503/429 (`--retry-after honor`).
+    honor_retry_after: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -179,11 +185,23 @@ async fn closed_worker(
         )
         .await;
         let connect_failed = matches!(res, Err((ErrorKind::Connect, _)));
+        let backoff = match &res {
+            Ok((503 | 429, _)) if sh.honor_retry_after => slot
+                .as_ref()
+                .and_then(|c| c.retry_after)
+                .map(|s| Duration::from_secs(s.min(MAX_RETRY_AFTER_S))),
+            _ => None,
+        };
         finish(&sh, &mut acc, idx, res, start, record, &mut ids);
-        if connect_failed {
+        let wait = if connect_failed {
+            Some(CONNECT_BACKOFF)
+        } else {
+            backoff
+        };
+        if let Some(w) = wait {
             let now = Instant::now();
             if now < t.end {
-                tokio::time::sleep(CONNECT_BACKOFF.min(t.end - now)).await;
+                tokio::time::sleep(w.min(t.end - now)).await;
             }
         }
     }
@@ -787,6 +805,11 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             bodies.len()
         ));
     }
+    if args.retry_after == crate::args::RetryAfter::Honor && !args.open_loop() {
+        warnings.push(
+            "--retry-after honor: a slot answered 503/429 waits Retry-After before its next request, so fewer requests are in flight than the concurrency says".into(),
+        );
+    }
     if server_src == ServerSource::None {
         warnings.push(
             "no server CPU/RSS: the target has no GET /stats with process counters and no --server-pid was given".into(),
@@ -810,6 +833,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         request_timeout: args.request_timeout,
         live: LiveStats::new(),
         pick: PickShared::new(args.pick, pick_n),
+        honor_retry_after: args.retry_after == crate::args::RetryAfter::Honor,
     });
     let threads = args.threads.unwrap_or_else(resources::cores).max(1);
     let shards = Shards::start(threads).map_err(|source| LoadError::Runtime { source })?;
@@ -940,6 +964,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             seed: args.seed,
             server_pid: args.server_pid,
             fail_on_slo: args.fail_on_slo,
+            retry_after: args.retry_after,
         },
         steps,
         sustainable,

@@ -726,3 +726,59 @@ async fn connection_close_answers_reconnect_without_errors() {
     }
     srv.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_ignored_by_default_and_honored_on_request() {
+    let srv = start_server(true).await;
+    // ignore (default): every slot resends at once, so a 503-only server sees many requests.
+    let a = args(
+        &srv.url,
+        &[
+            "--endpoint",
+            "POST /overload",
+            "--ramp",
+            "2",
+            "--warmup",
+            "0s",
+            "--duration",
+            "1s",
+        ],
+    );
+    let rep = run(&a).await.unwrap();
+    let v = schema_check(&rep);
+    assert_eq!(v["config"]["retry_after"], "ignore");
+    let hammered = err(&rep, 0, "http_503");
+    assert!(hammered > 50, "ignore mode sent only {hammered} requests");
+    // honor: each slot waits the server's Retry-After (1 s) after each 503, so two slots
+    // send at most two requests each in a 1.5 s step.
+    let a = args(
+        &srv.url,
+        &[
+            "--endpoint",
+            "POST /overload",
+            "--ramp",
+            "2",
+            "--warmup",
+            "0s",
+            "--duration",
+            "1500ms",
+            "--retry-after",
+            "honor",
+        ],
+    );
+    let before = srv.state.requests.load(Ordering::Relaxed);
+    let rep = run(&a).await.unwrap();
+    let sent = srv.state.requests.load(Ordering::Relaxed) - before;
+    let v = schema_check(&rep);
+    assert_eq!(v["config"]["retry_after"], "honor");
+    assert!(
+        (2..=4).contains(&sent),
+        "honor mode: {sent} requests from 2 slots in 1.5 s with Retry-After: 1"
+    );
+    assert_eq!(err(&rep, 0, "http_503"), sent);
+    assert!(rep
+        .warnings
+        .iter()
+        .any(|w| w.contains("--retry-after honor")));
+    srv.kill();
+}

@@ -35,6 +35,7 @@ pub(crate) struct Arrival(pub Instant);
 /// Settings the handlers need.
 pub(crate) struct Settings {
     pub ef: usize,
+    pub oversample: Option<f32>,
     pub timeout: Duration,
     pub body_limit: usize,
     pub read_timeout: Duration,
@@ -447,6 +448,7 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
         query,
         k: spec.k,
         ef: spec.ef,
+        oversample: app.cfg.oversample,
         deadline,
         reply: tx,
     };
@@ -586,9 +588,9 @@ fn allowed_reload_path(app: &App, requested: &std::path::Path) -> Result<PathBuf
     let Some(root) = &app.cfg.reload_root else {
         return Ok(requested.to_path_buf());
     };
-    let canon = requested.canonicalize().map_err(|e| {
-        ApiError::invalid(format!("cannot open {}: {e}", requested.display()))
-    })?;
+    let canon = requested
+        .canonicalize()
+        .map_err(|e| ApiError::invalid(format!("cannot open {}: {e}", requested.display())))?;
     if !canon.starts_with(root) {
         return Err(ApiError::new(
             Code::Forbidden,

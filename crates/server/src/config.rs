@@ -124,6 +124,11 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = VectorsPlacement::Mmap)]
     pub vectors: VectorsPlacement,
 
+    /// Quantized indexes: rescore the best X*k traversal candidates with float32 vectors
+    /// (default: the value recorded in the index, 4).
+    #[arg(long, value_name = "X")]
+    pub oversample: Option<f32>,
+
     /// Pre-fault every mapped page at load so the first queries do not pay page faults.
     #[arg(long)]
     pub populate: bool,
@@ -167,6 +172,8 @@ pub struct ServerConfig {
     pub queries: Option<QuerySource>,
     /// Default `ef` of requests that give none.
     pub ef: usize,
+    /// Quantized indexes: `oversample` of every search (`None`: the index's default).
+    pub oversample: Option<f32>,
     /// Search threads.
     pub threads: usize,
     /// Searches admitted at once.
@@ -207,6 +214,7 @@ impl ServerConfig {
             load: LoadOptions::default(),
             queries: None,
             ef: DEFAULT_EF,
+            oversample: None,
             threads,
             max_inflight: INFLIGHT_PER_THREAD * threads,
             queue: QUEUE_PER_THREAD * threads,
@@ -259,6 +267,15 @@ impl ServerConfig {
         };
         cfg.queries = args.queries.clone().map(QuerySource::Path);
         cfg.ef = args.ef;
+        if let Some(x) = args.oversample {
+            if !(1.0..=searchd_engine::MAX_OVERSAMPLE).contains(&x) {
+                return Err(ServerError::Config(format!(
+                    "--oversample must be between 1 and {}, got {x}",
+                    searchd_engine::MAX_OVERSAMPLE
+                )));
+            }
+        }
+        cfg.oversample = args.oversample;
         cfg.threads = threads;
         cfg.max_inflight = max_inflight;
         cfg.queue = args.queue.unwrap_or(QUEUE_PER_THREAD * threads);
@@ -273,9 +290,10 @@ impl ServerConfig {
                 .and_then(|p| p.parent().map(Path::to_path_buf))
                 .unwrap_or_else(|| PathBuf::from(".")),
         };
-        cfg.reload_root = Some(root.canonicalize().map_err(|e| {
-            ServerError::Config(format!("--reload-root {}: {e}", root.display()))
-        })?);
+        cfg.reload_root =
+            Some(root.canonicalize().map_err(|e| {
+                ServerError::Config(format!("--reload-root {}: {e}", root.display()))
+            })?);
         cfg.body_limit = args.body_limit;
         cfg.read_timeout = Duration::from_millis(args.read_timeout_ms.max(1));
         if !(0..=19).contains(&args.io_nice) {

@@ -131,6 +131,7 @@ where
         queries_path,
         cfg: api::Settings {
             ef: config.ef,
+            oversample: config.oversample,
             timeout: config.timeout,
             body_limit: config.body_limit,
             read_timeout: config.read_timeout,

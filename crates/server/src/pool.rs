@@ -31,6 +31,7 @@ pub(crate) struct Job {
     pub query: Query,
     pub k: usize,
     pub ef: usize,
+    pub oversample: Option<f32>,
     pub deadline: Instant,
     pub reply: oneshot::Sender<Outcome>,
 }
@@ -130,6 +131,7 @@ fn run(job: Job, delay: Option<Duration>, shared: &Shared) {
         query,
         k,
         ef,
+        oversample,
         deadline,
         reply,
     } = job;
@@ -144,15 +146,17 @@ fn run(job: Job, delay: Option<Duration>, shared: &Shared) {
     if let Some(d) = delay {
         std::thread::sleep(d);
     }
-    let outcome = catch_unwind(AssertUnwindSafe(|| search(&index, &query, k, ef, deadline)))
-        .unwrap_or_else(|p| {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Outcome::Panicked(msg)
-        });
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        search(&index, &query, k, ef, oversample, deadline)
+    }))
+    .unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Outcome::Panicked(msg)
+    });
     shared.running.fetch_sub(1, Ordering::Relaxed);
     finish(shared, reply, Some(outcome));
     // `index` (an Arc) drops here: after a reload the old index is freed by the last
@@ -168,9 +172,17 @@ fn finish(shared: &Shared, reply: oneshot::Sender<Outcome>, outcome: Option<Outc
     }
 }
 
-fn search(index: &Index, query: &Query, k: usize, ef: usize, deadline: Instant) -> Outcome {
+fn search(
+    index: &Index,
+    query: &Query,
+    k: usize,
+    ef: usize,
+    oversample: Option<f32>,
+    deadline: Instant,
+) -> Outcome {
     let mut params = SearchParams::new(k, ef.max(k));
     params.deadline = Some(deadline);
+    params.oversample = oversample;
     let result = match query {
         Query::Vector(v) => index.search(v, &params),
         Query::Row(m, i) => index.search(m.row(*i), &params),

@@ -330,7 +330,12 @@ async fn reload_stays_inside_the_reload_root() {
     let st = get_json(&c, &url(&s, "/stats")).await;
     assert_eq!(st["reloads"], 0);
     // Inside: accepted.
-    let (st, _, v) = post(&c, &reload, &serde_json::json!({ "index": inside }).to_string()).await;
+    let (st, _, v) = post(
+        &c,
+        &reload,
+        &serde_json::json!({ "index": inside }).to_string(),
+    )
+    .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["index"]["n"], 300);
     s.stop().await.unwrap();
