@@ -189,6 +189,8 @@ def main() -> int:
     ap.add_argument("--reload-seconds", type=float, default=20.0)
     ap.add_argument("--reload-every", type=float, default=2.0)
     ap.add_argument("--serve-args", default="", help="extra `searchd serve` arguments")
+    ap.add_argument("--only-ramp", action="store_true",
+                    help="engine + ramp only (for comparing serve knobs); no targets except the ratio")
     ap.add_argument("--quiet-busy", type=float, default=0.15)
     ap.add_argument("--quiet-wait", type=float, default=300.0)
     ap.add_argument("--searchd", default=str(ROOT / "target/release/searchd"))
@@ -275,6 +277,15 @@ def main() -> int:
         c_sust = int(sust["concurrency"])
         sust_qps = float(sust["qps"])
         log(f"sustainable: {sust_qps:.0f} q/s at concurrency {c_sust}, p99 {sust['p99_ms']:.1f} ms")
+        if args.only_ramp:
+            res["rss_after_load"] = srv.rss()
+            res["hwm"] = srv.hwm()
+            res["targets"] = [{"target": "sustainable QPS / engine all-thread QPS",
+                               "value": round(sust_qps / engine_qps, 3), "goal": ">= 0.85",
+                               "pass": sust_qps / engine_qps >= 0.85,
+                               "detail": f"{sust_qps:.0f} vs {engine_qps:.0f} q/s (ramp only)"}]
+            write(res, out)
+            return 0 if sust_qps / engine_qps >= 0.85 else 1
 
         # 4. fixed body (optimistic)
         res["quiet"]["fixed"] = wait_quiet("fixed", args.quiet_busy, args.quiet_wait)
