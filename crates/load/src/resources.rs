@@ -124,6 +124,43 @@ pub fn parse_proc_stat_cpu(stat: &str) -> Option<f64> {
     Some((utime + stime) / clock_ticks())
 }
 
+/// Kernel id of the calling thread (Linux), for [`client_cpu_seconds`].
+pub fn current_tid() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions and cannot fail.
+        Some(unsafe { libc::gettid() })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// CPU seconds used so far by the load generator's client threads `tids` (from
+/// /proc/self/task/TID/stat), so a server in the same process is not counted as client
+/// work. Falls back to the whole process when the threads are unknown or unreadable.
+pub fn client_cpu_seconds(tids: &[i32]) -> f64 {
+    if !tids.is_empty() {
+        let mut total = 0.0;
+        let mut all = true;
+        for t in tids {
+            match std::fs::read_to_string(format!("/proc/self/task/{t}/stat"))
+                .ok()
+                .as_deref()
+                .and_then(parse_proc_stat_cpu)
+            {
+                Some(c) => total += c,
+                None => all = false,
+            }
+        }
+        if all {
+            return total;
+        }
+    }
+    self_cpu_seconds()
+}
+
 /// CPU seconds (user + system) used so far by this process.
 pub fn self_cpu_seconds() -> f64 {
     // SAFETY: getrusage writes into the zeroed struct we pass.

@@ -303,6 +303,9 @@ async fn dispatcher(
 /// lives on one shard for the whole run: slot i on shard i % n.
 struct Shards {
     handles: Vec<tokio::runtime::Handle>,
+    /// Kernel thread ids of the client threads (Linux), so the client's CPU can be
+    /// measured apart from a server running in the same process (`searchd demo`).
+    tids: Vec<i32>,
     stops: Vec<tokio::sync::oneshot::Sender<()>>,
     joins: Vec<std::thread::JoinHandle<()>>,
 }
@@ -311,6 +314,7 @@ impl Shards {
     fn start(n: usize) -> std::io::Result<Shards> {
         let mut sh = Shards {
             handles: Vec::new(),
+            tids: Vec::new(),
             stops: Vec::new(),
             joins: Vec::new(),
         };
@@ -319,15 +323,23 @@ impl Shards {
                 .enable_all()
                 .build()?;
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel::<Option<i32>>();
             sh.handles.push(rt.handle().clone());
             sh.stops.push(stop_tx);
             sh.joins.push(
                 std::thread::Builder::new()
                     .name(format!("searchd-load-{i}"))
                     .spawn(move || {
+                        let _ = tid_tx.send(resources::current_tid());
                         let _ = rt.block_on(stop_rx);
                     })?,
             );
+            if let Ok(Some(t)) = tid_rx.recv() {
+                sh.tids.push(t);
+            }
+        }
+        if sh.tids.len() != sh.handles.len() {
+            sh.tids.clear();
         }
         Ok(sh)
     }
@@ -444,7 +456,11 @@ impl Runner<'_> {
 
     async fn sample_window(&self) -> (Option<resources::ServerSample>, Instant, f64) {
         let s = resources::sample(self.server_src, &self.sh.target).await;
-        (s, Instant::now(), resources::self_cpu_seconds())
+        (
+            s,
+            Instant::now(),
+            resources::client_cpu_seconds(&self.shards.tids),
+        )
     }
 
     async fn run_step(&mut self, level: Level, seed: u64) -> StepRaw {
