@@ -55,10 +55,13 @@ pub struct IndexInfo {
     pub n: usize,
     pub dim: usize,
     pub params: serde_json::Value,
-    /// Bytes of all index files (vectors + graph).
+    /// Bytes of all index files (vectors + graph + id map + codes).
     pub bytes: u64,
     pub vector_bytes: u64,
+    /// `graph.bin` and `ids.bin`.
     pub graph_bytes: u64,
+    /// `codes.bin` of quantized indexes (0 otherwise).
+    pub codes_bytes: u64,
     pub placement: Placement,
     pub path: PathBuf,
 }
@@ -224,19 +227,20 @@ impl Index {
             }
         };
         let graph_bytes = graph.as_ref().map_or(0, |(g, _)| g.as_bytes().len() as u64)
-            + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64)
-            + sq8
-                .as_ref()
-                .map_or(0, |(c, _, _)| c.as_bytes().len() as u64);
+            + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64);
+        let codes_bytes = sq8
+            .as_ref()
+            .map_or(0, |(c, _, _)| c.as_bytes().len() as u64);
         let info = IndexInfo {
             kind,
             metric: metric.name(),
             n,
             dim,
             params: manifest.params.clone(),
-            bytes: vector_bytes + graph_bytes,
+            bytes: vector_bytes + graph_bytes + codes_bytes,
             vector_bytes,
             graph_bytes,
+            codes_bytes,
             placement: opts.placement,
             path: dir.to_path_buf(),
         };

@@ -359,7 +359,11 @@ fn sq8_index_round_trip_and_bad_input() {
                 "oversample {bad}"
             );
         }
-        assert!(idx.info().bytes > idx.info().vector_bytes);
+        assert!(idx.info().codes_bytes > 0);
+        assert_eq!(
+            idx.info().bytes,
+            idx.info().vector_bytes + idx.info().graph_bytes + idx.info().codes_bytes
+        );
     }
     // A damaged codes.bin is refused: checksum with verification, size/header without.
     let codes = out.join("codes.bin");
