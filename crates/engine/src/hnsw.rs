@@ -69,11 +69,6 @@ impl<'a> Rows<'a> {
     }
 
     #[inline(always)]
-    pub fn prefetch(&self, i: u32) {
-        self.prefetch_n(i, 1)
-    }
-
-    #[inline(always)]
     pub fn prefetch_n(&self, i: u32, lines: usize) {
         let s = i as usize * self.dim;
         if let Some(row) = self.data.get(s..s + self.dim) {
@@ -125,10 +120,13 @@ impl Links for GraphView<'_> {
 /// Lower is better.
 pub(crate) trait Scorer {
     fn dist(&self, id: u32) -> f32;
-    /// Start loading the first cache line of `id`'s data.
-    fn prefetch_first(&self, id: u32);
     /// Start loading up to `lines` cache lines of `id`'s data.
     fn prefetch_all(&self, id: u32, lines: usize);
+    /// Start loading the first cache line of `id`'s data.
+    #[inline(always)]
+    fn prefetch_first(&self, id: u32) {
+        self.prefetch_all(id, 1)
+    }
 }
 
 /// A float32 query against float32 rows.
@@ -142,10 +140,6 @@ impl Scorer for F32Scorer<'_> {
     #[inline(always)]
     fn dist(&self, id: u32) -> f32 {
         distance(self.metric, self.query, self.rows.row(id))
-    }
-    #[inline(always)]
-    fn prefetch_first(&self, id: u32) {
-        self.rows.prefetch(id)
     }
     #[inline(always)]
     fn prefetch_all(&self, id: u32, lines: usize) {

@@ -213,10 +213,10 @@ impl Index {
                     return Err(Error::format(&mpath, "sq8 codes on a non-HNSW index"));
                 }
                 let (cpath, cb) = open_file("codes.bin")?;
-                let (mut layout, quant) = parse_sq8(&cpath, cb.as_bytes(), n, dim)?;
-                if let Some(x) = manifest.params["quantization"]["oversample"].as_f64() {
-                    layout.oversample = x as f32;
-                }
+                let oversample = manifest.params["quantization"]["oversample"]
+                    .as_f64()
+                    .map_or(DEFAULT_OVERSAMPLE, |x| x as f32);
+                let (layout, quant) = parse_sq8(&cpath, cb.as_bytes(), n, dim, oversample)?;
                 Some((cb, layout, quant))
             }
             Some(other) => {
@@ -471,13 +471,6 @@ impl hnsw::Scorer for Sq8Scorer<'_> {
         }
     }
     #[inline(always)]
-    fn prefetch_first(&self, id: u32) {
-        let s = id as usize * self.dim;
-        if let Some(row) = self.codes.get(s..s + self.dim) {
-            crate::prefetch::prefetch_bytes(row, 1);
-        }
-    }
-    #[inline(always)]
     fn prefetch_all(&self, id: u32, lines: usize) {
         let s = id as usize * self.dim;
         if let Some(row) = self.codes.get(s..s + self.dim) {
@@ -487,7 +480,13 @@ impl hnsw::Scorer for Sq8Scorer<'_> {
 }
 
 /// Check `codes.bin` of an SQ8 index and read its quantizer.
-fn parse_sq8(path: &Path, b: &[u8], n: usize, dim: usize) -> Result<(Sq8Layout, crate::sq8::Sq8)> {
+fn parse_sq8(
+    path: &Path,
+    b: &[u8],
+    n: usize,
+    dim: usize,
+    oversample: f32,
+) -> Result<(Sq8Layout, crate::sq8::Sq8)> {
     let h = Header::parse(path, b, format::CODES_MAGIC)?;
     if h.fields[0] as usize != n || h.fields[1] as usize != dim || h.fields[2] != format::CODES_SQ8
     {
@@ -519,7 +518,7 @@ fn parse_sq8(path: &Path, b: &[u8], n: usize, dim: usize) -> Result<(Sq8Layout, 
         Sq8Layout {
             norms,
             codes: norms.0 + 4 * n,
-            oversample: DEFAULT_OVERSAMPLE,
+            oversample,
         },
         quant,
     ))

@@ -1,6 +1,7 @@
 //! Software prefetch of vectors the search is about to read.
 
-/// Ask the CPU to start loading the first `max_lines` cache lines of a byte row.
+/// Ask the CPU to start loading the first `max_lines` cache lines of `row` (the hardware
+/// prefetcher follows the sequential rest).
 #[inline(always)]
 pub fn prefetch_bytes(row: &[u8], max_lines: usize) {
     #[cfg(target_arch = "x86_64")]
@@ -8,27 +9,6 @@ pub fn prefetch_bytes(row: &[u8], max_lines: usize) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let p = row.as_ptr() as *const i8;
         let lines = row.len().div_ceil(64).min(max_lines);
-        for i in 0..lines {
-            // SAFETY: as in `prefetch_lines`: a non-faulting hint at offsets inside the
-            // slice; SSE is part of the x86_64 baseline.
-            unsafe { _mm_prefetch(p.add(64 * i), _MM_HINT_T0) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (row, max_lines);
-    }
-}
-
-/// Ask the CPU to start loading the first `max_lines` cache lines of `row` (the hardware
-/// prefetcher follows the sequential rest).
-#[inline(always)]
-pub fn prefetch_lines(row: &[f32], max_lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = row.as_ptr() as *const i8;
-        let lines = (row.len() * 4).div_ceil(64).min(max_lines);
         for i in 0..lines {
             // SAFETY: prefetch is a hint that never faults, and `p + 64 * i` stays within
             // (or one line past the start of) the slice, so the pointer arithmetic is in
@@ -38,6 +18,12 @@ pub fn prefetch_lines(row: &[f32], max_lines: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = row;
+        let _ = (row, max_lines);
     }
+}
+
+/// [`prefetch_bytes`] for a float32 row.
+#[inline(always)]
+pub fn prefetch_lines(row: &[f32], max_lines: usize) {
+    prefetch_bytes(bytemuck::cast_slice(row), max_lines)
 }
