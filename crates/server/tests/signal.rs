@@ -100,6 +100,25 @@ fn bad_flags_are_config_errors() {
         .unwrap();
     assert!(err.to_string().contains("--ef"), "{err}");
     assert!(Cli::try_parse_from(["serve", "--index", "/x", "--vectors", "disk"]).is_err());
+    for bad in ["0.5", "1000", "NaN"] {
+        let cli = Cli::try_parse_from(["serve", "--index", "/x", "--oversample", bad]).unwrap();
+        let err = searchd_server::ServerConfig::from_args(&cli.serve)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("--oversample"), "{bad}: {err}");
+    }
+    let cli = Cli::try_parse_from([
+        "serve",
+        "--index",
+        "/x",
+        "--reload-root",
+        "/nonexistent-root",
+    ])
+    .unwrap();
+    let err = searchd_server::ServerConfig::from_args(&cli.serve)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("--reload-root"), "{err}");
     let cli = Cli::try_parse_from(["serve", "--index", "/x"]).unwrap();
     let cfg = searchd_server::ServerConfig::from_args(&cli.serve).unwrap();
     assert_eq!(cfg.max_inflight, 2 * cfg.threads);
