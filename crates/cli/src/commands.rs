@@ -7,7 +7,7 @@ use std::time::Instant;
 use clap::{Args, Subcommand};
 use searchd_engine::{
     build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
-    Placement, Quantization,
+    Placement, Quantization, VectorPlacement,
 };
 
 use crate::util::{self, bar, load_vectors, summary, CliError, CmdResult};
@@ -192,8 +192,9 @@ pub struct BuildArgs {
     /// HNSW candidate list size while inserting.
     #[arg(long, default_value_t = 200)]
     pub ef_construction: usize,
-    /// Vector codes for HNSW traversal: none (float32) or sq8 (one byte per dimension;
-    /// the float32 vectors are kept for rescoring). pq:M and binary are planned.
+    /// Vector codes for HNSW traversal: none (float32), sq8 (one byte per dimension),
+    /// pq:M (product quantization, M bytes per vector; M must divide the dimension) or
+    /// binary (one bit per dimension). The float32 vectors are kept for rescoring.
     #[arg(long, default_value = "none")]
     pub quantization: String,
     /// Build threads (0 = one per core; 1 = deterministic for a given --seed).
@@ -218,21 +219,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         s => IndexKind::parse(s)
             .ok_or_else(|| CliError::Input(format!("unknown --index {s:?} (hnsw, flat)")))?,
     };
-    let quantization = match Quantization::parse(&a.quantization) {
-        Some(q) => q,
-        None if a.quantization.starts_with("pq") || a.quantization == "binary" => {
-            return Err(CliError::Input(format!(
-                "--quantization {} is not implemented yet (use none or sq8)",
-                a.quantization
-            )))
-        }
-        None => {
-            return Err(CliError::Input(format!(
-                "unknown --quantization {:?} (none, sq8)",
-                a.quantization
-            )))
-        }
-    };
+    let quantization = parse_quantization(&a.quantization)?;
     let base = load_vectors(&a.base, "train")?;
     let cfg = BuildConfig {
         kind,
@@ -270,13 +257,66 @@ pub fn build(a: &BuildArgs) -> CmdResult {
     Ok(())
 }
 
-/// How to open an index: shared by eval and serve.
+fn parse_quantization(s: &str) -> CmdResult<Quantization> {
+    Quantization::parse(s).ok_or_else(|| {
+        CliError::Input(format!(
+            "unknown --quantization {s:?} (none, sq8, pq:M with M dividing the dimension, binary)"
+        ))
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct QuantizeArgs {
+    /// Existing HNSW index directory.
+    #[arg(long)]
+    pub index: PathBuf,
+    /// Output index directory: the source's vectors, graph and id map (hard-linked where
+    /// the filesystem allows, copied otherwise) plus the new codes.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Codes to add: sq8, pq:M, binary, or none (drop the codes).
+    #[arg(long)]
+    pub quantization: String,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `searchd quantize`: new codes for an existing graph, without rebuilding it.
+pub fn quantize(a: &QuantizeArgs) -> CmdResult {
+    let started = Instant::now();
+    let q = parse_quantization(&a.quantization)?;
+    let report = searchd_engine::quantize_index(&a.index, &a.out, q, a.force)?;
+    println!(
+        "quantized {} ({} x {}) with {} in {:.1} s -> {} ({})",
+        a.index.display(),
+        report.n,
+        report.dim,
+        q.name(),
+        report.total_seconds,
+        a.out.display(),
+        util::human_bytes(report.bytes)
+    );
+    summary("quantize done", started);
+    Ok(())
+}
+
+/// How to open an index: shared by eval and bench memory.
 #[derive(Args, Debug, Clone)]
 pub struct OpenArgs {
-    /// Where the vectors and graph live: mmap (shared page cache) or ram (private copy).
-    #[arg(long, default_value = "mmap", value_parser = ["mmap", "ram"])]
+    /// Where the float32 vectors live: mmap (shared page cache), ram (private copy); for
+    /// quantized indexes also disk (rescoring rows read with pread, outside the resident
+    /// set) or none (no rescoring; recall is then checked against the file on disk).
+    #[arg(long, default_value = "mmap", value_parser = ["mmap", "ram", "disk", "none"])]
     pub vectors: String,
-    /// Pre-fault every page at open (MAP_POPULATE).
+    /// Where the graph and id map live: mmap or ram (default: like --vectors when that is
+    /// mmap or ram, mmap otherwise).
+    #[arg(long, value_parser = ["mmap", "ram"])]
+    pub graph: Option<String>,
+    /// Where a quantized index's codes live: mmap or ram (default: like --graph's default).
+    #[arg(long, value_parser = ["mmap", "ram"])]
+    pub codes: Option<String>,
+    /// Pre-fault every mapped page at open (MAP_POPULATE).
     #[arg(long)]
     pub populate: bool,
     /// mlock the index in memory.
@@ -289,11 +329,16 @@ pub struct OpenArgs {
 
 impl OpenArgs {
     pub fn options(&self) -> LoadOptions {
+        let part = |p: &Option<String>| p.as_deref().and_then(Placement::parse);
         LoadOptions {
-            placement: Placement::parse(&self.vectors).unwrap_or_default(),
             populate: self.populate,
             lock: self.lock,
             verify: !self.no_verify,
+            ..LoadOptions::with_parts(
+                VectorPlacement::parse(&self.vectors).unwrap_or_default(),
+                part(&self.graph),
+                part(&self.codes),
+            )
         }
     }
 }
@@ -333,7 +378,21 @@ pub struct EvalArgs {
 
 pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
     let started = Instant::now();
-    let index = Index::open(&a.index, &a.open.options())?;
+    let opts = a.open.options();
+    let index = Index::open(&a.index, &opts)?;
+    // Recall is checked against the float32 vectors; when the searching index was opened
+    // without them, a second handle reads them from disk (outside the resident set).
+    let checker = if index.has_vectors() {
+        None
+    } else {
+        Some(Index::open(
+            &a.index,
+            &LoadOptions {
+                vectors: VectorPlacement::Disk,
+                ..opts
+            },
+        )?)
+    };
     if let Some(x) = a.oversample {
         if index.info().params.get("quantization").is_none() {
             return Err(CliError::Input(
@@ -422,19 +481,28 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         min_seconds: a.min_seconds,
         oversample: a.oversample,
     };
-    let rows = eval::evaluate(&index, queries.as_slice(), &gt.data, gt.k, &cfg, |r| {
-        println!(
-            "{:>6} {:>9} {:>9} {:>9} {:>11.0} {:>9.0} {:>9.0} {:>12.0}",
-            r.ef,
-            fmt(r.recall_at_1),
-            fmt(r.recall_at_10),
-            fmt(r.recall_at_100),
-            r.qps_1thread,
-            r.p50_us,
-            r.p99_us,
-            r.qps_all_threads
-        );
-    })?;
+    let rows = eval::evaluate_checked(
+        &index,
+        checker.as_ref().unwrap_or(&index),
+        queries.as_slice(),
+        &gt.data,
+        gt.k,
+        &cfg,
+        |r| {
+            println!(
+                "{:>6} {:>9} {:>9} {:>9} {:>11.0} {:>9.0} {:>9.0} {:>12.0}",
+                r.ef,
+                fmt(r.recall_at_1),
+                fmt(r.recall_at_10),
+                fmt(r.recall_at_100),
+                r.qps_1thread,
+                r.p50_us,
+                r.p99_us,
+                r.qps_all_threads
+            );
+        },
+    )?;
+    let process = util::process_memory();
     if let Some(path) = &a.json {
         let doc = serde_json::json!({
             "schema": "searchd.eval.v1",
@@ -444,6 +512,7 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
             "threads": rows.first().map(|r| r.threads),
             "kernels": searchd_kernels::implementation(),
             "rows": rows,
+            "process": process,
         });
         write_json(path, &doc)?;
     }

@@ -1,6 +1,7 @@
 //! `searchd`: dense retrieval with its capacity lab built in. This binary is thin: each
 //! subcommand parses flags and calls a library crate.
 
+mod bench_memory;
 mod commands;
 mod demo;
 mod util;
@@ -34,14 +35,28 @@ enum Command {
     Gt(commands::GtArgs),
     /// Build an index directory (hnsw or flat).
     Build(commands::BuildArgs),
+    /// New codes (sq8, pq:M, binary, none) for an existing HNSW index, without rebuilding
+    /// its graph.
+    Quantize(commands::QuantizeArgs),
     /// Recall@1/10/100 and speed of an index for each ef.
     Eval(Box<commands::EvalArgs>),
+    /// Measurements that need more than one process.
+    #[command(subcommand)]
+    Bench(BenchCmd),
     /// Capacity measurement of any server speaking the searchd HTTP API: SLO-stopped
     /// closed-loop ramp or open-loop constant rate, every response checked.
     Load(Box<searchd_load::LoadArgs>),
     /// HTTP JSON search API over an index directory: admission control, deadlines,
     /// /health /ready /stats /metrics, atomic index reload.
     Serve(Box<searchd_server::ServeArgs>),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// Search under memory caps: `searchd eval` in a child process inside a memory cgroup
+    /// (v2 or v1) per cap, page cache dropped between runs when allowed; reports resident
+    /// set, page faults, QPS, p50/p99 latency, recall and OOM kills per cap.
+    Memory(Box<bench_memory::MemoryArgs>),
 }
 
 fn main() {
@@ -67,7 +82,9 @@ fn main() {
         Command::Dataset(commands::DatasetCmd::Synth(a)) => commands::synth(a),
         Command::Gt(a) => commands::gt(a),
         Command::Build(a) => commands::build(a),
+        Command::Quantize(a) => commands::quantize(a),
         Command::Eval(a) => commands::eval_cmd(a),
+        Command::Bench(BenchCmd::Memory(a)) => bench_memory::run(a),
         Command::Load(a) => commands::load(a),
         Command::Serve(a) => {
             searchd_server::run_blocking(a).map_err(|e| util::CliError::Input(e.to_string()))

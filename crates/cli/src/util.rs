@@ -120,3 +120,34 @@ pub fn pool(threads: usize) -> CmdResult<rayon::ThreadPool> {
 pub fn parse_metric(s: &str) -> Result<searchd_engine::Metric, String> {
     searchd_engine::Metric::parse(s).ok_or_else(|| format!("unknown metric {s:?} (cosine, ip, l2)"))
 }
+
+/// This process's memory and page faults, from /proc (Linux; `null` fields elsewhere):
+/// resident set now and at peak, its anonymous and file-backed parts, and major/minor
+/// faults so far. A major fault is a read from disk, the cost that appears once a memory
+/// cap no longer holds what a search touches.
+pub fn process_memory() -> serde_json::Value {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = |field: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|k| k * 1024)
+    };
+    // /proc/self/stat: fields after the command name's closing parenthesis; minflt and
+    // majflt are the 10th and 12th fields of the whole line.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |i: usize| after.get(i - 3).and_then(|v| v.parse::<u64>().ok());
+    serde_json::json!({
+        "rss_bytes": kb("VmRSS"),
+        "peak_rss_bytes": kb("VmHWM"),
+        "rss_anon_bytes": kb("RssAnon"),
+        "rss_file_bytes": kb("RssFile"),
+        "minor_faults": field(10),
+        "major_faults": field(12),
+    })
+}

@@ -505,3 +505,222 @@ fn demo_smoke_runs_the_whole_pipeline() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("reusing"));
 }
+
+#[test]
+fn quantize_placement_and_memory_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = d.join("data");
+    ok(&[
+        "dataset",
+        "synth",
+        "--n",
+        "3000",
+        "--dim",
+        "32",
+        "--queries",
+        "50",
+        "--out",
+        p(&data),
+        "--seed",
+        "6",
+    ]);
+    let base = data.join("base.npy");
+    let queries = data.join("queries.npy");
+    let gt = d.join("gt.npy");
+    ok(&[
+        "gt",
+        "--base",
+        p(&base),
+        "--queries",
+        p(&queries),
+        "--out",
+        p(&gt),
+        "--k",
+        "10",
+    ]);
+    let idx = d.join("idx");
+    ok(&[
+        "build",
+        "--base",
+        p(&base),
+        "--out",
+        p(&idx),
+        "--m",
+        "8",
+        "--ef-construction",
+        "64",
+    ]);
+    let json = d.join("eval.json");
+    let eval = |index: &Path, extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "eval",
+            "--index",
+            p(index),
+            "--queries",
+            p(&queries),
+            "--gt",
+            p(&gt),
+            "--ef",
+            "64",
+            "--min-seconds",
+            "0.05",
+            "--json",
+            p(&json),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    // New codes for the existing graph, then each vector placement.
+    // Floors per kind: 32 bits of binary code are coarse (33 distinct distances), so it
+    // needs its float32 rescoring most.
+    for (q, floor, codes_only) in [
+        ("pq:8", 0.85, 0.4),
+        ("binary", 0.65, 0.1),
+        ("sq8", 0.9, 0.85),
+    ] {
+        let out = d.join(q.replace(':', ""));
+        let text = ok(&[
+            "quantize",
+            "--index",
+            p(&idx),
+            "--out",
+            p(&out),
+            "--quantization",
+            q,
+        ]);
+        assert!(text.contains("quantized"), "{text}");
+        for vectors in ["mmap", "ram", "disk"] {
+            let doc = eval(
+                &out,
+                &["--vectors", vectors, "--graph", "ram", "--codes", "ram"],
+            );
+            let r = doc["rows"][0]["recall_at_10"].as_f64().unwrap();
+            assert!(r >= floor, "{q} --vectors {vectors}: recall@10 {r}");
+            assert_eq!(doc["index"]["placement"]["vectors"], vectors);
+            assert_eq!(doc["index"]["placement"]["graph"], "ram");
+            assert!(doc["process"]["rss_bytes"].as_u64().unwrap() > 0);
+            assert!(doc["process"]["major_faults"].is_u64());
+        }
+        // Codes alone: recall is still measured (against the vectors on disk).
+        let doc = eval(&out, &["--vectors", "none"]);
+        let r = doc["rows"][0]["recall_at_10"].as_f64().unwrap();
+        assert!(r >= codes_only, "{q} --vectors none: recall@10 {r}");
+        assert_eq!(doc["index"]["vector_bytes"], 0);
+    }
+    // Bad input: one clear line, exit 2.
+    refused(
+        &[
+            "quantize",
+            "--index",
+            p(&idx),
+            "--out",
+            p(&d.join("x")),
+            "--quantization",
+            "pq:5",
+        ],
+        "not divisible",
+    );
+    refused(
+        &[
+            "build",
+            "--base",
+            p(&base),
+            "--out",
+            p(&d.join("y")),
+            "--quantization",
+            "pq:x",
+        ],
+        "unknown --quantization",
+    );
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&idx),
+            "--queries",
+            p(&queries),
+            "--gt",
+            p(&gt),
+            "--vectors",
+            "disk",
+        ],
+        "needs a quantized index",
+    );
+    let pq = d.join("pq8");
+    std::fs::rename(pq.join("vectors.bin"), d.join("vectors.bin.moved")).unwrap();
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&pq),
+            "--queries",
+            p(&queries),
+            "--gt",
+            p(&gt),
+        ],
+        "vectors.bin is missing",
+    );
+    std::fs::rename(d.join("vectors.bin.moved"), pq.join("vectors.bin")).unwrap();
+
+    // Memory caps: needs a writable memory cgroup (root); otherwise the refusal must say
+    // so clearly.
+    let bench_json = d.join("mem.json");
+    let sq8 = d.join("sq8");
+    let args = [
+        "bench",
+        "memory",
+        "--index",
+        p(&sq8),
+        "--queries",
+        p(&queries),
+        "--gt",
+        p(&gt),
+        "--limits-mb",
+        "max,400,1",
+        "--min-seconds",
+        "0.05",
+        "--vectors",
+        "disk",
+        "--json",
+        p(&bench_json),
+    ];
+    let o = searchd(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(2) && err.contains("cgroup") {
+        eprintln!("skipping the memory-cap runs: {err}");
+        return;
+    }
+    assert!(o.status.success(), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&bench_json).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "searchd.bench-memory.v1");
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in &rows[..2] {
+        assert_eq!(row["outcome"], "ok", "{row}");
+        assert!(row["recall_at_10"].as_f64().unwrap() >= 0.9, "{row}");
+        assert!(row["p99_us"].as_f64().unwrap() > 0.0);
+        assert!(row["cgroup_peak_bytes"].as_u64().unwrap() > 0);
+    }
+    assert!(rows[0]["limit_mb"].is_null());
+    assert_eq!(rows[1]["limit_mb"], 400);
+    // 1 MB cannot hold the process at all: it is killed, and said to be.
+    assert_eq!(rows[2]["killed"], true, "{}", rows[2]);
+    refused(
+        &[
+            "bench",
+            "memory",
+            "--index",
+            p(&sq8),
+            "--queries",
+            p(&queries),
+            "--gt",
+            p(&gt),
+            "--limits-mb",
+            "0",
+        ],
+        "--limits-mb",
+    );
+}

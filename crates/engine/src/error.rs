@@ -76,4 +76,8 @@ pub enum SearchError {
     DeadlineExceeded,
     #[error("oversample must be between 1 and {max}, got {got}")]
     BadOversample { got: f32, max: f32 },
+    #[error("the index was opened without its float32 vectors (--vectors none)")]
+    NoVectors,
+    #[error("reading index vectors failed: {message}")]
+    Storage { message: String },
 }

@@ -29,14 +29,14 @@ pub fn recall_at(
     let metric = index.metric();
     let kth = truth[at - 1];
     let kth_vec = index.vector(u64::try_from(kth).ok()?)?;
-    let threshold = metric.score(query, kth_vec) - TIE_EPSILON;
+    let threshold = metric.score(query, &kth_vec) - TIE_EPSILON;
     let hits = found
         .iter()
         .take(at)
         .filter(|&&id| {
             index
                 .vector(id)
-                .is_some_and(|v| metric.score(query, v) >= threshold)
+                .is_some_and(|v| metric.score(query, &v) >= threshold)
         })
         .count();
     Some(hits as f64 / at as f64)
@@ -98,8 +98,27 @@ pub fn evaluate(
     gt: &[i64],
     gt_k: usize,
     cfg: &EvalConfig,
+    on_row: impl FnMut(&EvalRow),
+) -> crate::Result<Vec<EvalRow>> {
+    evaluate_checked(index, index, queries, gt, gt_k, cfg, on_row)
+}
+
+/// [`evaluate`], with recall checked against the vectors of `checker` (the same index
+/// directory opened with its float32 vectors, for an `index` opened without them).
+pub fn evaluate_checked(
+    index: &Index,
+    checker: &Index,
+    queries: &[f32],
+    gt: &[i64],
+    gt_k: usize,
+    cfg: &EvalConfig,
     mut on_row: impl FnMut(&EvalRow),
 ) -> crate::Result<Vec<EvalRow>> {
+    if !checker.has_vectors() || checker.len() != index.len() || checker.dim() != index.dim() {
+        return Err(crate::Error::invalid(
+            "recall needs the index's float32 vectors (open the checker with --vectors disk, mmap or ram)",
+        ));
+    }
     let dim = index.dim();
     let nq = queries.len() / dim;
     if nq == 0 {
@@ -146,7 +165,7 @@ pub fn evaluate(
             }
             let mut sum = 0.0;
             for (i, f) in found.iter().enumerate() {
-                sum += recall_at(index, &prepared[i], &gt[i * gt_k..(i + 1) * gt_k], f, at)?;
+                sum += recall_at(checker, &prepared[i], &gt[i * gt_k..(i + 1) * gt_k], f, at)?;
             }
             Some(sum / nq as f64)
         };

@@ -6,6 +6,8 @@
 //! DIR/graph.bin       64-byte header + HNSW links (hnsw kind only)
 //! DIR/ids.bin         64-byte header + external id of each stored row, then the stored row
 //!                     of each external id (hnsw kind: rows are stored in graph BFS order)
+//! DIR/codes.bin       64-byte header + quantizer parameters, squared norms and one code per
+//!                     stored row (quantized indexes; layout in `build::write_codes`)
 //! ```
 //! Every binary file starts with a 64-byte header: 8-byte magic, u32 format version, u32
 //! header length, then six little-endian u64 fields whose meaning depends on the file.
@@ -30,6 +32,10 @@ pub const IDS_MAGIC: [u8; 8] = *b"SRCHDIDS";
 pub const CODES_MAGIC: [u8; 8] = *b"SRCHDCOD";
 /// `codes.bin` header field 2: the kind of codes.
 pub const CODES_SQ8: u64 = 1;
+/// Product-quantization codes (header field 3: m).
+pub const CODES_PQ: u64 = 2;
+/// Binary (sign after centring) codes.
+pub const CODES_BINARY: u64 = 3;
 pub const MANIFEST: &str = "manifest.json";
 pub const MANIFEST_FORMAT: &str = "searchd-index";
 
@@ -218,6 +224,21 @@ impl DirWriter {
             name: name.to_string(),
             bytes,
             crc32: crc.finalize(),
+        });
+        Ok(())
+    }
+
+    /// Add an existing, checked file of another index under `name` with its manifest
+    /// `entry`: a hard link where the filesystem allows (index files are write-once, so
+    /// sharing the inode is safe), a copy otherwise.
+    pub fn link_file(&mut self, name: &str, src: &Path, entry: &FileEntry) -> Result<()> {
+        let path = self.tmp.join(name);
+        if std::fs::hard_link(src, &path).is_err() {
+            std::fs::copy(src, &path).map_err(|e| Error::io(src, e))?;
+        }
+        self.files.push(FileEntry {
+            name: name.to_string(),
+            ..entry.clone()
         });
         Ok(())
     }

@@ -9,7 +9,9 @@ use serde::Serialize;
 use crate::error::{Error, Result, SearchError};
 use crate::format::{self, Header, Manifest, GRAPH_MAGIC, HEADER_LEN, VECTORS_MAGIC};
 use crate::hnsw::{self, F32Scorer, GraphView, Rows, SearchCtx};
-use crate::storage::{FileBytes, LoadOptions, Placement};
+use std::borrow::Cow;
+
+use crate::storage::{DiskRows, FileBytes, LoadOptions, PartPlacement, Placement, VectorPlacement};
 
 /// Largest `k` a search accepts.
 pub const MAX_K: usize = 1000;
@@ -62,7 +64,8 @@ pub struct IndexInfo {
     pub graph_bytes: u64,
     /// `codes.bin` of quantized indexes (0 otherwise).
     pub codes_bytes: u64,
-    pub placement: Placement,
+    /// Where each part lives.
+    pub placement: PartPlacement,
     pub path: PathBuf,
 }
 
@@ -118,20 +121,50 @@ struct GraphLayout {
 pub struct Index {
     info: IndexInfo,
     metric: Metric,
-    vectors: FileBytes,
+    vectors: Vectors,
     graph: Option<(FileBytes, GraphLayout)>,
     /// Row order of the stored vectors when it differs from the input's (see `ids.bin`).
     ids: Option<FileBytes>,
-    /// SQ8 codes (`codes.bin`) and their quantizer, for quantized indexes.
-    sq8: Option<(FileBytes, Sq8Layout, crate::sq8::Sq8)>,
+    /// Compressed codes (`codes.bin`) of quantized indexes.
+    codes: Option<Codes>,
 }
 
-/// Byte ranges inside `codes.bin`.
-struct Sq8Layout {
+/// The float32 vectors, wherever `--vectors` put them.
+enum Vectors {
+    Mem(FileBytes),
+    Disk(DiskRows),
+    /// Not opened (`--vectors none`): a quantized index answers from its codes alone.
+    Absent,
+}
+
+/// `codes.bin` of a quantized index: its bytes, where things are in them, its quantizer.
+struct Codes {
+    bytes: FileBytes,
+    quant: Quantizer,
+    /// Squared norms of the float32 vectors (n f32), for l2.
     norms: (usize, usize),
-    codes: usize,
+    /// Byte offset of row 0's code.
+    start: usize,
+    /// Bytes per code.
+    len: usize,
     /// Default `oversample` recorded at build time.
     oversample: f32,
+}
+
+enum Quantizer {
+    Sq8(crate::sq8::Sq8),
+    Pq(crate::pq::Pq),
+    Binary(crate::binary::Binary),
+}
+
+impl Codes {
+    fn norms(&self) -> &[f32] {
+        let (s, n) = self.norms;
+        bytemuck::cast_slice(&self.bytes.as_bytes()[s..s + 4 * n])
+    }
+    fn rows(&self) -> &[u8] {
+        &self.bytes.as_bytes()[self.start..]
+    }
 }
 
 fn words(bytes: &[u8], (start, len): (usize, usize)) -> &[u32] {
@@ -143,6 +176,9 @@ impl std::fmt::Debug for Index {
         f.debug_struct("Index").field("info", &self.info).finish()
     }
 }
+
+/// Rows per positioned read when an exact scan streams `--vectors disk` rows.
+const DISK_SCAN_ROWS: usize = 4096;
 
 impl Index {
     /// Open the index directory `dir`: read the manifest, map (or read) each file, check
@@ -157,80 +193,154 @@ impl Index {
             Error::format(&mpath, format!("unknown metric {:?}", manifest.metric))
         })?;
         let (n, dim) = (manifest.n, manifest.dim);
-        let open_file = |name: &str| -> Result<(PathBuf, FileBytes)> {
-            let entry = manifest
+        let entry = |name: &str| {
+            manifest
                 .file(name)
-                .ok_or_else(|| Error::format(&mpath, format!("manifest lists no {name}")))?;
+                .ok_or_else(|| Error::format(&mpath, format!("manifest lists no {name}")))
+        };
+        let open_file = |name: &str, placement: Placement| -> Result<(PathBuf, FileBytes)> {
+            let entry = entry(name)?;
             let path = dir.join(name);
-            let fb = FileBytes::open(&path, opts)?;
+            let fb = FileBytes::open(&path, placement, opts)?;
             format::check_file(&path, fb.as_bytes(), entry, opts.verify)?;
             Ok((path, fb))
         };
+        let quantization = manifest
+            .params
+            .get("quantization")
+            .and_then(|q| q.get("kind"))
+            .map(|k| k.as_str().unwrap_or("?").to_string());
 
-        let (vpath, vectors) = open_file("vectors.bin")?;
-        let h = Header::parse(&vpath, vectors.as_bytes(), VECTORS_MAGIC)?;
-        if h.fields[0] as usize != n || h.fields[1] as usize != dim || h.fields[2] != 0 {
-            return Err(Error::format(
-                &vpath,
-                format!(
-                    "header says {} x {} (dtype {}), manifest says {n} x {dim} float32",
-                    h.fields[0], h.fields[1], h.fields[2]
+        // The float32 vectors. Without codes they are what HNSW and flat search traverse,
+        // so they must be in memory.
+        let vpath = dir.join("vectors.bin");
+        if quantization.is_none() && opts.vectors.in_memory().is_none() {
+            return Err(Error::InvalidParam {
+                name: "vectors",
+                message: format!(
+                    "--vectors {} needs a quantized index (build --quantization sq8|pq:M|binary): \
+                     this index searches its float32 vectors directly, so they must be in \
+                     memory (mmap or ram)",
+                    opts.vectors.name()
                 ),
-            ));
-        }
-        let expect = HEADER_LEN + 4 * n * dim;
-        if vectors.as_bytes().len() != expect {
-            return Err(Error::Size {
-                path: vpath,
-                expected: expect as u64,
-                actual: vectors.as_bytes().len() as u64,
             });
         }
-        let vector_bytes = vectors.as_bytes().len() as u64;
+        if opts.vectors != VectorPlacement::None && !vpath.exists() {
+            return Err(Error::InvalidParam {
+                name: "vectors",
+                message: format!(
+                    "{} is missing: rescoring needs the float32 vectors; restore the file, or \
+                     open with --vectors none to answer from the codes alone (approximate scores)",
+                    vpath.display()
+                ),
+            });
+        }
+        let expect = HEADER_LEN + 4 * n * dim;
+        let check_vheader = |bytes: &[u8], len: u64| -> Result<()> {
+            let h = Header::parse(&vpath, bytes, VECTORS_MAGIC)?;
+            if h.fields[0] as usize != n || h.fields[1] as usize != dim || h.fields[2] != 0 {
+                return Err(Error::format(
+                    &vpath,
+                    format!(
+                        "header says {} x {} (dtype {}), manifest says {n} x {dim} float32",
+                        h.fields[0], h.fields[1], h.fields[2]
+                    ),
+                ));
+            }
+            if len != expect as u64 {
+                return Err(Error::Size {
+                    path: vpath.clone(),
+                    expected: expect as u64,
+                    actual: len,
+                });
+            }
+            Ok(())
+        };
+        let vectors = match opts.vectors {
+            VectorPlacement::Mmap | VectorPlacement::Ram => {
+                let placement = opts.vectors.in_memory().unwrap_or_default();
+                let (_, fb) = open_file("vectors.bin", placement)?;
+                check_vheader(fb.as_bytes(), fb.as_bytes().len() as u64)?;
+                Vectors::Mem(fb)
+            }
+            VectorPlacement::Disk => {
+                let e = entry("vectors.bin")?;
+                let len = std::fs::metadata(&vpath)
+                    .map_err(|err| Error::io(&vpath, err))?
+                    .len();
+                if len != e.bytes {
+                    return Err(Error::Size {
+                        path: vpath,
+                        expected: e.bytes,
+                        actual: len,
+                    });
+                }
+                check_vheader(&crate::storage::read_prefix(&vpath, HEADER_LEN)?, len)?;
+                if opts.verify {
+                    let (_, crc) = crate::storage::file_crc32(&vpath)?;
+                    if crc != e.crc32 {
+                        return Err(Error::Checksum {
+                            path: vpath,
+                            expected: e.crc32,
+                            actual: crc,
+                        });
+                    }
+                }
+                Vectors::Disk(DiskRows::open(&vpath, HEADER_LEN as u64, n, dim)?)
+            }
+            VectorPlacement::None => Vectors::Absent,
+        };
+        let vector_bytes = match &vectors {
+            Vectors::Absent => 0,
+            _ => expect as u64,
+        };
 
         let graph = if kind == IndexKind::Hnsw {
-            let (gpath, g) = open_file("graph.bin")?;
+            let (gpath, g) = open_file("graph.bin", opts.graph)?;
             let layout = parse_graph(&gpath, g.as_bytes(), n)?;
             Some((g, layout))
         } else {
             None
         };
         let ids = if manifest.file("ids.bin").is_some() {
-            let (ipath, ib) = open_file("ids.bin")?;
+            let (ipath, ib) = open_file("ids.bin", opts.graph)?;
             check_ids(&ipath, ib.as_bytes(), n)?;
             Some(ib)
         } else {
             None
         };
-        let sq8 = match manifest
-            .params
-            .get("quantization")
-            .and_then(|q| q.get("kind"))
-        {
+        let codes = match quantization {
             None => None,
-            Some(k) if k == "sq8" => {
+            Some(q) => {
                 if kind != IndexKind::Hnsw {
-                    return Err(Error::format(&mpath, "sq8 codes on a non-HNSW index"));
+                    return Err(Error::format(
+                        &mpath,
+                        format!("{q} codes on a non-HNSW index"),
+                    ));
                 }
-                let (cpath, cb) = open_file("codes.bin")?;
+                let expected = match q.as_str() {
+                    "sq8" => format::CODES_SQ8,
+                    "pq" => format::CODES_PQ,
+                    "binary" => format::CODES_BINARY,
+                    other => return Err(Error::format(
+                        &mpath,
+                        format!(
+                            "unknown quantization {other:?} (this searchd knows sq8, pq, binary)"
+                        ),
+                    )),
+                };
+                let (cpath, cb) = open_file("codes.bin", opts.codes)?;
                 let oversample = manifest.params["quantization"]["oversample"]
                     .as_f64()
                     .map_or(DEFAULT_OVERSAMPLE, |x| x as f32);
-                let (layout, quant) = parse_sq8(&cpath, cb.as_bytes(), n, dim, oversample)?;
-                Some((cb, layout, quant))
-            }
-            Some(other) => {
-                return Err(Error::format(
-                    &mpath,
-                    format!("unknown quantization {other} (this searchd knows sq8)"),
-                ))
+                Some(parse_codes(&cpath, cb, n, dim, expected, oversample)?)
             }
         };
         let graph_bytes = graph.as_ref().map_or(0, |(g, _)| g.as_bytes().len() as u64)
             + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64);
-        let codes_bytes = sq8
+        let codes_bytes = codes
             .as_ref()
-            .map_or(0, |(c, _, _)| c.as_bytes().len() as u64);
+            .map_or(0, |c| c.bytes.as_bytes().len() as u64);
         let info = IndexInfo {
             kind,
             metric: metric.name(),
@@ -241,7 +351,7 @@ impl Index {
             vector_bytes,
             graph_bytes,
             codes_bytes,
-            placement: opts.placement,
+            placement: opts.parts(),
             path: dir.to_path_buf(),
         };
         Ok(Index {
@@ -250,7 +360,7 @@ impl Index {
             vectors,
             graph,
             ids,
-            sq8,
+            codes,
         })
     }
 
@@ -289,19 +399,37 @@ impl Index {
     pub fn is_empty(&self) -> bool {
         self.info.n == 0
     }
-
-    /// All stored vectors, row-major (unit length under cosine), in storage order: for
-    /// HNSW indexes that is the graph's locality order, not the input's; use
-    /// [`Index::vector`] to look up by id.
-    pub fn stored_vectors(&self) -> &[f32] {
-        bytemuck::cast_slice(&self.vectors.as_bytes()[HEADER_LEN..])
+    /// Whether the float32 vectors were opened (everything but `--vectors none`).
+    pub fn has_vectors(&self) -> bool {
+        !matches!(self.vectors, Vectors::Absent)
     }
 
-    /// The stored vector of row `id` (normalised under cosine), if it exists.
-    pub fn vector(&self, id: u64) -> Option<&[f32]> {
+    /// All stored vectors, row-major (unit length under cosine), in storage order, when
+    /// they are in memory (`--vectors mmap|ram`): for HNSW indexes that is the graph's
+    /// locality order, not the input's; use [`Index::vector`] to look up by id.
+    pub fn stored_vectors(&self) -> Option<&[f32]> {
+        match &self.vectors {
+            Vectors::Mem(fb) => Some(bytemuck::cast_slice(&fb.as_bytes()[HEADER_LEN..])),
+            Vectors::Disk(_) | Vectors::Absent => None,
+        }
+    }
+
+    /// The stored vector of row `id` (normalised under cosine), if it exists and the
+    /// vectors were opened. Borrowed from memory, or read from disk (`--vectors disk`).
+    pub fn vector(&self, id: u64) -> Option<Cow<'_, [f32]>> {
         let row = self.internal(id)? as usize;
         let d = self.info.dim;
-        Some(&self.stored_vectors()[row * d..(row + 1) * d])
+        match &self.vectors {
+            Vectors::Mem(_) => Some(Cow::Borrowed(
+                &self.stored_vectors()?[row * d..(row + 1) * d],
+            )),
+            Vectors::Disk(rows) => {
+                let mut v = vec![0f32; d];
+                rows.read_row(row, &mut v).ok()?;
+                Some(Cow::Owned(v))
+            }
+            Vectors::Absent => None,
+        }
     }
 
     fn graph_view(&self) -> Option<GraphView<'_>> {
@@ -345,15 +473,40 @@ impl Index {
         k: usize,
     ) -> std::result::Result<Vec<Hit>, SearchError> {
         let q = self.prepare_query(query)?;
-        let found = crate::exact::scan_one(
-            self.metric,
-            self.stored_vectors(),
-            self.info.dim,
-            &q,
-            k.max(1),
-            None,
-            None,
-        )?;
+        let k = k.max(1);
+        let dim = self.info.dim;
+        let found = match &self.vectors {
+            Vectors::Mem(_) => crate::exact::scan_one(
+                self.metric,
+                self.stored_vectors().unwrap_or_default(),
+                dim,
+                &q,
+                k,
+                None,
+                None,
+            )?,
+            Vectors::Disk(rows) => {
+                let mut buf = vec![0f32; DISK_SCAN_ROWS * dim];
+                let mut best: Vec<crate::Neighbor> = Vec::new();
+                for first in (0..self.info.n).step_by(DISK_SCAN_ROWS) {
+                    let count = DISK_SCAN_ROWS.min(self.info.n - first);
+                    let chunk = &mut buf[..count * dim];
+                    rows.read_rows(first, count, chunk)
+                        .map_err(|e| SearchError::Storage {
+                            message: format!("{}: {e}", rows.path().display()),
+                        })?;
+                    let part = crate::exact::scan_one(self.metric, chunk, dim, &q, k, None, None)?;
+                    best.extend(part.into_iter().map(|mut nb| {
+                        nb.id += first as u32;
+                        nb
+                    }));
+                    best.sort_unstable();
+                    best.truncate(k);
+                }
+                best
+            }
+            Vectors::Absent => return Err(SearchError::NoVectors),
+        };
         Ok(self.hits(found))
     }
 
@@ -369,6 +522,11 @@ impl Index {
 
     /// Top-`k` search. Scores are higher-is-better: similarity for cosine and inner
     /// product, negative squared distance for l2. Hits are sorted best first.
+    ///
+    /// Quantized indexes traverse the graph on their codes, then rescore the best
+    /// `oversample * k` candidates with the float32 vectors; opened with `--vectors none`
+    /// they return the codes' order and approximate scores (for binary codes, minus the
+    /// Hamming distance).
     pub fn search(
         &self,
         query: &[f32],
@@ -381,48 +539,13 @@ impl Index {
             });
         }
         let q = self.prepare_query(query)?;
+        if let (Some(g), Some(codes)) = (self.graph_view(), &self.codes) {
+            return self.search_codes(&g, codes, &q, p);
+        }
         let rows = Rows {
-            data: self.stored_vectors(),
+            data: self.stored_vectors().ok_or(SearchError::NoVectors)?,
             dim: self.info.dim,
         };
-        if let (Some(g), Some((cb, layout, quant))) = (self.graph_view(), &self.sq8) {
-            let over = p.oversample.unwrap_or(layout.oversample);
-            if !(1.0..=MAX_OVERSAMPLE).contains(&over) {
-                return Err(SearchError::BadOversample {
-                    got: over,
-                    max: MAX_OVERSAMPLE,
-                });
-            }
-            let r = ((p.k as f32 * over).ceil() as usize).max(p.k);
-            let b = cb.as_bytes();
-            let pq = quant.prepare(&q);
-            let ctx = SearchCtx {
-                scorer: Sq8Scorer {
-                    metric: self.metric,
-                    codes: &b[layout.codes..],
-                    norms: bytemuck::cast_slice(
-                        &b[layout.norms.0..layout.norms.0 + 4 * layout.norms.1],
-                    ),
-                    dim: self.info.dim,
-                    query: &pq,
-                    query_norm: searchd_kernels::norm_sq(&q),
-                },
-                deadline: p.deadline,
-                filter: p.filter,
-            };
-            let candidates = hnsw::search(&g, g.entry, g.max_level, &ctx, r, p.ef.max(r))?;
-            // Rescore with the float32 vectors: the order returned is exact.
-            let mut exact: Vec<crate::Neighbor> = candidates
-                .iter()
-                .map(|c| crate::Neighbor {
-                    dist: hnsw::distance(self.metric, &q, rows.row(c.id)),
-                    id: c.id,
-                })
-                .collect();
-            exact.sort_unstable();
-            exact.truncate(p.k);
-            return Ok(self.hits(exact));
-        }
         let found = match self.graph_view() {
             Some(g) => {
                 let ctx = SearchCtx {
@@ -448,23 +571,151 @@ impl Index {
         };
         Ok(self.hits(found))
     }
+
+    fn search_codes(
+        &self,
+        g: &GraphView<'_>,
+        codes: &Codes,
+        q: &[f32],
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        let over = p.oversample.unwrap_or(codes.oversample);
+        if !(1.0..=MAX_OVERSAMPLE).contains(&over) {
+            return Err(SearchError::BadOversample {
+                got: over,
+                max: MAX_OVERSAMPLE,
+            });
+        }
+        let rescore = self.has_vectors();
+        let r = if rescore {
+            ((p.k as f32 * over).ceil() as usize).max(p.k)
+        } else {
+            p.k
+        };
+        let ef = p.ef.max(r);
+        let rows = codes.rows();
+        let query_norm = searchd_kernels::norm_sq(q);
+        let candidates = match &codes.quant {
+            Quantizer::Sq8(quant) => {
+                let prepared = quant.prepare(q);
+                traverse(
+                    g,
+                    p,
+                    r,
+                    ef,
+                    IpScorer {
+                        metric: self.metric,
+                        codes: rows,
+                        len: codes.len,
+                        norms: codes.norms(),
+                        query_norm,
+                        ip: |c: &[u8]| prepared.ip(c),
+                    },
+                )?
+            }
+            Quantizer::Pq(quant) => {
+                let prepared = quant.prepare(q);
+                traverse(
+                    g,
+                    p,
+                    r,
+                    ef,
+                    IpScorer {
+                        metric: self.metric,
+                        codes: rows,
+                        len: codes.len,
+                        norms: codes.norms(),
+                        query_norm,
+                        ip: |c: &[u8]| prepared.ip(c),
+                    },
+                )?
+            }
+            Quantizer::Binary(quant) => {
+                let prepared = quant.prepare(q);
+                traverse(
+                    g,
+                    p,
+                    r,
+                    ef,
+                    HammingScorer {
+                        codes: bytemuck::cast_slice(&rows[..self.info.n * codes.len]),
+                        words: codes.len / 8,
+                        query: &prepared,
+                    },
+                )?
+            }
+        };
+        if !rescore {
+            let mut c = candidates;
+            c.truncate(p.k);
+            return Ok(self.hits(c));
+        }
+        // Rescore with the float32 vectors: the order returned is exact.
+        let mut exact: Vec<crate::Neighbor> = Vec::with_capacity(candidates.len());
+        match &self.vectors {
+            Vectors::Mem(_) => {
+                let rows = Rows {
+                    data: self.stored_vectors().ok_or(SearchError::NoVectors)?,
+                    dim: self.info.dim,
+                };
+                exact.extend(candidates.iter().map(|c| crate::Neighbor {
+                    dist: hnsw::distance(self.metric, q, rows.row(c.id)),
+                    id: c.id,
+                }));
+            }
+            Vectors::Disk(disk) => {
+                let mut v = vec![0f32; self.info.dim];
+                for c in &candidates {
+                    disk.read_row(c.id as usize, &mut v)
+                        .map_err(|e| SearchError::Storage {
+                            message: format!("{}: {e}", disk.path().display()),
+                        })?;
+                    exact.push(crate::Neighbor {
+                        dist: hnsw::distance(self.metric, q, &v),
+                        id: c.id,
+                    });
+                }
+            }
+            Vectors::Absent => return Err(SearchError::NoVectors),
+        }
+        exact.sort_unstable();
+        exact.truncate(p.k);
+        Ok(self.hits(exact))
+    }
 }
 
-/// Traversal distance on SQ8 codes (see [`crate::sq8`]).
-struct Sq8Scorer<'a> {
+/// HNSW search of `r` candidates with list size `ef`, with one scorer type (monomorphised
+/// per code kind, so the distance inlines into the traversal loop).
+fn traverse<S: hnsw::Scorer>(
+    g: &GraphView<'_>,
+    p: &SearchParams<'_>,
+    r: usize,
+    ef: usize,
+    scorer: S,
+) -> std::result::Result<Vec<crate::Neighbor>, SearchError> {
+    let ctx = SearchCtx {
+        scorer,
+        deadline: p.deadline,
+        filter: p.filter,
+    };
+    hnsw::search(g, g.entry, g.max_level, &ctx, r, ef)
+}
+
+/// Traversal distance from an approximate inner product on codes of `len` bytes (SQ8, PQ).
+struct IpScorer<'a, F: Fn(&[u8]) -> f32> {
     metric: Metric,
     codes: &'a [u8],
+    len: usize,
     norms: &'a [f32],
-    dim: usize,
-    query: &'a crate::sq8::Sq8Query,
     query_norm: f32,
+    ip: F,
 }
 
-impl hnsw::Scorer for Sq8Scorer<'_> {
+impl<F: Fn(&[u8]) -> f32> hnsw::Scorer for IpScorer<'_, F> {
     #[inline(always)]
     fn dist(&self, id: u32) -> f32 {
-        let s = id as usize * self.dim;
-        let ip = self.query.ip(&self.codes[s..s + self.dim]);
+        let s = id as usize * self.len;
+        let ip = (self.ip)(&self.codes[s..s + self.len]);
         match self.metric {
             Metric::Cosine | Metric::InnerProduct => -ip,
             Metric::L2 => self.norms[id as usize] + self.query_norm - 2.0 * ip,
@@ -472,33 +723,95 @@ impl hnsw::Scorer for Sq8Scorer<'_> {
     }
     #[inline(always)]
     fn prefetch_all(&self, id: u32, lines: usize) {
-        let s = id as usize * self.dim;
-        if let Some(row) = self.codes.get(s..s + self.dim) {
+        let s = id as usize * self.len;
+        if let Some(row) = self.codes.get(s..s + self.len) {
             crate::prefetch::prefetch_bytes(row, lines);
         }
     }
 }
 
-/// Check `codes.bin` of an SQ8 index and read its quantizer.
-fn parse_sq8(
+/// Traversal distance on binary codes: the Hamming distance (whatever the metric; it
+/// approximates the angle between centred vectors, and rescoring restores the metric).
+struct HammingScorer<'a> {
+    codes: &'a [u64],
+    words: usize,
+    query: &'a [u64],
+}
+
+impl hnsw::Scorer for HammingScorer<'_> {
+    #[inline(always)]
+    fn dist(&self, id: u32) -> f32 {
+        let s = id as usize * self.words;
+        crate::binary::hamming(self.query, &self.codes[s..s + self.words]) as f32
+    }
+    #[inline(always)]
+    fn prefetch_all(&self, id: u32, lines: usize) {
+        let s = id as usize * self.words;
+        if let Some(row) = self.codes.get(s..s + self.words) {
+            crate::prefetch::prefetch_bytes(bytemuck::cast_slice(row), lines);
+        }
+    }
+}
+
+/// Check `codes.bin` (layout in `build::write_codes`) and read its quantizer.
+fn parse_codes(
     path: &Path,
-    b: &[u8],
+    bytes: FileBytes,
     n: usize,
     dim: usize,
+    expected_kind: u64,
     oversample: f32,
-) -> Result<(Sq8Layout, crate::sq8::Sq8)> {
+) -> Result<Codes> {
+    let b = bytes.as_bytes();
     let h = Header::parse(path, b, format::CODES_MAGIC)?;
-    if h.fields[0] as usize != n || h.fields[1] as usize != dim || h.fields[2] != format::CODES_SQ8
-    {
+    let [hn, hdim, kind, param, _, _] = h.fields;
+    if hn as usize != n || hdim as usize != dim || kind != expected_kind {
         return Err(Error::format(
             path,
             format!(
-                "header says {} x {} codes of kind {}, the index has {n} x {dim} sq8",
-                h.fields[0], h.fields[1], h.fields[2]
+                "header says {hn} x {hdim} codes of kind {kind}, the index has {n} x {dim} of kind {expected_kind}"
             ),
         ));
     }
-    let expect = HEADER_LEN + 8 * dim + 4 * n + n * dim;
+    let f32s = |start: usize, len: usize| -> Result<Vec<f32>> {
+        b.get(start..start + 4 * len)
+            .map(|s| bytemuck::cast_slice::<u8, f32>(s).to_vec())
+            .ok_or_else(|| Error::format(path, "file ends inside the quantizer parameters"))
+    };
+    let bad = |e: Error| Error::format(path, e.to_string());
+    // (quantizer, bytes of its parameters, bytes per code, codes 64-byte aligned)
+    let (quant, params, len, aligned) = match kind {
+        format::CODES_SQ8 => {
+            let lo = f32s(HEADER_LEN, dim)?;
+            let step = f32s(HEADER_LEN + 4 * dim, dim)?;
+            let q = crate::sq8::Sq8::from_parts(lo, step).map_err(bad)?;
+            (Quantizer::Sq8(q), 8 * dim, dim, false)
+        }
+        format::CODES_PQ => {
+            let m = param as usize;
+            if m == 0 || m > dim || !dim.is_multiple_of(m) {
+                return Err(Error::format(
+                    path,
+                    format!("pq m={m} does not divide dimension {dim}"),
+                ));
+            }
+            let c = f32s(HEADER_LEN, crate::pq::KSUB * dim)?;
+            let q = crate::pq::Pq::from_parts(dim, m, c).map_err(bad)?;
+            (Quantizer::Pq(q), 4 * crate::pq::KSUB * dim, m, true)
+        }
+        format::CODES_BINARY => {
+            let q = crate::binary::Binary::from_parts(f32s(HEADER_LEN, dim)?).map_err(bad)?;
+            let len = 8 * q.words();
+            (Quantizer::Binary(q), 4 * dim, len, true)
+        }
+        other => return Err(Error::format(path, format!("unknown code kind {other}"))),
+    };
+    let norms = (HEADER_LEN + params, n);
+    let mut start = norms.0 + 4 * n;
+    if aligned {
+        start += crate::build::codes_padding(params + 4 * n);
+    }
+    let expect = start + n * len;
     if b.len() != expect {
         return Err(Error::Size {
             path: path.to_path_buf(),
@@ -506,22 +819,14 @@ fn parse_sq8(
             actual: b.len() as u64,
         });
     }
-    let f32s = |start: usize, len: usize| -> Vec<f32> {
-        bytemuck::cast_slice::<u8, f32>(&b[start..start + 4 * len]).to_vec()
-    };
-    let lo = f32s(HEADER_LEN, dim);
-    let step = f32s(HEADER_LEN + 4 * dim, dim);
-    let quant =
-        crate::sq8::Sq8::from_parts(lo, step).map_err(|e| Error::format(path, e.to_string()))?;
-    let norms = (HEADER_LEN + 8 * dim, n);
-    Ok((
-        Sq8Layout {
-            norms,
-            codes: norms.0 + 4 * n,
-            oversample,
-        },
+    Ok(Codes {
+        bytes,
         quant,
-    ))
+        norms,
+        start,
+        len,
+        oversample,
+    })
 }
 
 fn check_ids(path: &Path, b: &[u8], n: usize) -> Result<()> {

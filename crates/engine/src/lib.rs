@@ -7,6 +7,7 @@
 //! - [`Index::open`] maps it ([`storage`]) and checks it; [`Index::search`] answers queries.
 //! - [`exact::knn`] is the exact ground truth; [`eval`] measures recall and speed.
 
+pub mod binary;
 pub mod build;
 pub mod error;
 pub mod eval;
@@ -15,12 +16,13 @@ pub mod format;
 mod heap;
 pub mod hnsw;
 mod index;
+pub mod pq;
 mod prefetch;
 pub mod sq8;
 pub mod storage;
 mod visited;
 
-pub use build::{build_index, BuildConfig, BuildReport, Quantization};
+pub use build::{build_index, quantize_index, BuildConfig, BuildReport, Quantization};
 pub use error::{Error, Result, SearchError};
 pub use heap::Neighbor;
 pub use hnsw::HnswParams;
@@ -28,4 +30,4 @@ pub use index::{
     Hit, Index, IndexInfo, IndexKind, SearchParams, DEFAULT_OVERSAMPLE, MAX_K, MAX_OVERSAMPLE,
 };
 pub use searchd_kernels::Metric;
-pub use storage::{LoadOptions, Placement};
+pub use storage::{LoadOptions, PartPlacement, Placement, VectorPlacement};

@@ -28,10 +28,80 @@ impl Placement {
     }
 }
 
-/// How to bring an index into memory.
+impl Placement {
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Mmap => "mmap",
+            Placement::Ram => "ram",
+        }
+    }
+}
+
+/// Placement of the float32 vectors. Quantized indexes only read them to rescore a few
+/// candidates per query, so they may stay on disk (read with `pread`, never mapped, so
+/// they do not count in the process's resident set) or be left out altogether.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VectorPlacement {
+    /// Map `vectors.bin` (shared page cache).
+    #[default]
+    Mmap,
+    /// Read `vectors.bin` into private memory.
+    Ram,
+    /// Leave `vectors.bin` on disk and read the rows a search rescores with `pread`
+    /// (quantized indexes only). The kernel's page cache still caches them, but those pages
+    /// are reclaimable and are not part of the process's resident set.
+    Disk,
+    /// Do not open `vectors.bin`: quantized indexes answer from their codes alone, with
+    /// approximate scores and no rescoring.
+    None,
+}
+
+impl VectorPlacement {
+    pub fn parse(s: &str) -> Option<VectorPlacement> {
+        match s {
+            "mmap" => Some(VectorPlacement::Mmap),
+            "ram" => Some(VectorPlacement::Ram),
+            "disk" => Some(VectorPlacement::Disk),
+            "none" => Some(VectorPlacement::None),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            VectorPlacement::Mmap => "mmap",
+            VectorPlacement::Ram => "ram",
+            VectorPlacement::Disk => "disk",
+            VectorPlacement::None => "none",
+        }
+    }
+    /// The in-memory placement this stands for, if any.
+    pub fn in_memory(self) -> Option<Placement> {
+        match self {
+            VectorPlacement::Mmap => Some(Placement::Mmap),
+            VectorPlacement::Ram => Some(Placement::Ram),
+            VectorPlacement::Disk | VectorPlacement::None => None,
+        }
+    }
+}
+
+/// Where each part of an opened index lives, as reported by `/stats` and `eval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PartPlacement {
+    pub vectors: VectorPlacement,
+    pub graph: Placement,
+    pub codes: Placement,
+}
+
+/// How to bring an index into memory. Each part (float32 vectors, graph + id map, codes)
+/// has its own placement: a quantized index can keep codes and graph hot in RAM while the
+/// rescoring vectors stay mapped or on disk.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadOptions {
-    pub placement: Placement,
+    pub vectors: VectorPlacement,
+    /// `graph.bin` and `ids.bin`.
+    pub graph: Placement,
+    pub codes: Placement,
     /// Pre-fault every page at open (`MAP_POPULATE`), so the first queries do not pay for
     /// page faults.
     pub populate: bool,
@@ -43,11 +113,47 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
+        LoadOptions::all(Placement::Mmap)
+    }
+}
+
+impl LoadOptions {
+    /// Every part in `placement`, checksums verified, no pre-faulting or locking.
+    pub fn all(placement: Placement) -> LoadOptions {
         LoadOptions {
-            placement: Placement::Mmap,
+            vectors: match placement {
+                Placement::Mmap => VectorPlacement::Mmap,
+                Placement::Ram => VectorPlacement::Ram,
+            },
+            graph: placement,
+            codes: placement,
             populate: false,
             lock: false,
             verify: true,
+        }
+    }
+
+    /// Placement as the command-line flags give it: graph and codes follow `vectors` when
+    /// those are in memory and are mapped otherwise, unless given explicitly.
+    pub fn with_parts(
+        vectors: VectorPlacement,
+        graph: Option<Placement>,
+        codes: Option<Placement>,
+    ) -> LoadOptions {
+        let follow = vectors.in_memory().unwrap_or_default();
+        LoadOptions {
+            vectors,
+            graph: graph.unwrap_or(follow),
+            codes: codes.unwrap_or(follow),
+            ..LoadOptions::default()
+        }
+    }
+
+    pub fn parts(&self) -> PartPlacement {
+        PartPlacement {
+            vectors: self.vectors,
+            graph: self.graph,
+            codes: self.codes,
         }
     }
 }
@@ -74,11 +180,11 @@ enum Inner {
 }
 
 impl FileBytes {
-    /// Open `path` with the given placement.
-    pub fn open(path: &Path, opts: &LoadOptions) -> Result<FileBytes> {
+    /// Open `path` with the given placement (`opts` gives pre-faulting and locking).
+    pub fn open(path: &Path, placement: Placement, opts: &LoadOptions) -> Result<FileBytes> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
-        let inner = match opts.placement {
+        let inner = match placement {
             Placement::Mmap => {
                 if len == 0 {
                     return Err(Error::format(path, "file is empty"));
@@ -142,4 +248,109 @@ impl FileBytes {
     pub fn is_mmap(&self) -> bool {
         matches!(self.inner, Inner::Mmap(_))
     }
+}
+
+/// Float32 rows left on disk (`--vectors disk`) and read on demand with positioned reads.
+/// No mapping, so the rows a search reads never enter the process's resident set; the
+/// kernel's page cache still keeps recently read pages, reclaimably.
+pub struct DiskRows {
+    file: File,
+    path: std::path::PathBuf,
+    /// Byte offset of row 0.
+    offset: u64,
+    n: usize,
+    dim: usize,
+}
+
+impl DiskRows {
+    /// Rows `n x dim` of little-endian f32 starting at byte `offset` of `path`. The caller
+    /// has checked the file's header and size.
+    pub fn open(path: &Path, offset: u64, n: usize, dim: usize) -> Result<DiskRows> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(DiskRows {
+            file,
+            path: path.to_path_buf(),
+            offset,
+            n,
+            dim,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Read row `row` into `out` (`out.len() == dim`).
+    pub fn read_row(&self, row: usize, out: &mut [f32]) -> std::io::Result<()> {
+        debug_assert_eq!(out.len(), self.dim);
+        if row >= self.n {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("row {row} out of range ({} rows)", self.n),
+            ));
+        }
+        let at = self.offset + (row * self.dim * 4) as u64;
+        read_exact_at(&self.file, bytemuck::cast_slice_mut(out), at)
+    }
+
+    /// Read `count` consecutive rows from `first` into `out`.
+    pub fn read_rows(&self, first: usize, count: usize, out: &mut [f32]) -> std::io::Result<()> {
+        debug_assert_eq!(out.len(), count * self.dim);
+        if first + count > self.n {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "rows {first}..{} out of range ({} rows)",
+                    first + count,
+                    self.n
+                ),
+            ));
+        }
+        let at = self.offset + (first * self.dim * 4) as u64;
+        read_exact_at(&self.file, bytemuck::cast_slice_mut(out), at)
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+}
+
+#[cfg(not(unix))]
+fn read_exact_at(_file: &File, _buf: &mut [u8], _at: u64) -> std::io::Result<()> {
+    // Concurrent positioned reads without a shared cursor are unix-only in std.
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "--vectors disk needs positioned reads (unix only)",
+    ))
+}
+
+/// CRC32 of a whole file, read in 1 MiB chunks (for files that are not brought into
+/// memory).
+pub(crate) fn file_crc32(path: &Path) -> Result<(u64, u32)> {
+    use std::io::Read;
+    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut crc = crc32fast::Hasher::new();
+    let mut total = 0u64;
+    loop {
+        let got = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        if got == 0 {
+            break;
+        }
+        crc.update(&buf[..got]);
+        total += got as u64;
+    }
+    Ok((total, crc.finalize()))
+}
+
+/// The first `len` bytes of a file.
+pub(crate) fn read_prefix(path: &Path, len: usize) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut buf = Vec::with_capacity(len);
+    f.take(len as u64)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(buf)
 }

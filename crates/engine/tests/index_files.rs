@@ -52,9 +52,8 @@ fn round_trip_mmap_and_ram_give_the_same_answers() {
         let b = Index::open(
             &out,
             &LoadOptions {
-                placement: Placement::Ram,
                 populate: true,
-                ..Default::default()
+                ..LoadOptions::all(Placement::Ram)
             },
         )
         .unwrap();

@@ -662,3 +662,109 @@ impl Simd for Portable {
         unsafe { p.cast::<F4>().write_unaligned(v) }
     }
 }
+
+/// `out[j] = sum_d (x[d] - cols[d * n + j])^2` for the `n = out.len()` points stored as
+/// columns of `cols` (`x.len()` rows of `n`): a query against many short points laid out
+/// dimension-major (k-means assignment, PQ encoding). Lanes run over points, so each
+/// distance is accumulated in dimension order `d = 0, 1, ...` whatever the lane width or
+/// blocking: the value for a point does not depend on `n` or on where it sits in `cols`.
+/// Blocks of `UNROLL` vectors of points keep their sums in registers across all of `x`.
+///
+/// # Safety
+/// CPU supports `S`; `cols.len() == x.len() * out.len()`.
+#[inline(always)]
+pub(crate) unsafe fn l2sq_columns<S: Simd>(x: &[f32], cols: &[f32], out: &mut [f32]) {
+    let (dim, n, w) = (x.len(), out.len(), S::LANES);
+    debug_assert_eq!(cols.len(), dim * n);
+    let (px, pc, po) = (x.as_ptr(), cols.as_ptr(), out.as_mut_ptr());
+    // SAFETY: CPU supports S (caller). Column loads read cols[d * n + j .. + w] with
+    // d < dim and j + w <= n (full) or exactly n - j values (partial), inside the
+    // dim * n values of cols; x reads are at d < dim; stores write out[j .. j + w] with
+    // j + w <= n, or n - j values through a local buffer.
+    unsafe {
+        let mut j = 0;
+        while j + UNROLL * w <= n {
+            let mut acc = [S::zero(); UNROLL];
+            for d in 0..dim {
+                let xd = S::broadcast(px.add(d));
+                for (u, acc) in acc.iter_mut().enumerate() {
+                    let t = S::sub(xd, S::load(pc.add(d * n + j + u * w)));
+                    *acc = S::fmadd(t, t, *acc);
+                }
+            }
+            for (u, acc) in acc.iter().enumerate() {
+                S::store(po.add(j + u * w), *acc);
+            }
+            j += UNROLL * w;
+        }
+        while j < n {
+            let lanes = w.min(n - j);
+            let mut acc = S::zero();
+            for d in 0..dim {
+                let xd = S::broadcast(px.add(d));
+                let c = if lanes == w {
+                    S::load(pc.add(d * n + j))
+                } else {
+                    S::load_partial(pc.add(d * n + j), lanes)
+                };
+                let t = S::sub(xd, c);
+                acc = S::fmadd(t, t, acc);
+            }
+            if lanes == w {
+                S::store(po.add(j), acc);
+            } else {
+                let mut tmp = [0.0f32; 64];
+                S::store(tmp.as_mut_ptr(), acc);
+                std::ptr::copy_nonoverlapping(tmp.as_ptr(), po.add(j), lanes);
+            }
+            j += lanes;
+        }
+    }
+}
+
+/// Centroids per product-quantizer subspace: one lookup table row per byte value.
+pub(crate) const PQ_KSUB: usize = 256;
+
+/// `sum_j lut[j * 256 + codes[j]]` with four independent accumulators (a chain of dependent
+/// adds would cap the loop at one table read per add latency, ~3 cycles). Safe code: the
+/// fixed-size chunks let the compiler see that `256 * u + code < 1024`, so the lookups carry
+/// no bounds checks. Summation order: accumulator `u` takes subspaces `u, u + 4, ...`, then
+/// `(acc0 + acc1) + (acc2 + acc3)`, then the tail in order.
+///
+/// Callers guarantee `lut.len() == codes.len() * 256`.
+#[inline(always)]
+pub(crate) fn pq_adc_unrolled(lut: &[f32], codes: &[u8]) -> f32 {
+    debug_assert_eq!(lut.len(), codes.len() * PQ_KSUB);
+    let (tables, _) = lut.as_chunks::<{ 4 * PQ_KSUB }>();
+    let (groups, tail) = codes.as_chunks::<4>();
+    let mut acc = [0.0f32; 4];
+    for (t, c) in tables.iter().zip(groups) {
+        for (u, acc) in acc.iter_mut().enumerate() {
+            *acc += t[u * PQ_KSUB + c[u] as usize];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    let done = groups.len() * 4;
+    for (j, &c) in tail.iter().enumerate() {
+        s += lut[(done + j) * PQ_KSUB + c as usize];
+    }
+    s
+}
+
+/// `popcount(a ^ b)` over equal-length slices, four words per step into independent
+/// counters. Compiled inside a `popcnt` entry point this is one `popcnt` per word; elsewhere
+/// `count_ones` is the compiler's bit-twiddling fallback (or NEON `cnt` on aarch64).
+#[inline(always)]
+pub(crate) fn hamming_unrolled(a: &[u64], b: &[u64]) -> u32 {
+    debug_assert_eq!(a.len(), b.len());
+    let (ga, ta) = a.as_chunks::<4>();
+    let (gb, tb) = b.as_chunks::<4>();
+    let mut acc = [0u32; 4];
+    for (x, y) in ga.iter().zip(gb) {
+        for ((acc, x), y) in acc.iter_mut().zip(x).zip(y) {
+            *acc += (x ^ y).count_ones();
+        }
+    }
+    let tail: u32 = ta.iter().zip(tb).map(|(x, y)| (x ^ y).count_ones()).sum();
+    acc.iter().sum::<u32>() + tail
+}

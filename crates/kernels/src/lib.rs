@@ -40,6 +40,15 @@
 //!   reductions, fewer bytes loaded per FMA, so it gets closer to FMA peak once the packing
 //!   is amortised over enough queries.
 //!
+//! # Kernels on codes (plain loops per path, not the generic `Simd` ones)
+//! * [`dot_u8_i16`]: SQ8 codes times 16-bit query weights, exact in `i32` (AVX2
+//!   `vpmovzxbw` + `vpmaddwd`).
+//! * [`pq_adc`]: product-quantizer score, one lookup-table entry per subspace code, summed.
+//!   An unrolled four-accumulator loop on every path; the AVX2 `vgatherdps` version measured
+//!   ~1.7-2x slower on this crate's test machine (figures on [`pq_adc`]).
+//! * [`hamming`]: `popcount(a ^ b)` over `u64` words; `popcnt` on x86_64 (the x86 backends
+//!   require it at detection, as every AVX2 CPU has it), `count_ones` elsewhere.
+//!
 //! `l2sq_block` uses the same nests with `(q - b)^2` terms (not the `|q|^2 + |b|^2 - 2q.b`
 //! expansion, which cancels badly for nearby vectors).
 //!
@@ -187,6 +196,59 @@ pub fn dot_u8_i16(a: &[u8], b: &[i16]) -> i32 {
     Backend::active().dot_u8_i16(a, b)
 }
 
+/// Squared Euclidean distances from `x` to `n = out.len()` points stored column-wise:
+/// `out[j] = sum_d (x[d] - cols[d * n + j])^2`, `cols` being `x.len()` rows of `n` values
+/// (dimension-major). Meant for many short points (k-means and PQ codebooks: 256 centroids
+/// of a few dimensions each), where one vector lane per point beats one call per point. Each
+/// distance is summed in dimension order whatever `n` and the point's position, so a point's
+/// distance is the same bits in every call on a given path.
+///
+/// # Panics
+/// If `cols.len() != x.len() * out.len()`.
+#[inline]
+pub fn l2sq_columns(x: &[f32], cols: &[f32], out: &mut [f32]) {
+    Backend::active().l2sq_columns(x, cols, out)
+}
+
+/// Product-quantizer asymmetric score: `sum_j lut[j * 256 + codes[j]]`, i.e. the sum over
+/// the `m = codes.len()` subspaces of the query's lookup-table entry for each code (`lut` is
+/// `m` rows of 256 values, row-major).
+///
+/// The AVX2 backend's entry is an unrolled scalar loop (four independent accumulators), not
+/// the `vgatherdps` version (8 subspaces per gather, `x86::pq_adc_avx2_gather`), because the
+/// gathers lose on the machine this was tuned on. AMD EPYC (Zen 3) VM, 2 vCPUs shared with
+/// other builds, release, ns per call over ~1e6 calls (4096 code rows, table hot),
+/// best of 15, range over 4 runs:
+///
+/// | m  | unrolled (AVX2 entry) | gather | sequential reference |
+/// |----|-----------------------|--------|----------------------|
+/// | 16 | 7-11                  | 14-24  | 12-25                |
+/// | 32 | 13-20                 | 23-38  | 26-53                |
+/// | 48 | 19-29                 | 34-52  | 73-77                |
+/// | 64 | 28-38                 | 61-66  | 67-105               |
+///
+/// (`cargo test --release -p searchd-kernels --lib pq_adc_timing -- --ignored --nocapture`.)
+/// Zen 3 issues a ymm gather about every 8 cycles, while two or three table loads per cycle
+/// go through the plain loop.
+///
+/// # Panics
+/// If `lut.len() != codes.len() * 256`.
+#[inline]
+pub fn pq_adc(lut: &[f32], codes: &[u8]) -> f32 {
+    Backend::active().pq_adc(lut, codes)
+}
+
+/// Hamming distance of two equal-length bit strings: `popcount(a ^ b)`, summed over the
+/// words. `popcnt` instructions on x86_64 (detected at run time with the AVX2 backend),
+/// `count_ones` elsewhere. The count is a `u32`: inputs longer than `2^26` words could wrap.
+///
+/// # Panics
+/// If the lengths differ.
+#[inline]
+pub fn hamming(a: &[u64], b: &[u64]) -> u32 {
+    Backend::active().hamming(a, b)
+}
+
 /// Name of the implementation chosen on this CPU (for logs and reports): one of
 /// `"avx512"`, `"avx2+fma"`, `"neon"`, `"scalar"`.
 pub fn implementation() -> &'static str {
@@ -201,6 +263,9 @@ type PairFn = unsafe fn(&[f32], &[f32]) -> f32;
 type NormFn = unsafe fn(&[f32]) -> f32;
 type BlockFn = unsafe fn(&[f32], usize, &[f32], usize, usize, &mut [f32]);
 type U8I16Fn = unsafe fn(&[u8], &[i16]) -> i32;
+type AdcFn = unsafe fn(&[f32], &[u8]) -> f32;
+type ColumnsFn = unsafe fn(&[f32], &[f32], &mut [f32]);
+type HammingFn = unsafe fn(&[u64], &[u64]) -> u32;
 
 /// One implementation of all kernels, for one instruction set.
 ///
@@ -219,16 +284,22 @@ pub struct Backend {
     dot_block: BlockFn,
     l2sq_block: BlockFn,
     dot_u8_i16: U8I16Fn,
+    pq_adc: AdcFn,
+    hamming: HammingFn,
+    l2sq_columns: ColumnsFn,
 }
 
 /// Defines a backend: entry points instantiating the generic kernels for `$simd`, compiled
 /// with `$feat` enabled, and a static table of them.
 macro_rules! backend {
-    ($table:ident, $module:ident, $name:literal, $simd:ty, $u8i16:path $(, $feat:literal)?) => {
+    (
+        $table:ident, $module:ident, $name:literal, $simd:ty,
+        $u8i16:path, $adc:path, $ham:path $(, $feat:literal)?
+    ) => {
         mod $module {
             use crate::kernel;
 
-            // SAFETY (all five functions): they are only reachable through the backend
+            // SAFETY (all six functions): they are only reachable through the backend
             // table below, which is only handed out after its features were detected at run
             // time, and through the safe `Backend` methods, which check the slice lengths
             // first. That is exactly the contract of the generic kernels.
@@ -261,6 +332,11 @@ macro_rules! backend {
                 // SAFETY: see above.
                 unsafe { kernel::l2sq_block::<$simd>(q, nq, b, nb, dim, out) }
             }
+            $(#[target_feature(enable = $feat)])?
+            pub(super) unsafe fn l2sq_columns(x: &[f32], cols: &[f32], out: &mut [f32]) {
+                // SAFETY: see above.
+                unsafe { kernel::l2sq_columns::<$simd>(x, cols, out) }
+            }
         }
 
         static $table: Backend = Backend {
@@ -271,6 +347,9 @@ macro_rules! backend {
             dot_block: $module::dot_block,
             l2sq_block: $module::l2sq_block,
             dot_u8_i16: $u8i16,
+            pq_adc: $adc,
+            hamming: $ham,
+            l2sq_columns: $module::l2sq_columns,
         };
     };
 }
@@ -284,6 +363,8 @@ backend!(
     // Every AVX-512F CPU has AVX2; a VNNI (vpdpbusd) path would need i8 query weights and
     // a machine to test it on.
     crate::x86::dot_u8_i16_avx2,
+    crate::x86::pq_adc_avx2_unrolled,
+    crate::x86::hamming_popcnt,
     "avx512f,avx2,fma"
 );
 #[cfg(target_arch = "x86_64")]
@@ -293,6 +374,8 @@ backend!(
     "avx2+fma",
     crate::x86::Avx2,
     crate::x86::dot_u8_i16_avx2,
+    crate::x86::pq_adc_avx2_unrolled,
+    crate::x86::hamming_popcnt,
     "avx2,fma"
 );
 #[cfg(target_arch = "aarch64")]
@@ -302,6 +385,8 @@ backend!(
     "neon",
     crate::arm::Neon,
     scalar_u8_i16,
+    portable_pq_adc,
+    portable_hamming,
     "neon"
 );
 backend!(
@@ -309,7 +394,9 @@ backend!(
     scalar_entry,
     "scalar",
     crate::kernel::Portable,
-    scalar_u8_i16
+    scalar_u8_i16,
+    portable_pq_adc,
+    portable_hamming
 );
 
 /// The portable integer kernel (the compiler vectorises this loop well on its own).
@@ -318,6 +405,23 @@ backend!(
 /// None needed; `unsafe` only to match the table's function type.
 unsafe fn scalar_u8_i16(a: &[u8], b: &[i16]) -> i32 {
     scalar::dot_u8_i16(a, b)
+}
+
+/// Unrolled table lookups, plain Rust (also the NEON backend's: NEON has no gather).
+///
+/// # Safety
+/// None needed; `unsafe` only to match the table's function type.
+unsafe fn portable_pq_adc(lut: &[f32], codes: &[u8]) -> f32 {
+    kernel::pq_adc_unrolled(lut, codes)
+}
+
+/// `count_ones` without `target_feature` (on x86_64 without `popcnt` a bit-twiddling
+/// sequence; on aarch64 NEON `cnt`).
+///
+/// # Safety
+/// None needed; `unsafe` only to match the table's function type.
+unsafe fn portable_hamming(a: &[u64], b: &[u64]) -> u32 {
+    kernel::hamming_unrolled(a, b)
 }
 
 /// All backends the running CPU supports, best first (the last is always `scalar`).
@@ -435,6 +539,38 @@ impl Backend {
         assert_eq!(a.len(), b.len(), "dot_u8_i16: length mismatch");
         // SAFETY: lengths checked above; the backend's features were detected (type invariant).
         unsafe { (self.dot_u8_i16)(a, b) }
+    }
+
+    /// See [`crate::l2sq_columns`].
+    #[inline]
+    pub fn l2sq_columns(&self, x: &[f32], cols: &[f32], out: &mut [f32]) {
+        assert_eq!(
+            Some(cols.len()),
+            x.len().checked_mul(out.len()),
+            "l2sq_columns: cols.len() != x.len() * out.len()"
+        );
+        // SAFETY: shape checked above; the backend's features were detected (type invariant).
+        unsafe { (self.l2sq_columns)(x, cols, out) }
+    }
+
+    /// See [`crate::pq_adc`].
+    #[inline]
+    pub fn pq_adc(&self, lut: &[f32], codes: &[u8]) -> f32 {
+        assert_eq!(
+            Some(lut.len()),
+            codes.len().checked_mul(kernel::PQ_KSUB),
+            "pq_adc: lut.len() != codes.len() * 256"
+        );
+        // SAFETY: shape checked above; the backend's features were detected (type invariant).
+        unsafe { (self.pq_adc)(lut, codes) }
+    }
+
+    /// See [`crate::hamming`].
+    #[inline]
+    pub fn hamming(&self, a: &[u64], b: &[u64]) -> u32 {
+        assert_eq!(a.len(), b.len(), "hamming: length mismatch");
+        // SAFETY: lengths checked above; the backend's features were detected (type invariant).
+        unsafe { (self.hamming)(a, b) }
     }
 
     /// See [`crate::dot_block`].

@@ -45,3 +45,31 @@ pub fn dot_u8_i16(a: &[u8], b: &[i16]) -> i32 {
         .zip(b)
         .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
 }
+
+/// Product-quantizer asymmetric score: `sum_j lut[j * 256 + codes[j]]` (sequential sum).
+/// Indexing panics if `lut` is shorter than `codes.len() * 256`.
+pub fn pq_adc(lut: &[f32], codes: &[u8]) -> f32 {
+    codes
+        .iter()
+        .enumerate()
+        .map(|(j, &c)| lut[j * 256 + c as usize])
+        .sum()
+}
+
+/// Number of differing bits of two bit strings (`popcount(a ^ b)`), over the shorter length.
+pub fn hamming(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+/// `out[j] = l2sq(x, column j of cols)` with `cols` dimension-major (`x.len()` rows of
+/// `out.len()`), sequential sums.
+pub fn l2sq_columns(x: &[f32], cols: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = x
+            .iter()
+            .enumerate()
+            .map(|(d, &v)| (v - cols[d * n + j]) * (v - cols[d * n + j]))
+            .sum();
+    }
+}

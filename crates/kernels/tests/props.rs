@@ -217,7 +217,10 @@ fn all_detected_paths_are_tested() {
     assert_eq!(names.last(), Some(&"scalar"));
     #[cfg(target_arch = "x86_64")]
     {
-        let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        // The x86 backends also use `popcnt` (hamming), so they require it too.
+        let avx2 = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("popcnt");
         assert_eq!(names.contains(&"avx2+fma"), avx2);
         assert_eq!(
             names.contains(&"avx512"),
@@ -312,4 +315,139 @@ fn dot_u8_i16_extremes() {
             }
         }
     }
+}
+
+/// (lut, codes) for `m` subspaces: `m * 256` table values, `m` codes over the full byte range.
+fn adc_case(max_m: usize) -> impl Strategy<Value = (Vec<f32>, Vec<u8>)> {
+    (0..max_m).prop_flat_map(|m| (values(m * 256), proptest::collection::vec(any::<u8>(), m)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The product-quantizer score sums the same `m` table entries on every path, but in a
+    /// different order (the unrolled and gather loops keep several partial sums), so the
+    /// results may differ by rounding: held to the same `(m + 1) u sum|terms|` bound as the
+    /// float kernels above, not to bit equality. Lengths 0..200 cover every remainder of the
+    /// 4-wide unrolled loop and the 16/8-wide gather steps.
+    #[test]
+    fn pq_adc_matches_reference((lut, codes) in adc_case(200)) {
+        let m = codes.len();
+        let (exact, abs) = codes.iter().enumerate().fold((0.0f64, 0.0f64), |(s, a), (j, &c)| {
+            let t = lut[j * 256 + c as usize] as f64;
+            (s + t, a + t.abs())
+        });
+        let reference = scalar::pq_adc(&lut, &codes);
+        for &be in Backend::available() {
+            check("pq_adc", be, be.pq_adc(&lut, &codes), reference, exact, bound(m, abs, 0));
+        }
+        prop_assert_eq!(
+            searchd_kernels::pq_adc(&lut, &codes).to_bits(),
+            Backend::active().pq_adc(&lut, &codes).to_bits()
+        );
+    }
+
+    /// Hamming distance is integer arithmetic: exact on every path, for every length
+    /// (remainders of the 4-word loop) and bit pattern, including all-ones words.
+    #[test]
+    fn hamming_is_exact(
+        (a, b) in (0usize..300).prop_flat_map(|n| (
+            proptest::collection::vec(prop_oneof![8 => any::<u64>(), 1 => Just(0u64), 1 => Just(u64::MAX)], n),
+            proptest::collection::vec(prop_oneof![8 => any::<u64>(), 1 => Just(0u64), 1 => Just(u64::MAX)], n),
+        ))
+    ) {
+        let want: u64 = a.iter().zip(&b).map(|(x, y)| u64::from((x ^ y).count_ones())).sum();
+        prop_assert_eq!(u64::from(scalar::hamming(&a, &b)), want);
+        for &be in Backend::available() {
+            prop_assert_eq!(u64::from(be.hamming(&a, &b)), want, "backend {}", be.name());
+        }
+        prop_assert_eq!(u64::from(searchd_kernels::hamming(&a, &b)), want);
+    }
+}
+
+#[test]
+fn hamming_extremes() {
+    for n in [0usize, 1, 3, 4, 5, 8, 17, 64] {
+        let ones = vec![u64::MAX; n];
+        let zeros = vec![0u64; n];
+        for &be in Backend::available() {
+            assert_eq!(be.hamming(&ones, &zeros), 64 * n as u32, "{}", be.name());
+            assert_eq!(be.hamming(&ones, &ones), 0, "{}", be.name());
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "pq_adc: lut.len() != codes.len() * 256")]
+fn pq_adc_short_lut_panics() {
+    searchd_kernels::pq_adc(&[0.0; 511], &[0, 0]);
+}
+
+#[test]
+#[should_panic(expected = "hamming: length mismatch")]
+fn hamming_length_mismatch_panics() {
+    searchd_kernels::hamming(&[1, 2], &[1]);
+}
+
+/// (x, cols, n): a point of `dim` values and `n` points stored column-wise.
+fn columns_case() -> impl Strategy<Value = (Vec<f32>, Vec<f32>, usize)> {
+    (0usize..20, 0usize..300).prop_flat_map(|(dim, n)| (values(dim), values(dim * n), Just(n)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Column-wise distances: every path within the l2sq rounding bound (FMA and the
+    /// reference's plain multiply-add differ by rounding), for every point-count remainder of
+    /// the unrolled and single-vector loops and the partial last vector.
+    #[test]
+    fn l2sq_columns_match_reference((x, cols, n) in columns_case()) {
+        let dim = x.len();
+        let mut reference = vec![0.0f32; n];
+        scalar::l2sq_columns(&x, &cols, &mut reference);
+        let mut out = vec![f32::NAN; n];
+        for &be in Backend::available() {
+            out.fill(f32::NAN);
+            be.l2sq_columns(&x, &cols, &mut out);
+            for j in 0..n {
+                let col: Vec<f32> = (0..dim).map(|d| cols[d * n + j]).collect();
+                let exact = l2sq_f64(&x, &col);
+                check("l2sq_columns", be, out[j], reference[j], exact, bound(dim, exact, 3));
+            }
+        }
+    }
+}
+
+/// The same point in every column gives the same bits in every position (no position- or
+/// count-dependent summation order), on every path.
+#[test]
+fn l2sq_columns_value_independent_of_position() {
+    let x: Vec<f32> = (0..7).map(|i| (i as f32 * 0.731).sin()).collect();
+    let p: Vec<f32> = (0..7).map(|i| (i as f32 * 1.37).cos()).collect();
+    for n in [1usize, 5, 8, 31, 32, 33, 64, 100, 256] {
+        let mut cols = vec![0.0f32; 7 * n];
+        for d in 0..7 {
+            cols[d * n..(d + 1) * n].fill(p[d]);
+        }
+        for &be in Backend::available() {
+            let mut out = vec![0.0f32; n];
+            be.l2sq_columns(&x, &cols, &mut out);
+            let first = out[0].to_bits();
+            assert!(
+                out.iter().all(|v| v.to_bits() == first),
+                "{} n={n}",
+                be.name()
+            );
+            let mut one = [0.0f32];
+            be.l2sq_columns(&x, &p, &mut one);
+            assert_eq!(one[0].to_bits(), first, "{} n={n}", be.name());
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "l2sq_columns: cols.len() != x.len() * out.len()")]
+fn l2sq_columns_bad_shape_panics() {
+    let mut out = [0.0f32; 3];
+    searchd_kernels::l2sq_columns(&[1.0, 2.0], &[0.0; 5], &mut out);
 }

@@ -436,7 +436,13 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
             Query::Row(m, q as usize)
         }
         Wanted::Id(id) => {
-            if index.vector(id).is_none() {
+            if !index.has_vectors() {
+                return Err(ApiError::invalid(
+                    "search by id needs the stored vectors; this server opened the index with \
+                     --vectors none (search by vector or qidx)",
+                ));
+            }
+            if index.internal(id).is_none() {
                 return Err(unknown_id(id, index.len()));
             }
             Query::Stored(id)
@@ -469,6 +475,10 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
         Outcome::Hits(h) => Ok(h),
         Outcome::NotStarted => Err(deadline_error(app, true)),
         Outcome::Search(SearchError::DeadlineExceeded) => Err(deadline_error(app, false)),
+        Outcome::Search(e @ SearchError::Storage { .. }) => {
+            tracing::error!("search failed: {e}");
+            Err(ApiError::new(Code::Internal, e.to_string()))
+        }
         Outcome::Search(e) => Err(ApiError::invalid(e.to_string())),
         Outcome::UnknownId(id) => Err(unknown_id(id, 0)),
         Outcome::Panicked(msg) => {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use searchd_engine::{Index, LoadOptions, Placement};
+use searchd_engine::{Index, LoadOptions, Placement, VectorPlacement};
 use searchd_vecio::Vectors;
 
 use crate::ServerError;
@@ -32,7 +32,7 @@ pub const INFLIGHT_PER_THREAD: usize = 2;
 /// clients without refusing any.
 pub const QUEUE_PER_THREAD: usize = 64;
 
-/// Where the vectors of an index live (`--vectors`).
+/// Where the float32 vectors of an index live (`--vectors`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum VectorsPlacement {
     /// Map the index files: pages are shared through the page cache (one copy for every
@@ -41,13 +41,39 @@ pub enum VectorsPlacement {
     Mmap,
     /// Read the index files into private memory.
     Ram,
+    /// Quantized indexes: leave the float32 vectors on disk and read the few rows each
+    /// search rescores with pread (not part of the resident set).
+    Disk,
+    /// Quantized indexes: do not open the float32 vectors; answer from the codes alone
+    /// (approximate scores, no rescoring).
+    None,
 }
 
-impl From<VectorsPlacement> for Placement {
-    fn from(p: VectorsPlacement) -> Placement {
+impl From<VectorsPlacement> for VectorPlacement {
+    fn from(p: VectorsPlacement) -> VectorPlacement {
         match p {
-            VectorsPlacement::Mmap => Placement::Mmap,
-            VectorsPlacement::Ram => Placement::Ram,
+            VectorsPlacement::Mmap => VectorPlacement::Mmap,
+            VectorsPlacement::Ram => VectorPlacement::Ram,
+            VectorsPlacement::Disk => VectorPlacement::Disk,
+            VectorsPlacement::None => VectorPlacement::None,
+        }
+    }
+}
+
+/// Where the graph or the codes of an index live (`--graph`, `--codes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PartPlacementArg {
+    /// Map the file (shared page cache).
+    Mmap,
+    /// Read the file into private memory.
+    Ram,
+}
+
+impl From<PartPlacementArg> for Placement {
+    fn from(p: PartPlacementArg) -> Placement {
+        match p {
+            PartPlacementArg::Mmap => Placement::Mmap,
+            PartPlacementArg::Ram => Placement::Ram,
         }
     }
 }
@@ -120,9 +146,20 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = DEFAULT_READ_TIMEOUT_MS, value_name = "MS")]
     pub read_timeout_ms: u64,
 
-    /// Where index vectors live: `mmap` (shared page cache) or `ram` (private copy).
+    /// Where the float32 vectors live: `mmap` (shared page cache), `ram` (private copy),
+    /// and for quantized indexes `disk` (rescoring rows read with pread) or `none` (no
+    /// rescoring).
     #[arg(long, value_enum, default_value_t = VectorsPlacement::Mmap)]
     pub vectors: VectorsPlacement,
+
+    /// Where the HNSW graph and id map live (default: like --vectors when that is mmap or
+    /// ram, mmap otherwise).
+    #[arg(long, value_enum)]
+    pub graph: Option<PartPlacementArg>,
+
+    /// Where a quantized index's codes live (default: like --graph's default).
+    #[arg(long, value_enum)]
+    pub codes: Option<PartPlacementArg>,
 
     /// Quantized indexes: rescore the best X*k traversal candidates with float32 vectors
     /// (default: the value recorded in the index, 4).
@@ -260,10 +297,14 @@ impl ServerConfig {
         }
         let mut cfg = ServerConfig::new(IndexSource::Path(args.index.clone()));
         cfg.load = LoadOptions {
-            placement: args.vectors.into(),
             populate: args.populate,
             lock: false,
             verify: !args.no_verify,
+            ..LoadOptions::with_parts(
+                args.vectors.into(),
+                args.graph.map(Into::into),
+                args.codes.map(Into::into),
+            )
         };
         cfg.queries = args.queries.clone().map(QuerySource::Path);
         cfg.ef = args.ef;

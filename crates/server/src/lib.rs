@@ -70,9 +70,9 @@ use tokio::net::TcpListener;
 
 pub use api::{DEFAULT_K, MAX_EF};
 pub use config::{
-    available_cores, IndexSource, QuerySource, ServeArgs, ServerConfig, VectorsPlacement,
-    DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE, DEFAULT_READ_TIMEOUT_MS,
-    DEFAULT_TIMEOUT_MS, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
+    available_cores, IndexSource, PartPlacementArg, QuerySource, ServeArgs, ServerConfig,
+    VectorsPlacement, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE,
+    DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
 };
 pub use error::{Code, ServerError};
 pub use net::{raise_nofile_limit, renice_current_thread};

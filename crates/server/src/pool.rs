@@ -197,7 +197,7 @@ fn search(
             };
             let not_self = move |i: u32| i != own;
             params.filter = Some(&not_self);
-            index.search(v, &params)
+            index.search(&v, &params)
         }
     };
     match result {

@@ -62,7 +62,7 @@ async fn search_modes_match_exact_search() {
     let q_prep = f.index.prepare_query(&q).unwrap();
     for hit in v["hits"].as_array().unwrap() {
         let id = hit["id"].as_u64().unwrap();
-        let want = Metric::Cosine.score(&q_prep, f.index.vector(id).unwrap());
+        let want = Metric::Cosine.score(&q_prep, &f.index.vector(id).unwrap());
         assert!((hit["score"].as_f64().unwrap() - want as f64).abs() < 1e-5);
     }
 
@@ -93,7 +93,7 @@ async fn search_modes_match_exact_search() {
             !got.contains(&id),
             "id {id} excluded from its own hits: {got:?}"
         );
-        let want: Vec<u64> = exact_ids(&f.index, f.index.vector(id).unwrap(), 9)
+        let want: Vec<u64> = exact_ids(&f.index, &f.index.vector(id).unwrap(), 9)
             .into_iter()
             .filter(|&x| x != id)
             .take(8)
@@ -636,14 +636,15 @@ async fn id_mode_on_hnsw_excludes_the_id_itself() {
         let got = ids(&v);
         assert_eq!(got.len(), 10);
         assert!(!got.contains(&id), "id {id} in its own hits {got:?}");
-        let want: Vec<u64> = exact_ids(&index, index.vector(id).unwrap(), 11)
+        let want: Vec<u64> = exact_ids(&index, &index.vector(id).unwrap(), 11)
             .into_iter()
             .filter(|&x| x != id)
             .take(10)
             .collect();
         overlap += got.iter().filter(|g| want.contains(g)).count();
         // vector mode with the same stored vector finds the id itself first
-        let body = serde_json::json!({ "vector": index.vector(id).unwrap(), "k": 1, "ef": 400 });
+        let body =
+            serde_json::json!({ "vector": index.vector(id).unwrap().to_vec(), "k": 1, "ef": 400 });
         let (st, _, v) = post(&c, &url(&s, "/search"), &body.to_string()).await;
         assert_eq!(st, 200);
         assert_eq!(ids(&v), vec![id]);
