@@ -322,12 +322,14 @@ impl Index {
                     "sq8" => format::CODES_SQ8,
                     "pq" => format::CODES_PQ,
                     "binary" => format::CODES_BINARY,
-                    other => return Err(Error::format(
-                        &mpath,
-                        format!(
+                    other => {
+                        return Err(Error::format(
+                            &mpath,
+                            format!(
                             "unknown quantization {other:?} (this searchd knows sq8, pq, binary)"
                         ),
-                    )),
+                        ))
+                    }
                 };
                 let (cpath, cb) = open_file("codes.bin", opts.codes)?;
                 let oversample = manifest.params["quantization"]["oversample"]

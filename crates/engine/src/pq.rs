@@ -238,12 +238,13 @@ impl Pq {
         assert_eq!(v.len(), self.dim, "PQ encode: vector length != dim");
         assert_eq!(out.len(), self.m, "PQ encode: code length != m");
         let dsub = self.dsub();
+        let mut dist = [0.0f32; KSUB];
         for ((o, x), tb) in out
             .iter_mut()
             .zip(v.chunks_exact(dsub))
             .zip(self.transposed.chunks_exact(KSUB * dsub))
         {
-            *o = nearest(x, tb).0;
+            *o = nearest(x, tb, &mut dist).0;
         }
     }
 
@@ -336,10 +337,10 @@ fn transpose_book(book: &[f32], dsub: usize, out: &mut [f32]) {
 /// each summed in dimension order, not expanded through norms, which cancels for nearby
 /// points), so a distance is the same bits wherever it is computed and training and encoding
 /// agree exactly.
+/// `dist` is scratch space, passed in so callers zero it once, not per call.
 #[inline]
-fn nearest(x: &[f32], tb: &[f32]) -> (u8, f32) {
-    let mut dist = [0.0f32; KSUB];
-    searchd_kernels::l2sq_columns(x, tb, &mut dist);
+fn nearest(x: &[f32], tb: &[f32], dist: &mut [f32; KSUB]) -> (u8, f32) {
+    searchd_kernels::l2sq_columns(x, tb, dist);
     // Branch-free passes (a running "if smaller, remember the index" compiles to
     // unpredictable branches, ~10x slower): the minimum, lane-wise; the first block of
     // `LANES` holding it; its position there.
@@ -350,7 +351,9 @@ fn nearest(x: &[f32], tb: &[f32]) -> (u8, f32) {
             *l = if v < *l { v } else { *l };
         }
     }
-    let min = low.iter().fold(f32::INFINITY, |m, &v| if v < m { v } else { m });
+    let min = low
+        .iter()
+        .fold(f32::INFINITY, |m, &v| if v < m { v } else { m });
     // Not found only if every distance is NaN, which finite inputs never produce.
     let b = blocks
         .iter()
@@ -397,8 +400,9 @@ fn kmeans(x: &[f32], dsub: usize, iters: usize, seed: u64) -> Vec<f32> {
             .zip(x.par_chunks(ASSIGN_CHUNK * dsub))
             .map(|((a, dd), xs)| {
                 let mut changed = 0;
+                let mut scratch = [0.0f32; KSUB];
                 for ((a, dd), xi) in a.iter_mut().zip(dd).zip(xs.chunks_exact(dsub)) {
-                    let (k, d) = nearest(xi, &tb);
+                    let (k, d) = nearest(xi, &tb, &mut scratch);
                     changed += usize::from(*a != k);
                     *a = k;
                     *dd = d;
@@ -758,8 +762,9 @@ mod tests {
         }
         let mut tb = vec![0.0f32; KSUB * dsub];
         transpose_book(&book, dsub, &mut tb);
-        assert_eq!(nearest(&[1.0, 1.0], &tb), (40, 0.0));
-        assert_eq!(nearest(&[5.0, 5.0], &tb).0, 0);
+        let mut dist = [0.0f32; KSUB];
+        assert_eq!(nearest(&[1.0, 1.0], &tb, &mut dist), (40, 0.0));
+        assert_eq!(nearest(&[5.0, 5.0], &tb, &mut dist).0, 0);
     }
 
     #[test]
@@ -775,12 +780,13 @@ mod tests {
             let tb = data(KSUB, dsub, 1);
             let xs = data(4096, dsub, 2);
             let mut best = f64::INFINITY;
+            let mut dist = [0.0f32; KSUB];
             for _ in 0..5 {
                 let t = cpu();
                 let mut s = 0u32;
                 for _ in 0..50 {
                     for x in xs.chunks_exact(dsub) {
-                        s += nearest(std::hint::black_box(x), &tb).0 as u32;
+                        s += nearest(std::hint::black_box(x), &tb, &mut dist).0 as u32;
                     }
                 }
                 std::hint::black_box(s);
@@ -790,11 +796,24 @@ mod tests {
         }
     }
 
-    /// Training speed (run in release):
+    /// Training speed (run in release; `PQ_TIMING_N` rows, default 50,000):
     /// `cargo test --release -p searchd-engine --lib pq_training_timing -- --ignored --nocapture`
+    /// Prints wall time and the process's CPU time (the cores may be shared).
     #[test]
     #[ignore = "timing, not a test"]
     fn pq_training_timing() {
+        // utime + stime of this process, in seconds (Linux; 0 elsewhere).
+        let cpu = || -> f64 {
+            let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            f.iter().sum::<f64>() / 100.0
+        };
         let dim = 384;
         let n: usize = std::env::var("PQ_TIMING_N")
             .ok()
@@ -802,12 +821,12 @@ mod tests {
             .unwrap_or(50_000);
         let v = data(n, dim, 13);
         for m in [48, 64, 96] {
-            let t = std::time::Instant::now();
+            let (t, c) = (std::time::Instant::now(), cpu());
             let pq = Pq::train(&v, dim, &PqParams::new(m)).unwrap();
-            let train = t.elapsed().as_secs_f64();
-            let t = std::time::Instant::now();
+            let (train, train_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);
+            let (t, c) = (std::time::Instant::now(), cpu());
             let codes = pq.encode_all(&v);
-            let enc = t.elapsed().as_secs_f64();
+            let (enc, enc_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);
             let q = pq.prepare(&v[..dim]);
             let t = std::time::Instant::now();
             let mut s = 0.0f32;
@@ -816,8 +835,8 @@ mod tests {
             }
             let scan = t.elapsed().as_secs_f64();
             eprintln!(
-                "{n} x {dim}, m={m}, {} threads: train {train:.2} s, encode {enc:.2} s, \
-                 scan {:.1} ns/code ({s})",
+                "{n} x {dim}, m={m}, {} threads: train {train:.2} s ({train_cpu:.1} s CPU), \
+                 encode {enc:.2} s ({enc_cpu:.1} s CPU), scan {:.1} ns/code ({s})",
                 rayon::current_num_threads(),
                 scan * 1e9 / n as f64
             );

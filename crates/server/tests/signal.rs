@@ -70,7 +70,8 @@ fn sigterm_stops_run_blocking_cleanly() {
         assert_eq!(st, 200, "{v}");
         assert_eq!(v["hits"].as_array().unwrap().len(), 4);
         let stats = get_json(&c, &format!("http://{addr}/stats")).await;
-        assert_eq!(stats["index"]["placement"], "ram");
+        assert_eq!(stats["index"]["placement"]["vectors"], "ram");
+        assert_eq!(stats["index"]["placement"]["graph"], "ram");
     });
     // SAFETY: kill only sends a signal to this process, whose handler run_blocking installed.
     assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGTERM) }, 0);
@@ -99,7 +100,23 @@ fn bad_flags_are_config_errors() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("--ef"), "{err}");
-    assert!(Cli::try_parse_from(["serve", "--index", "/x", "--vectors", "disk"]).is_err());
+    assert!(Cli::try_parse_from(["serve", "--index", "/x", "--vectors", "floppy"]).is_err());
+    assert!(Cli::try_parse_from(["serve", "--index", "/x", "--graph", "disk"]).is_err());
+    let cli = Cli::try_parse_from([
+        "serve",
+        "--index",
+        "/x",
+        "--vectors",
+        "disk",
+        "--graph",
+        "ram",
+    ])
+    .unwrap();
+    let cfg = searchd_server::ServerConfig::from_args(&cli.serve).unwrap();
+    assert_eq!(cfg.load.vectors, searchd_engine::VectorPlacement::Disk);
+    assert_eq!(cfg.load.graph, searchd_engine::Placement::Ram);
+    // Codes follow the default for vectors off memory: mapped.
+    assert_eq!(cfg.load.codes, searchd_engine::Placement::Mmap);
     for bad in ["0.5", "1000", "NaN"] {
         let cli = Cli::try_parse_from(["serve", "--index", "/x", "--oversample", bad]).unwrap();
         let err = searchd_server::ServerConfig::from_args(&cli.serve)
