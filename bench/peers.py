@@ -53,15 +53,32 @@ GT_SCORE_TOL = 2e-5
 MIN_PLAUSIBLE_RECALL = 0.5
 OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
-# name -> (family, note)
+# IVF-PQ (faiss-ivfpq). Its sweep variable is nprobe, not ef: see ivf_nprobe().
+IVFPQ_NBITS = 8  # bits per sub-quantizer code: one byte per sub-vector
+IVFPQ_K_FACTOR = 4  # IndexRefineFlat rescores the best k_factor * k with float32 (--ivfpq-k-factor)
+IVFPQ_TRAIN_MAX = 65_536  # training rows (coarse k-means + PQ codebooks), a seeded sample of the base
+IVFPQ_TRAIN_SEED = 20240602
+IVF_EF_ALL_LISTS = 256  # the sweep point (the default's largest ef) that probes every list
+# PQ code budget per vector, shared by faiss-ivfpq and searchd-pq so both get the same M.
+PQ_MAX_BYTES = 64
+
+# name -> (family, codes, note). `codes` names what the search traverses, in searchd's
+# --quantization words: none = float32, sq8 / i8 = one byte per dimension, pq = PQ with
+# pq_m(d) one-byte codes, binary = one bit per dimension (see code_bytes_per_vector).
 PEER_LIBS = {
-    "hnswlib": ("hnswlib", "HNSW, space=ip"),
-    "faiss-hnsw": ("faiss", "IndexHNSWFlat, METRIC_INNER_PRODUCT, efSearch=ef"),
-    "usearch-f32": ("usearch", "HNSW, metric=ip, dtype=f32, connectivity=16"),
-    "usearch-i8": ("usearch", "HNSW, metric=cos, dtype=i8 (quantised: for a later issue, not a target)"),
+    "hnswlib": ("hnswlib", "none", "HNSW, space=ip"),
+    "faiss-hnsw": ("faiss", "none", "IndexHNSWFlat, METRIC_INNER_PRODUCT, efSearch=ef"),
+    "faiss-hnsw-sq8": ("faiss", "sq8", "IndexHNSWSQ(QT_8bit), METRIC_INNER_PRODUCT, trained on the base, "
+                                       "efSearch=ef; distances on codes, no float32 rescoring"),
+    "faiss-ivfpq": ("faiss", "pq", "IndexIVFPQ(IndexFlatIP, nlist, m, 8 bits), METRIC_INNER_PRODUCT, "
+                                   "in IndexRefineFlat (float32 rescoring of the best k_factor*k); "
+                                   "sweeps nprobe = nlist*ef/256"),
+    "usearch-f32": ("usearch", "none", "HNSW, metric=ip, dtype=f32, connectivity=16"),
+    "usearch-i8": ("usearch", "i8", "HNSW, metric=cos, dtype=i8 (quantised; informational ratio vs searchd-sq8)"),
 }
-ALL_LIBS = ["searchd", "searchd-sq8", *PEER_LIBS]
-SEARCHD_LIBS = {"searchd": "none", "searchd-sq8": "sq8"}
+# searchd variants: name -> --quantization ("pq" becomes pq:<pq_m(d)> once d is known).
+SEARCHD_LIBS = {"searchd": "none", "searchd-sq8": "sq8", "searchd-pq": "pq", "searchd-binary": "binary"}
+ALL_LIBS = [*SEARCHD_LIBS, *PEER_LIBS]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -154,6 +171,45 @@ def normalise(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x / n, dtype=np.float32)
 
 
+def pq_m(d: int) -> int:
+    """PQ sub-quantizers: the largest divisor of d with at most PQ_MAX_BYTES one-byte codes
+    (64 for d=384, 50 for d=50). Both faiss and searchd need M to divide d."""
+    return max(m for m in range(1, min(d, PQ_MAX_BYTES) + 1) if d % m == 0)
+
+
+def resolve_codes(codes: str, d: int) -> str:
+    return f"pq:{pq_m(d)}" if codes == "pq" else codes
+
+
+def code_bytes_per_vector(codes: str, d: int) -> int:
+    """Bytes per vector of the codes a search traverses (not counting graph links or a
+    float32 copy kept for rescoring)."""
+    if codes in ("none", "f32"):
+        return 4 * d
+    if codes in ("sq8", "i8"):
+        return d
+    if codes == "binary":
+        return (d + 7) // 8
+    if codes.startswith("pq:"):
+        return int(codes[3:])  # M sub-quantizers of 256 centroids: one byte each
+    raise ValueError(codes)
+
+
+def ivf_nlist(n: int) -> int:
+    """IVF lists: 4*sqrt(n) rounded to the nearest power of two (in log2), the usual rule of
+    thumb: 1024 for 50k, 2048 for 390k, 4096 for 1M."""
+    return 1 << max(0, round(np.log2(4 * np.sqrt(n))))
+
+
+def ivf_nprobe(ef: int, nlist: int) -> int:
+    """nprobe for one point of the common --efs sweep: the fraction ef/256 of the lists,
+    clamped to [1, nlist], so the default efs 16..256 probe 1/16 .. all of the lists on any
+    dataset (nprobe 64..1024 at nlist=1024). A fixed nprobe range would not do: on gcide
+    recall@10 is still 0.81 at nprobe=128 of 1024 and needs about 3/4 of the lists for
+    0.95 with k_factor 4; probing every list shows the PQ + rescoring ceiling."""
+    return min(nlist, max(1, nlist * ef // IVF_EF_ALL_LISTS))
+
+
 def lib_version(dist: str) -> str | None:
     import importlib.metadata as md
 
@@ -168,41 +224,58 @@ def lib_version(dist: str) -> str | None:
 # JSON result to spec["result"].
 
 
-def _build_peer(lib: str, base: np.ndarray, threads: int):
+def _build_peer(lib: str, base: np.ndarray, threads: int, spec: dict):
     n, d = base.shape
-    if lib == "hnswlib":
+    family = PEER_LIBS[lib][0]
+    if family == "hnswlib":
         import hnswlib
 
         idx = hnswlib.Index(space="ip", dim=d)
         idx.init_index(max_elements=n, ef_construction=HNSW_EFC, M=HNSW_M, random_seed=100)
         idx.add_items(base, np.arange(n), num_threads=threads)
         return idx
-    if lib == "faiss-hnsw":
-        import faiss
-
-        faiss.omp_set_num_threads(threads)
-        idx = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        idx.hnsw.efConstruction = HNSW_EFC
-        idx.add(base)
-        return idx
-    if lib in ("usearch-f32", "usearch-i8"):
+    if family == "usearch":
         from usearch.index import Index
 
-        if lib == "usearch-f32":
-            idx = Index(ndim=d, metric="ip", dtype="f32", connectivity=HNSW_M,
-                        expansion_add=HNSW_EFC, expansion_search=64)
-        else:
-            idx = Index(ndim=d, metric="cos", dtype="i8", connectivity=HNSW_M,
-                        expansion_add=HNSW_EFC, expansion_search=64)
+        # f32 on inner product like the float32 peers; i8 needs cos: usearch scales unit
+        # vectors into int8 for it, and on unit vectors cos ranks exactly as ip.
+        metric, dtype = {"usearch-f32": ("ip", "f32"), "usearch-i8": ("cos", "i8")}[lib]
+        idx = Index(ndim=d, metric=metric, dtype=dtype, connectivity=HNSW_M,
+                    expansion_add=HNSW_EFC, expansion_search=64)
         idx.add(np.arange(n, dtype=np.uint64), base, threads=threads)
         return idx
-    raise ValueError(lib)
+    import faiss
+
+    faiss.omp_set_num_threads(threads)
+    if lib == "faiss-ivfpq":
+        # Inner product as for the other peers: faiss trains an IP coarse quantizer with
+        # spherical k-means (cp.spherical), which beat the L2 variant at every nprobe on
+        # gcide. m=50 for d=50 (one dimension per sub-quantizer) is accepted by faiss 1.15.
+        p = spec["ivfpq"]
+        quantizer = faiss.IndexFlatIP(d)
+        ivf = faiss.IndexIVFPQ(quantizer, d, p["nlist"], p["m"], IVFPQ_NBITS, faiss.METRIC_INNER_PRODUCT)
+        idx = faiss.IndexRefineFlat(ivf)  # the float32 copy for rescoring, same metric
+        idx.k_factor = p["k_factor"]
+        rows = np.random.default_rng(IVFPQ_TRAIN_SEED).choice(n, size=p["train_rows"], replace=False)
+        idx.train(np.ascontiguousarray(base[np.sort(rows)]))
+        idx.add(base)
+        return idx
+    # HNSW: faiss 1.15's IndexHNSWSQ takes the metric, and inner product works for it.
+    if lib == "faiss-hnsw":
+        idx = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    else:
+        idx = faiss.IndexHNSWSQ(d, faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    idx.hnsw.efConstruction = HNSW_EFC
+    idx.train(base)  # per-dimension ranges for SQ8; a no-op for IndexHNSWFlat
+    idx.add(base)
+    return idx
 
 
 def _save_peer(lib: str, idx, path: str) -> None:
-    if lib == "hnswlib":
+    family = PEER_LIBS[lib][0]
+    if family == "hnswlib":
         idx.save_index(path)
-    elif lib == "faiss-hnsw":
+    elif family == "faiss":
         import faiss
 
         faiss.write_index(idx, path)
@@ -211,13 +284,14 @@ def _save_peer(lib: str, idx, path: str) -> None:
 
 
 def _load_peer(lib: str, path: str, n: int, d: int):
-    if lib == "hnswlib":
+    family = PEER_LIBS[lib][0]
+    if family == "hnswlib":
         import hnswlib
 
         idx = hnswlib.Index(space="ip", dim=d)
         idx.load_index(path, max_elements=n)
         return idx
-    if lib == "faiss-hnsw":
+    if family == "faiss":
         import faiss
 
         return faiss.read_index(path)
@@ -227,9 +301,10 @@ def _load_peer(lib: str, path: str, n: int, d: int):
 
 
 def _import_lib(lib: str) -> None:
-    if lib == "hnswlib":
+    family = PEER_LIBS[lib][0]
+    if family == "hnswlib":
         import hnswlib  # noqa: F401
-    elif lib == "faiss-hnsw":
+    elif family == "faiss":
         import faiss  # noqa: F401
     else:
         import usearch.index  # noqa: F401
@@ -243,7 +318,7 @@ def worker_build(spec: dict) -> dict:
     base = np.ascontiguousarray(base, dtype=np.float32)
     rss1 = rss_bytes()
     t0 = time.perf_counter()
-    idx = _build_peer(lib, base, threads)
+    idx = _build_peer(lib, base, threads, spec)
     build_s = time.perf_counter() - t0
     rss2 = rss_bytes()
     t1 = time.perf_counter()
@@ -264,79 +339,87 @@ def worker_build(spec: dict) -> dict:
     }
 
 
+def _search_calls(lib: str, idx, queries: np.ndarray, spec: dict):
+    """The library-specific calls of the timing loop in worker_search:
+    set_sweep(ef) applies one sweep point and returns the row's param label;
+    use_threads(t) sets a library-global thread count (faiss's OpenMP; the others take it
+    per call); batch(t) searches the whole query set, returning ids; one(i) searches query i."""
+    family = PEER_LIBS[lib][0]
+    nq = queries.shape[0]
+    if family == "hnswlib":
+        singles = [queries[i : i + 1] for i in range(nq)]
+
+        def set_sweep(ef):
+            idx.set_ef(ef)
+            return f"ef={ef}"
+
+        def batch(t):
+            return idx.knn_query(queries, k=K, num_threads=t)[0]
+
+        def one(i):
+            return idx.knn_query(singles[i], k=K, num_threads=1)
+
+        return set_sweep, (lambda t: None), batch, one
+    if family == "usearch":
+        singles1d = [queries[i] for i in range(nq)]
+
+        def set_sweep(ef):
+            idx.expansion_search = ef
+            return f"ef={ef}"
+
+        def batch(t):
+            return idx.search(queries, K, threads=t).keys
+
+        def one(i):
+            return idx.search(singles1d[i], K, threads=1)
+
+        return set_sweep, (lambda t: None), batch, one
+    import faiss
+
+    singles = [queries[i : i + 1] for i in range(nq)]
+    if lib == "faiss-ivfpq":
+        ivf = faiss.extract_index_ivf(idx)
+        idx.k_factor = spec["ivfpq"]["k_factor"]
+
+        def set_sweep(ef):
+            ivf.nprobe = ivf_nprobe(ef, ivf.nlist)
+            return f"nprobe={ivf.nprobe}, k_factor={idx.k_factor:g}"
+    else:
+        def set_sweep(ef):
+            idx.hnsw.efSearch = ef
+            return f"efSearch={ef}"
+
+    def batch(t):
+        return idx.search(queries, K)[1]
+
+    def one(i):
+        return idx.search(singles[i], K)
+
+    return set_sweep, faiss.omp_set_num_threads, batch, one
+
+
 def worker_search(spec: dict) -> dict:
     lib, threads, efs = spec["lib"], spec["threads"], spec["efs"]
     min_s = spec["min_seconds"]
     _import_lib(lib)
     queries = np.ascontiguousarray(np.load(spec["queries"]), dtype=np.float32)
     nq, d = queries.shape
-    singles = [queries[i : i + 1] for i in range(nq)]
-    singles1d = [queries[i] for i in range(nq)]
     rss0 = rss_bytes()
     t0 = time.perf_counter()
     idx = _load_peer(lib, spec["index_path"], spec["n"], d)
     load_s = time.perf_counter() - t0
     rss1 = rss_bytes()
-
-    if lib == "hnswlib":
-        def set_ef(ef):
-            idx.set_ef(ef)
-
-        def batch(nthreads):
-            labels, _ = idx.knn_query(queries, k=K, num_threads=nthreads)
-            return labels
-
-        def one(i):
-            return idx.knn_query(singles[i], k=K, num_threads=1)
-
-        def single_mode():
-            pass
-
-        def all_mode():
-            pass
-    elif lib == "faiss-hnsw":
-        import faiss
-
-        def set_ef(ef):
-            idx.hnsw.efSearch = ef
-
-        def batch(nthreads):
-            _, labels = idx.search(queries, K)
-            return labels
-
-        def one(i):
-            return idx.search(singles[i], K)
-
-        def single_mode():
-            faiss.omp_set_num_threads(1)
-
-        def all_mode():
-            faiss.omp_set_num_threads(threads)
-    else:
-        def set_ef(ef):
-            idx.expansion_search = ef
-
-        def batch(nthreads):
-            return idx.search(queries, K, threads=nthreads).keys
-
-        def one(i):
-            return idx.search(singles1d[i], K, threads=1)
-
-        def single_mode():
-            pass
-
-        def all_mode():
-            pass
+    set_sweep, use_threads, batch, one = _search_calls(lib, idx, queries, spec)
 
     rows, found = [], {}
     for ef in efs:
-        set_ef(ef)
+        param = set_sweep(ef)
         # Warm-up pass over all queries (all threads); its ids give recall.
-        all_mode()
+        use_threads(threads)
         labels = np.asarray(batch(threads)).astype(np.int64)
         found[f"ef{ef}"] = labels
         # Single thread: one query at a time, rotating through the set, >= min_s and >= nq.
-        single_mode()
+        use_threads(1)
         lat = []
         pc = time.perf_counter
         i = 0
@@ -349,7 +432,7 @@ def worker_search(spec: dict) -> dict:
         qps1 = i / (pc() - ts)
         lat_us = sorted(x * 1e6 for x in lat)
         # All threads: the whole query set as one batch over `threads`, repeated.
-        all_mode()
+        use_threads(threads)
         done = 0
         ts = pc()
         while done < nq or pc() - ts < min_s:
@@ -358,6 +441,7 @@ def worker_search(spec: dict) -> dict:
         qps_all = done / (pc() - ts)
         rows.append({
             "ef": ef,
+            "param": param,
             "qps_1thread": qps1,
             "p50_us": percentile(lat_us, 50),
             "p99_us": percentile(lat_us, 99),
@@ -537,10 +621,25 @@ def searchd_version() -> str | None:
         return None
 
 
+def searchd_refuses_quantization(quant: str) -> str | None:
+    """The binary's refusal of `build --quantization QUANT`, or None when it accepts it.
+    Probed with a base file that does not exist, so nothing is read or written: the CLI
+    checks --quantization before it opens the base, so an error naming --quantization
+    means the value is refused, and any other error (the missing file) means it passed."""
+    with tempfile.TemporaryDirectory() as td:
+        p = subprocess.run([str(SEARCHD), "build", "--base", f"{td}/absent.npy", "--out", f"{td}/index",
+                            "--quantization", quant], capture_output=True, text=True, timeout=60)
+    if p.returncode == 0:
+        return None
+    lines = [x.strip() for x in (p.stderr + p.stdout).splitlines() if "--quantization" in x]
+    return lines[0] if lines else None
+
+
 def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int], min_seconds: float,
                 quant: str = "none") -> dict:
     require_searchd(["build", "eval"])
-    suffix = "" if quant == "none" else f"-{quant}"
+    # Named by the kind only (searchd-hnsw-pq, not -pq:64): file names without a colon.
+    suffix = "" if quant == "none" else f"-{quant.split(':')[0]}"
     idx_dir = ddir / f"searchd-hnsw{suffix}"
     if idx_dir.exists():
         shutil.rmtree(idx_dir)
@@ -568,6 +667,7 @@ def run_searchd(ddir: Path, gt_p: Path, threads: int, efs: list[int], min_second
     for r in main["rows"]:
         row = {
             "ef": r["ef"],
+            "param": f"ef={r['ef']}",
             "recall_at_10": r.get("recall_at_10"),
             "qps_1thread": r.get("qps_1thread"),
             "p50_us": r.get("p50_us"),
@@ -726,14 +826,22 @@ def compute_targets(res: dict) -> list[dict]:
     libs = res["libraries"]
     out = []
 
-    def add(name, num, den, ratio_fn, target, op, detail):
+    def check(name, value, target, op, detail, goal=None, also=True):
+        """One target row; `value` (stored as "ratio") is compared with `target` by `op`
+        (and must satisfy `also`), or, with op "info", only reported (pass stays None)."""
         ok = None
-        ratio = None
-        if num is not None and den not in (None, 0):
-            ratio = ratio_fn(num, den)
-            ok = ratio >= target if op == ">=" else ratio <= target
-        out.append({"target": name, "ratio": ratio, "goal": f"{op} {target}", "pass": ok,
-                    "detail": detail})
+        if value is not None and op != "info":
+            ok = (value >= target if op == ">=" else value <= target) and also
+        out.append({"target": name, "ratio": value,
+                    "goal": goal or ("informational" if op == "info" else f"{op} {target}"),
+                    "pass": ok, "informational": op == "info", "detail": detail})
+
+    def add(name, num, den, ratio_fn, target, op, detail):
+        ratio = ratio_fn(num, den) if num is not None and den not in (None, 0) else None
+        check(name, ratio, target, op, detail)
+
+    def rows_of(name):
+        return libs.get(name, {}).get("rows") or []
 
     sd = libs.get("searchd", {})
     sd_r = first_at(sd.get("rows", [])) if sd.get("rows") else None
@@ -767,6 +875,33 @@ def compute_targets(res: dict) -> list[dict]:
             f"searchd-sq8 ef={sq_r['ef'] if sq_r else '-'} {fmt((sq_r or {}).get('qps_1thread'))} q/s vs "
             f"searchd ef={sd_r['ef']} {fmt(sd_r['qps_1thread'])} q/s (smallest ef with recall@10 >= 0.95)")
     ex = res.get("exact", {})
+    pq = libs.get("searchd-pq", {})
+    if pq.get("rows"):
+        best = max(pq["rows"], key=lambda r: r.get("recall_at_10") or 0)
+        cb = pq.get("code_bytes_per_vector")
+        check("searchd-pq best recall@10 with <= 64 code bytes/vector", best.get("recall_at_10"), 0.95, ">=",
+              f"best at ef={best['ef']} with --quantization {pq.get('codes')} = {cb} code bytes/vector",
+              goal=">= 0.95 with <= 64 code bytes/vector", also=cb is not None and cb <= 64)
+        # Exact-search QPS = worker_flat's faiss IndexFlatIP search over the whole query set
+        # (all threads, k=GT_K; the k barely matters next to the n*d dot products), so it
+        # is compared with searchd-pq's all-thread column.
+        ff = ex.get("faiss_flat") or {}
+        flat_qps = res["dataset"]["nq"] / ff["search_seconds"] if ff.get("search_seconds") else None
+        pq_r = first_at(pq["rows"])
+        add("searchd-pq all-thread QPS / exact search (faiss IndexFlatIP) QPS", pq_r and pq_r.get("qps_all_threads"),
+            flat_qps, lambda a, b: a / b, 20, ">=",
+            f"searchd-pq ef={pq_r['ef'] if pq_r else '-'} {fmt((pq_r or {}).get('qps_all_threads'))} q/s "
+            f"(smallest ef with recall@10 >= 0.95) vs IndexFlatIP {fmt(flat_qps)} q/s "
+            f"(search only, top-{GT_K}, {res['threads']} threads)")
+    sq_rows = rows_of("searchd-sq8")
+    for peer in ("faiss-hnsw-sq8", "usearch-i8"):
+        if sq_rows and rows_of(peer):
+            a_r, b_r = first_at(sq_rows), first_at(rows_of(peer))
+            add(f"single-thread QPS searchd-sq8 / {peer}", a_r and a_r["qps_1thread"], b_r and b_r["qps_1thread"],
+                lambda a, b: a / b, None, "info",
+                f"searchd-sq8 ef={a_r['ef'] if a_r else '-'} {fmt((a_r or {}).get('qps_1thread'))} q/s vs {peer} "
+                f"ef={b_r['ef'] if b_r else '-'} {fmt((b_r or {}).get('qps_1thread'))} q/s "
+                "(smallest ef with recall@10 >= 0.95)")
     sg = (ex.get("searchd_gt") or {}).get("wall_seconds")
     fg = (ex.get("faiss_flat") or {}).get("total_seconds")
     add("exact search seconds searchd gt / faiss IndexFlatIP", sg, fg, lambda a, b: a / b, 1.5, "<=",
@@ -809,17 +944,24 @@ def render_md(res: dict) -> str:
     L.append("Recall@10 is tie-aware (an id counts when its exact score >= exact 10th-best - 1e-6). "
              "QPS 1-thread: one query at a time, rotating through the query set, after a warm-up pass. "
              f"QPS all-thread: whole query set as a batch over {res['threads']} threads. "
-             "Python peers pay a per-call wrapper overhead in the 1-thread column.")
+             "Python peers pay a per-call wrapper overhead in the 1-thread column. "
+             "param: what the sweep point set (faiss-ivfpq sweeps nprobe = nlist*ef/256, not ef). "
+             "code bytes/vector: the codes the search traverses (float32 = 4 x dim); "
+             "\"+ f32 rescore\" = a float32 copy is kept too and rescores the best candidates.")
     L.append("")
-    L.append(f"| library | ef | recall@10 | QPS 1-thread | p50 µs | p99 µs | QPS {res['threads']}-thread |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|")
+    L.append(f"| library | ef | param | recall@10 | QPS 1-thread | p50 µs | p99 µs | QPS {res['threads']}-thread "
+             "| code bytes/vector |")
+    L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for name, lib in res["libraries"].items():
         if not lib.get("rows"):
-            L.append(f"| {name} | - | {lib.get('status', 'not run')} | | | | |")
+            L.append(f"| {name} | - | - | {lib.get('status', 'not run')} | | | | | |")
             continue
+        cb = lib.get("code_bytes_per_vector")
+        codes = fmt(cb, "d") + (" + f32 rescore" if cb is not None and lib.get("float32_rescoring") else "")
         for r in lib["rows"]:
-            L.append(f"| {name} | {r['ef']} | {fmt(r.get('recall_at_10'), '.4f')} | {fmt(r.get('qps_1thread'))} | "
-                     f"{fmt(r.get('p50_us'))} | {fmt(r.get('p99_us'))} | {fmt(r.get('qps_all_threads'))} |")
+            L.append(f"| {name} | {r['ef']} | {r.get('param', '-')} | {fmt(r.get('recall_at_10'), '.4f')} | "
+                     f"{fmt(r.get('qps_1thread'))} | {fmt(r.get('p50_us'))} | {fmt(r.get('p99_us'))} | "
+                     f"{fmt(r.get('qps_all_threads'))} | {codes} |")
     L.append("")
     L.append("| library | build s | index memory MB | process RSS MB | index bytes on disk MB | load avg at build | note |")
     L.append("|---|---:|---:|---:|---:|---:|---|")
@@ -856,17 +998,22 @@ def render_md(res: dict) -> str:
         L.append(f"| searchd gt | - | {ex.get('searchd_gt_status', 'not run')} |")
     fg = ex.get("faiss_flat")
     if fg:
+        flat_qps = ds["nq"] / fg["search_seconds"] if fg.get("search_seconds") else None
         L.append(f"| faiss IndexFlatIP | {fmt(fg.get('total_seconds'), '.2f')} | read .npy {fmt(fg.get('read_seconds'), '.2f')} + "
-                 f"add {fmt(fg.get('add_seconds'), '.2f')} + search {fmt(fg.get('search_seconds'), '.2f')} |")
+                 f"add {fmt(fg.get('add_seconds'), '.2f')} + search {fmt(fg.get('search_seconds'), '.2f')} "
+                 f"(= {fmt(flat_qps)} q/s) |")
     L.append("")
     L.append(f"Ground truth: {ex.get('gt_source')}; checks: {json.dumps(ex.get('checks', {}))}")
     L.append("")
     L.append("## Targets (at the smallest ef where each library reaches recall@10 >= 0.95)")
     L.append("")
-    L.append("| target | ratio | goal | result | detail |")
+    L.append("| target | value | goal | result | detail |")
     L.append("|---|---:|---|---|---|")
     for t in res["targets"]:
-        verdict = "n/a" if t["pass"] is None else ("PASS" if t["pass"] else "MISS")
+        if t.get("informational"):
+            verdict = "info"
+        else:
+            verdict = "n/a" if t["pass"] is None else ("PASS" if t["pass"] else "MISS")
         L.append(f"| {t['target']} | {fmt(t['ratio'], '.2f')} | {t['goal']} | {verdict} | {t['detail']} |")
     if res.get("errors"):
         L.append("")
@@ -898,6 +1045,9 @@ def main() -> int:
                          "in two consecutive 3 s windows, e.g. 0.15")
     ap.add_argument("--quiet-wait", type=float, default=600.0,
                     help="give up waiting for a quiet machine after this many seconds per step")
+    ap.add_argument("--ivfpq-k-factor", type=float, default=IVFPQ_K_FACTOR,
+                    help="faiss-ivfpq: rescore the best k_factor * k PQ candidates with float32 "
+                         "(IndexRefineFlat)")
     ap.add_argument("--searchd", help="searchd binary (default target/release/searchd; copied to "
                                        "bench/data/<dataset>/searchd.bin for the run)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -1023,40 +1173,62 @@ def main() -> int:
         return 3
     kth = gt_scores(base, queries, gt[:, K - 1 : K].astype(np.int64))[:, 0]
 
-    # ---- searchd (float32, and SQ8 codes with float32 rescoring)
-    for sname, quant in SEARCHD_LIBS.items():
+    # ---- searchd (float32; sq8 / pq:M / binary codes for traversal, float32 kept for rescoring)
+    for sname, codes in SEARCHD_LIBS.items():
         if sname not in libs:
             continue
-        if {"build", "eval"} <= have and "gt" in have:
-            log(f"{sname}: build + eval")
-            try:
-                res["libraries"][sname] = run_searchd(ddir, gt_p, threads, efs, a.min_seconds, quant)
-            except Exception as e:
-                res["libraries"][sname] = {"status": f"failed: {e}"}
-                res["errors"].append(f"{sname} failed: {e}")
-        else:
+        quant = resolve_codes(codes, dim)
+        if not ({"build", "eval"} <= have and "gt" in have):
             res["libraries"][sname] = {"status": f"unavailable: {SEARCHD} lacks build/eval/gt "
                                                  f"(has {sorted(have)})"}
             log("WARNING: " + res["libraries"][sname]["status"])
+            continue
+        # A binary from before pq/binary existed refuses them: skip those, not the run.
+        refusal = searchd_refuses_quantization(quant) if quant != "none" else None
+        if refusal:
+            res["libraries"][sname] = {"status": f"skipped: this searchd refuses --quantization {quant} ({refusal})"}
+            log(f"SKIPPING {sname}: {SEARCHD} refuses --quantization {quant}: {refusal}")
+            continue
+        log(f"{sname}: build + eval (--quantization {quant})")
+        try:
+            entry = run_searchd(ddir, gt_p, threads, efs, a.min_seconds, quant)
+            entry.update({"codes": quant, "code_bytes_per_vector": code_bytes_per_vector(quant, dim),
+                          "float32_rescoring": quant != "none" and bool(entry.get("vectors_bytes"))})
+            res["libraries"][sname] = entry
+        except Exception as e:
+            res["libraries"][sname] = {"status": f"failed: {e}"}
+            res["errors"].append(f"{sname} failed: {e}")
 
     # ---- peers
     for lib in libs:
         if lib in SEARCHD_LIBS:
             continue
-        family, note = PEER_LIBS[lib]
+        family, codes, note = PEER_LIBS[lib]
+        codes = resolve_codes(codes, dim)
         ipath = pdir / f"{lib}.index"
         found_p = pdir / f"{lib}.found.npz"
-        entry = {"family": family, "note": note,
-                 "params": {"m": HNSW_M, "ef_construction": HNSW_EFC, "threads": threads}}
-        if lib == "usearch-i8":
-            entry["marked"] = "i8 quantised vectors: for a later issue, not part of the targets"
+        if lib == "faiss-ivfpq":
+            nlist = ivf_nlist(n)
+            ivfpq = {"nlist": nlist, "m": pq_m(dim), "nbits": IVFPQ_NBITS, "k_factor": a.ivfpq_k_factor,
+                     "train_rows": min(n, IVFPQ_TRAIN_MAX), "train_seed": IVFPQ_TRAIN_SEED,
+                     "nprobe_per_ef": {ef: ivf_nprobe(ef, nlist) for ef in efs},
+                     "nprobe_rule": f"nprobe = clamp(nlist * ef // {IVF_EF_ALL_LISTS}, 1, nlist)", "threads": threads}
+            params = ivfpq
+        else:
+            ivfpq = None
+            params = {"m": HNSW_M, "ef_construction": HNSW_EFC, "threads": threads}
+        entry = {"family": family, "note": note, "params": params, "codes": codes,
+                 "code_bytes_per_vector": code_bytes_per_vector(codes, dim),
+                 "float32_rescoring": lib == "faiss-ivfpq"}
+        if codes != "none":
+            entry["marked"] = "quantised peer: informational ratios only, no pass/fail target"
         res["libraries"][lib] = entry
         try:
             wait_quiet(f"{lib} build")
             entry["loadavg_before_build"] = loadavg()
             log(f"{lib}: build ({threads} threads)")
             b = run_worker("build", {"lib": lib, "base": str(ddir / "base.npy"), "index_path": str(ipath),
-                                     "threads": threads}, threads)
+                                     "threads": threads, "ivfpq": ivfpq}, threads)
             entry.update({"build_seconds": b["build_seconds"], "save_seconds": b["save_seconds"],
                           "build_rss_delta_bytes": b["build_rss_delta_bytes"],
                           "build_process_hwm_bytes": b["process_hwm_bytes"],
@@ -1068,13 +1240,13 @@ def main() -> int:
             entry["loadavg_before_search"] = loadavg()
             s = run_worker("search", {"lib": lib, "queries": str(ddir / "queries.npy"), "index_path": str(ipath),
                                       "n": n, "threads": threads, "efs": efs, "min_seconds": a.min_seconds,
-                                      "found": str(found_p)}, threads)
+                                      "found": str(found_p), "ivfpq": ivfpq}, threads)
             entry.update({"load_seconds": s["load_seconds"], "index_rss_bytes": s["index_rss_bytes"],
                           "search_process_hwm_bytes": s["process_hwm_bytes"]})
             fz = np.load(found_p)
             for r in s["rows"]:
                 r["recall_at_10"] = tie_aware_recall(fz[f"ef{r['ef']}"], base, queries, kth)
-                log(f"{lib}: ef={r['ef']} recall@10={r['recall_at_10']:.4f} qps1={r['qps_1thread']:.0f} "
+                log(f"{lib}: ef={r['ef']} ({r['param']}) recall@10={r['recall_at_10']:.4f} qps1={r['qps_1thread']:.0f} "
                     f"qps{threads}={r['qps_all_threads']:.0f}")
             entry["rows"] = s["rows"]
         except Exception as e:

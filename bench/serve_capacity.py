@@ -189,6 +189,11 @@ def main() -> int:
     ap.add_argument("--reload-seconds", type=float, default=20.0)
     ap.add_argument("--reload-every", type=float, default=2.0)
     ap.add_argument("--serve-args", default="", help="extra `searchd serve` arguments")
+    ap.add_argument("--index-name", default="searchd-hnsw",
+                    help="index directory under bench/data/<dataset> (e.g. searchd-hnsw-sq8)")
+    ap.add_argument("--open-args", default="",
+                    help="placement flags given to both `searchd eval` and `searchd serve`, "
+                         "e.g. '--vectors disk --graph ram --codes ram'")
     ap.add_argument("--only-ramp", action="store_true",
                     help="engine + ramp only (for comparing serve knobs); no targets except the ratio")
     ap.add_argument("--quiet-busy", type=float, default=0.15)
@@ -198,7 +203,7 @@ def main() -> int:
     args = ap.parse_args()
 
     ddir = ROOT / "bench/data" / args.dataset
-    index = ddir / "searchd-hnsw"
+    index = ddir / args.index_name
     queries, gt = ddir / "queries.npy", ddir / "gt.npy"
     for p in (index / "manifest.json", queries, gt):
         if not p.exists():
@@ -221,7 +226,8 @@ def main() -> int:
     manifest = json.loads((index / "manifest.json").read_text())
     files = {f.name: f.stat().st_size for f in index.iterdir() if f.is_file()}
     index_bytes = sum(v for k, v in files.items() if k.endswith(".bin"))
-    serve_extra = args.serve_args.split()
+    open_extra = args.open_args.split()
+    serve_extra = args.serve_args.split() + open_extra
     res: dict = {
         "schema": "searchd.bench.serve.v1",
         "dataset": args.dataset,
@@ -243,7 +249,8 @@ def main() -> int:
     res["quiet"]["engine"] = wait_quiet("engine eval", args.quiet_busy, args.quiet_wait)
     ej = work / "engine-eval.json"
     r = run([searchd, "eval", "--index", index, "--queries", queries, "--gt", gt, "--k", "10",
-             "--ef", str(args.ef), "--threads", str(args.threads), "--min-seconds", "5", "--json", ej])
+             "--ef", str(args.ef), "--threads", str(args.threads), "--min-seconds", "5", "--json", ej]
+            + open_extra)
     if r.returncode != 0:
         print(r.stderr, file=sys.stderr)
         return 2

@@ -69,8 +69,8 @@ impl Quantization {
     pub fn default_oversample(self) -> f32 {
         match self {
             Quantization::None | Quantization::Sq8 => crate::index::DEFAULT_OVERSAMPLE,
-            Quantization::Pq { .. } => 16.0,
-            Quantization::Binary => 40.0,
+            Quantization::Pq { .. } => 24.0,
+            Quantization::Binary => 64.0,
         }
     }
 }
