@@ -8,9 +8,10 @@
 //! Codes are `m` bytes per vector, subspace order; `n` vectors are `n * m` bytes row-major.
 //!
 //! Codebooks are trained per subspace with k-means (Lloyd) on up to `sample` rows spread
-//! evenly over the input, started from a seeded random choice of distinct rows. Each
-//! subspace is trained by one task (rayon, over subspaces) and all float sums run in a fixed
-//! order, so the codebooks depend only on the data and the seed, not on the thread count.
+//! evenly over the input, started from a seeded random choice of distinct rows. Subspaces
+//! are trained in parallel (rayon), and so are fixed chunks of rows in each assignment step,
+//! but every float sum runs in a fixed order on one thread, so the codebooks depend only on
+//! the data and the seed, not on the thread count.
 //!
 //! Queries stay in float32 (asymmetric distance): for a query `y` with subvectors `y_s`,
 //! `<x, y> ~ <decode(c), y> = sum_s <y_s, C_s[c_s]>`. The `m * 256` inner products
@@ -63,10 +64,10 @@ pub struct Pq {
     m: usize,
     /// `[m][KSUB][dsub]`.
     centroids: Vec<f32>,
-    /// The same values as `[m][dsub][KSUB]`: the nearest-centroid and lookup-table loops run
-    /// over the 256 centroids of a subspace in their inner loop, which the compiler turns
-    /// into SIMD lanes while each lane still sums its `dsub` terms in order (so results do
-    /// not depend on vector width or on how rows are split over threads).
+    /// The same values as `[m][dsub][KSUB]`: the nearest-centroid search
+    /// ([`searchd_kernels::l2sq_columns`]) and the lookup table run over the 256 centroids of
+    /// a subspace as SIMD lanes, each lane summing its `dsub` terms in order (so a result
+    /// does not depend on vector width or on how rows are split over threads).
     transposed: Vec<f32>,
 }
 
@@ -83,9 +84,6 @@ const ASSIGN_CHUNK: usize = 1024;
 
 /// Relative size of the perturbation that splits a cluster to re-seed an empty one.
 const SPLIT_EPS: f32 = 1.0 / 1024.0;
-
-/// Distances per block in the minimum search of [`nearest`].
-const LANES: usize = 16;
 
 fn param_error(message: String) -> Error {
     Error::InvalidParam {
@@ -336,31 +334,13 @@ fn transpose_book(book: &[f32], dsub: usize, out: &mut [f32]) {
 /// The distances come from [`searchd_kernels::l2sq_columns`] (one SIMD lane per centroid,
 /// each summed in dimension order, not expanded through norms, which cancels for nearby
 /// points), so a distance is the same bits wherever it is computed and training and encoding
-/// agree exactly.
-/// `dist` is scratch space, passed in so callers zero it once, not per call.
+/// agree exactly. `dist` is scratch space, passed in so callers zero it once, not per call.
 #[inline]
 fn nearest(x: &[f32], tb: &[f32], dist: &mut [f32; KSUB]) -> (u8, f32) {
     searchd_kernels::l2sq_columns(x, tb, dist);
-    // Branch-free passes (a running "if smaller, remember the index" compiles to
-    // unpredictable branches, ~10x slower): the minimum, lane-wise; the first block of
-    // `LANES` holding it; its position there.
-    let (blocks, _) = dist.as_chunks::<LANES>();
-    let mut low = [f32::INFINITY; LANES];
-    for block in blocks {
-        for (l, &v) in low.iter_mut().zip(block) {
-            *l = if v < *l { v } else { *l };
-        }
-    }
-    let min = low
-        .iter()
-        .fold(f32::INFINITY, |m, &v| if v < m { v } else { m });
-    // Not found only if every distance is NaN, which finite inputs never produce.
-    let b = blocks
-        .iter()
-        .position(|block| block.iter().fold(false, |f, &v| f | (v == min)))
-        .unwrap_or(0);
-    let l = blocks[b].iter().position(|&v| v == min).unwrap_or(0);
-    ((b * LANES + l) as u8, blocks[b][l])
+    // None only if every distance is NaN, which finite inputs never produce.
+    let k = searchd_kernels::argmin(dist).unwrap_or(0);
+    (k as u8, dist[k])
 }
 
 /// k-means with `KSUB` centroids on the rows of `x` (`n x dsub`, `n >= KSUB`); returns the
@@ -796,7 +776,8 @@ mod tests {
         }
     }
 
-    /// Training speed (run in release; `PQ_TIMING_N` rows, default 50,000):
+    /// Training speed (run in release; `PQ_TIMING_N` rows, default 50,000; `PQ_TIMING_M`
+    /// comma-separated m values, default 48,64,96):
     /// `cargo test --release -p searchd-engine --lib pq_training_timing -- --ignored --nocapture`
     /// Prints wall time and the process's CPU time (the cores may be shared).
     #[test]
@@ -819,8 +800,12 @@ mod tests {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(50_000);
+        let ms: Vec<usize> = match std::env::var("PQ_TIMING_M") {
+            Ok(s) => s.split(',').filter_map(|m| m.trim().parse().ok()).collect(),
+            Err(_) => vec![48, 64, 96],
+        };
         let v = data(n, dim, 13);
-        for m in [48, 64, 96] {
+        for m in ms {
             let (t, c) = (std::time::Instant::now(), cpu());
             let pq = Pq::train(&v, dim, &PqParams::new(m)).unwrap();
             let (train, train_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);

@@ -663,12 +663,19 @@ impl Simd for Portable {
     }
 }
 
+/// Vectors of points per block in [`l2sq_columns`]: each accumulator is a chain of
+/// dependent FMAs (one per dimension), and with only a few dimensions per call the chains
+/// are short, so more of them hide the FMA latency better: 8 (not 4) made a PQ nearest-
+/// centroid search (6 dimensions x 256 points, with `argmin`) ~15-20% faster on Zen 3.
+/// 8 accumulators, the broadcast and a difference fit the 16 AVX2 registers.
+const COLS_UNROLL: usize = 8;
+
 /// `out[j] = sum_d (x[d] - cols[d * n + j])^2` for the `n = out.len()` points stored as
 /// columns of `cols` (`x.len()` rows of `n`): a query against many short points laid out
 /// dimension-major (k-means assignment, PQ encoding). Lanes run over points, so each
 /// distance is accumulated in dimension order `d = 0, 1, ...` whatever the lane width or
 /// blocking: the value for a point does not depend on `n` or on where it sits in `cols`.
-/// Blocks of `UNROLL` vectors of points keep their sums in registers across all of `x`.
+/// Blocks of `COLS_UNROLL` vectors of points keep their sums in registers across all of `x`.
 ///
 /// # Safety
 /// CPU supports `S`; `cols.len() == x.len() * out.len()`.
@@ -683,8 +690,8 @@ pub(crate) unsafe fn l2sq_columns<S: Simd>(x: &[f32], cols: &[f32], out: &mut [f
     // j + w <= n, or n - j values through a local buffer.
     unsafe {
         let mut j = 0;
-        while j + UNROLL * w <= n {
-            let mut acc = [S::zero(); UNROLL];
+        while j + COLS_UNROLL * w <= n {
+            let mut acc = [S::zero(); COLS_UNROLL];
             for d in 0..dim {
                 let xd = S::broadcast(px.add(d));
                 for (u, acc) in acc.iter_mut().enumerate() {
@@ -695,7 +702,7 @@ pub(crate) unsafe fn l2sq_columns<S: Simd>(x: &[f32], cols: &[f32], out: &mut [f
             for (u, acc) in acc.iter().enumerate() {
                 S::store(po.add(j + u * w), *acc);
             }
-            j += UNROLL * w;
+            j += COLS_UNROLL * w;
         }
         while j < n {
             let lanes = w.min(n - j);
@@ -767,4 +774,35 @@ pub(crate) fn hamming_unrolled(a: &[u64], b: &[u64]) -> u32 {
     }
     let tail: u32 = ta.iter().zip(tb).map(|(x, y)| (x ^ y).count_ones()).sum();
     acc.iter().sum::<u32>() + tail
+}
+
+/// First index of the smallest value (NaNs skipped) in two passes that compile to SIMD
+/// without target features: a lane-wise minimum, then a search for the first block of 16
+/// holding it. (A single "if smaller, remember the index" pass compiles to a data-dependent
+/// branch per element, which mispredicts on unordered data.)
+#[inline(always)]
+pub(crate) fn argmin_portable(v: &[f32]) -> Option<usize> {
+    const W: usize = 16;
+    let (blocks, tail) = v.as_chunks::<W>();
+    let mut low = [f32::INFINITY; W];
+    for block in blocks {
+        for (l, &x) in low.iter_mut().zip(block) {
+            // `x < l` is false for NaN, so NaNs never enter.
+            *l = if x < *l { x } else { *l };
+        }
+    }
+    let min = low
+        .iter()
+        .chain(tail)
+        .fold(f32::INFINITY, |m, &x| if x < m { x } else { m });
+    let b = blocks
+        .iter()
+        .position(|block| block.iter().fold(false, |f, &x| f | (x == min)));
+    match b {
+        Some(b) => blocks[b].iter().position(|&x| x == min).map(|l| b * W + l),
+        None => tail
+            .iter()
+            .position(|&x| x == min)
+            .map(|l| blocks.len() * W + l),
+    }
 }

@@ -40,6 +40,9 @@
 //!   reductions, fewer bytes loaded per FMA, so it gets closer to FMA peak once the packing
 //!   is amortised over enough queries.
 //!
+//! `l2sq_block` uses the same nests with `(q - b)^2` terms (not the `|q|^2 + |b|^2 - 2q.b`
+//! expansion, which cancels badly for nearby vectors).
+//!
 //! # Kernels on codes (plain loops per path, not the generic `Simd` ones)
 //! * [`dot_u8_i16`]: SQ8 codes times 16-bit query weights, exact in `i32` (AVX2
 //!   `vpmovzxbw` + `vpmaddwd`).
@@ -49,8 +52,10 @@
 //! * [`hamming`]: `popcount(a ^ b)` over `u64` words; `popcnt` on x86_64 (the x86 backends
 //!   require it at detection, as every AVX2 CPU has it), `count_ones` elsewhere.
 //!
-//! `l2sq_block` uses the same nests with `(q - b)^2` terms (not the `|q|^2 + |b|^2 - 2q.b`
-//! expansion, which cancels badly for nearby vectors).
+//! [`l2sq_columns`] (one point against many short points stored dimension-major, one lane
+//! per point; k-means assignment and PQ encoding) is generic like the float kernels;
+//! [`argmin`] (first index of the minimum) has an AVX2 version (`vminps`, then compare and
+//! `vmovmskps`) and a portable two-pass one.
 //!
 //! # Measured (`cargo run --release -p searchd-kernels --example kernel_bench`)
 //! AMD EPYC VM, 2 vCPUs, AVX2+FMA (no AVX-512 on this host, so that path is compiled and
@@ -210,6 +215,14 @@ pub fn l2sq_columns(x: &[f32], cols: &[f32], out: &mut [f32]) {
     Backend::active().l2sq_columns(x, cols, out)
 }
 
+/// Index of the first smallest value of `v`, NaNs skipped (so the same index a sequential
+/// scan with `<` finds); `None` if `v` is empty or all NaN. With [`l2sq_columns`], the
+/// nearest of many short points (k-means assignment, PQ encoding).
+#[inline]
+pub fn argmin(v: &[f32]) -> Option<usize> {
+    Backend::active().argmin(v)
+}
+
 /// Product-quantizer asymmetric score: `sum_j lut[j * 256 + codes[j]]`, i.e. the sum over
 /// the `m = codes.len()` subspaces of the query's lookup-table entry for each code (`lut` is
 /// `m` rows of 256 values, row-major).
@@ -228,8 +241,8 @@ pub fn l2sq_columns(x: &[f32], cols: &[f32], out: &mut [f32]) {
 /// | 64 | 28-38                 | 61-66  | 67-105               |
 ///
 /// (`cargo test --release -p searchd-kernels --lib pq_adc_timing -- --ignored --nocapture`.)
-/// Zen 3 issues a ymm gather about every 8 cycles, while two or three table loads per cycle
-/// go through the plain loop.
+/// On this CPU one 8-lane gather costs more than the eight independent scalar loads it
+/// replaces; CPUs with faster gathers may differ, so the gather path is kept and tested.
 ///
 /// # Panics
 /// If `lut.len() != codes.len() * 256`.
@@ -265,6 +278,7 @@ type BlockFn = unsafe fn(&[f32], usize, &[f32], usize, usize, &mut [f32]);
 type U8I16Fn = unsafe fn(&[u8], &[i16]) -> i32;
 type AdcFn = unsafe fn(&[f32], &[u8]) -> f32;
 type ColumnsFn = unsafe fn(&[f32], &[f32], &mut [f32]);
+type ArgminFn = unsafe fn(&[f32]) -> Option<usize>;
 type HammingFn = unsafe fn(&[u64], &[u64]) -> u32;
 
 /// One implementation of all kernels, for one instruction set.
@@ -287,6 +301,7 @@ pub struct Backend {
     pq_adc: AdcFn,
     hamming: HammingFn,
     l2sq_columns: ColumnsFn,
+    argmin: ArgminFn,
 }
 
 /// Defines a backend: entry points instantiating the generic kernels for `$simd`, compiled
@@ -294,7 +309,7 @@ pub struct Backend {
 macro_rules! backend {
     (
         $table:ident, $module:ident, $name:literal, $simd:ty,
-        $u8i16:path, $adc:path, $ham:path $(, $feat:literal)?
+        $u8i16:path, $adc:path, $ham:path, $argmin:path $(, $feat:literal)?
     ) => {
         mod $module {
             use crate::kernel;
@@ -350,6 +365,7 @@ macro_rules! backend {
             pq_adc: $adc,
             hamming: $ham,
             l2sq_columns: $module::l2sq_columns,
+            argmin: $argmin,
         };
     };
 }
@@ -365,6 +381,7 @@ backend!(
     crate::x86::dot_u8_i16_avx2,
     crate::x86::pq_adc_avx2_unrolled,
     crate::x86::hamming_popcnt,
+    crate::x86::argmin_avx2,
     "avx512f,avx2,fma"
 );
 #[cfg(target_arch = "x86_64")]
@@ -376,6 +393,7 @@ backend!(
     crate::x86::dot_u8_i16_avx2,
     crate::x86::pq_adc_avx2_unrolled,
     crate::x86::hamming_popcnt,
+    crate::x86::argmin_avx2,
     "avx2,fma"
 );
 #[cfg(target_arch = "aarch64")]
@@ -387,6 +405,7 @@ backend!(
     scalar_u8_i16,
     portable_pq_adc,
     portable_hamming,
+    portable_argmin,
     "neon"
 );
 backend!(
@@ -396,7 +415,8 @@ backend!(
     crate::kernel::Portable,
     scalar_u8_i16,
     portable_pq_adc,
-    portable_hamming
+    portable_hamming,
+    portable_argmin
 );
 
 /// The portable integer kernel (the compiler vectorises this loop well on its own).
@@ -422,6 +442,14 @@ unsafe fn portable_pq_adc(lut: &[f32], codes: &[u8]) -> f32 {
 /// None needed; `unsafe` only to match the table's function type.
 unsafe fn portable_hamming(a: &[u64], b: &[u64]) -> u32 {
     kernel::hamming_unrolled(a, b)
+}
+
+/// Two branch-free passes in plain Rust (what the compiler vectorises with baseline SIMD).
+///
+/// # Safety
+/// None needed; `unsafe` only to match the table's function type.
+unsafe fn portable_argmin(v: &[f32]) -> Option<usize> {
+    kernel::argmin_portable(v)
 }
 
 /// All backends the running CPU supports, best first (the last is always `scalar`).
@@ -551,6 +579,13 @@ impl Backend {
         );
         // SAFETY: shape checked above; the backend's features were detected (type invariant).
         unsafe { (self.l2sq_columns)(x, cols, out) }
+    }
+
+    /// See [`crate::argmin`].
+    #[inline]
+    pub fn argmin(&self, v: &[f32]) -> Option<usize> {
+        // SAFETY: no shape to check; the backend's features were detected (type invariant).
+        unsafe { (self.argmin)(v) }
     }
 
     /// See [`crate::pq_adc`].

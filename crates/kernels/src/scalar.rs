@@ -73,3 +73,14 @@ pub fn l2sq_columns(x: &[f32], cols: &[f32], out: &mut [f32]) {
             .sum();
     }
 }
+
+/// Index of the first smallest value, NaNs skipped; `None` if `v` is empty or all NaN.
+pub fn argmin(v: &[f32]) -> Option<usize> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &x) in v.iter().enumerate() {
+        if !x.is_nan() && best.is_none_or(|(_, b)| x < b) {
+            best = Some((i, x));
+        }
+    }
+    best.map(|(i, _)| i)
+}

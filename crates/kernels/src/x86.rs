@@ -368,6 +368,54 @@ pub(crate) unsafe fn hamming_popcnt(a: &[u64], b: &[u64]) -> u32 {
     crate::kernel::hamming_unrolled(a, b)
 }
 
+/// [`crate::argmin`] with AVX2: the minimum over 4 x 8 lanes (`vminps`, which returns its
+/// second operand, the running minimum, when the new value is NaN), then a compare-equal and
+/// `vmovmskps` per 8 values until the first hit.
+///
+/// # Safety
+/// CPU supports AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn argmin_avx2(v: &[f32]) -> Option<usize> {
+    let n = v.len();
+    let p = v.as_ptr();
+    // SAFETY: AVX2 is guaranteed by the caller; every vector load reads v[i .. i + 8] with
+    // i + 8 <= n (loop bounds), scalar reads are at i < n, and the store goes to a local
+    // array of 8.
+    unsafe {
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        let mut b = [inf; 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (u, b) in b.iter_mut().enumerate() {
+                *b = _mm256_min_ps(_mm256_loadu_ps(p.add(i + 8 * u)), *b);
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            b[0] = _mm256_min_ps(_mm256_loadu_ps(p.add(i)), b[0]);
+            i += 8;
+        }
+        let all = _mm256_min_ps(_mm256_min_ps(b[0], b[1]), _mm256_min_ps(b[2], b[3]));
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), all);
+        let mut min = f32::INFINITY;
+        for &x in lanes.iter().chain(&v[i..]) {
+            min = if x < min { x } else { min };
+        }
+        let target = _mm256_set1_ps(min);
+        let mut i = 0;
+        while i + 8 <= n {
+            let eq = _mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_loadu_ps(p.add(i)), target);
+            let mask = _mm256_movemask_ps(eq);
+            if mask != 0 {
+                return Some(i + mask.trailing_zeros() as usize);
+            }
+            i += 8;
+        }
+        v[i..].iter().position(|&x| x == min).map(|l| i + l)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -451,3 +451,49 @@ fn l2sq_columns_bad_shape_panics() {
     let mut out = [0.0f32; 3];
     searchd_kernels::l2sq_columns(&[1.0, 2.0], &[0.0; 5], &mut out);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// argmin compares, never rounds: every path must return exactly the reference's index,
+    /// for every length remainder, with ties (values from a small set), signed zeros,
+    /// infinities and NaNs mixed in.
+    #[test]
+    fn argmin_matches_reference(
+        v in proptest::collection::vec(
+            prop_oneof![
+                6 => (-4i32..4).prop_map(|x| x as f32),
+                2 => -1.0f32..1.0,
+                1 => Just(-0.0f32),
+                1 => Just(f32::INFINITY),
+                1 => Just(f32::NEG_INFINITY),
+                1 => Just(f32::NAN),
+            ],
+            0..300,
+        )
+    ) {
+        let want = scalar::argmin(&v);
+        for &be in Backend::available() {
+            prop_assert_eq!(be.argmin(&v), want, "backend {}", be.name());
+        }
+        prop_assert_eq!(searchd_kernels::argmin(&v), want);
+    }
+}
+
+#[test]
+fn argmin_edge_cases() {
+    for &be in Backend::available() {
+        assert_eq!(be.argmin(&[]), None, "{}", be.name());
+        assert_eq!(be.argmin(&[f32::NAN; 40]), None, "{}", be.name());
+        assert_eq!(be.argmin(&[f32::INFINITY; 40]), Some(0), "{}", be.name());
+        let mut v = vec![f32::NAN; 37];
+        v[33] = 5.0;
+        assert_eq!(be.argmin(&v), Some(33), "{}", be.name());
+        let mut v = vec![1.0f32; 256];
+        v[200] = 0.5;
+        v[250] = 0.5;
+        assert_eq!(be.argmin(&v), Some(200), "{}", be.name());
+        // -0.0 == 0.0: the first zero wins whatever its sign.
+        assert_eq!(be.argmin(&[1.0, 0.0, -0.0]), Some(1), "{}", be.name());
+    }
+}
