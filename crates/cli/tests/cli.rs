@@ -351,7 +351,7 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
             "--quantization",
             "pq:8",
         ],
-        "not implemented",
+        "not divisible by m=8",
     );
     refused(
         &[
