@@ -37,6 +37,8 @@ CONFIGS = [
      "SQ8 codes and graph in RAM, float32 rescoring rows mapped"),
     ("sq8-ram+vectors-disk", "searchd-hnsw-sq8", ["--vectors", "disk", "--graph", "ram", "--codes", "ram"],
      "SQ8 codes and graph in RAM, float32 rescoring rows read with pread"),
+    ("sq8-mmap+vectors-disk", "searchd-hnsw-sq8", ["--vectors", "disk", "--graph", "mmap", "--codes", "mmap"],
+     "SQ8 codes and graph mapped, float32 rescoring rows read with pread"),
 ]
 
 

@@ -180,9 +180,13 @@ pub struct BuildArgs {
     /// Output index directory (written to a temporary name, then renamed).
     #[arg(long)]
     pub out: PathBuf,
-    /// Index kind: hnsw or flat (exact).
+    /// Index kind: hnsw, flat (exact) or ivfpq (coarse lists with PQ residual codes and
+    /// float32 rescoring; needs --quantization pq:M; searches probe `ef` lists).
     #[arg(long, default_value = "hnsw")]
     pub index: String,
+    /// ivfpq: number of coarse lists (0 = about 4 sqrt(n), a power of two).
+    #[arg(long, default_value_t = 0)]
+    pub nlist: usize,
     /// cosine, ip or l2.
     #[arg(long, default_value = "cosine", value_parser = util::parse_metric)]
     pub metric: Metric,
@@ -210,15 +214,9 @@ pub struct BuildArgs {
 
 pub fn build(a: &BuildArgs) -> CmdResult {
     let started = Instant::now();
-    let kind = match a.index.as_str() {
-        "ivf" => {
-            return Err(CliError::Input(
-                "--index ivf is not implemented yet (use hnsw or flat)".into(),
-            ))
-        }
-        s => IndexKind::parse(s)
-            .ok_or_else(|| CliError::Input(format!("unknown --index {s:?} (hnsw, flat)")))?,
-    };
+    let kind = IndexKind::parse(&a.index).ok_or_else(|| {
+        CliError::Input(format!("unknown --index {:?} (hnsw, flat, ivfpq)", a.index))
+    })?;
     let quantization = parse_quantization(&a.quantization)?;
     let base = load_vectors(&a.base, "train")?;
     let cfg = BuildConfig {
@@ -232,6 +230,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         threads: a.threads,
         force: a.force,
         quantization,
+        nlist: a.nlist,
     };
     let pb = bar(base.n() as u64, "build");
     let report = build_index(&a.out, base.as_slice(), base.dim(), &cfg, &|d, _| {
@@ -357,7 +356,7 @@ pub struct EvalArgs {
     /// Neighbours per query.
     #[arg(long, default_value_t = 10)]
     pub k: usize,
-    /// Comma-separated ef values to sweep.
+    /// Comma-separated ef values to sweep (ivfpq indexes: lists probed, nprobe).
     #[arg(long, default_value = "16,32,64,128,256", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub ef: Vec<u16>,
     /// Threads for the all-thread throughput column (0 = one per core).

@@ -609,6 +609,49 @@ fn quantize_placement_and_memory_bench() {
         assert!(r >= codes_only, "{q} --vectors none: recall@10 {r}");
         assert_eq!(doc["index"]["vector_bytes"], 0);
     }
+    // IVF-PQ: coarse lists, PQ residuals, float32 rescoring; --ef is the lists probed.
+    let ivf = d.join("ivf");
+    ok(&[
+        "build",
+        "--base",
+        p(&base),
+        "--out",
+        p(&ivf),
+        "--index",
+        "ivfpq",
+        "--quantization",
+        "pq:8",
+        "--nlist",
+        "32",
+    ]);
+    let doc = eval(&ivf, &["--ef", "2,32", "--vectors", "disk"]);
+    assert_eq!(doc["index"]["kind"], "ivfpq");
+    let at = |ef: u64| {
+        doc["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["ef"] == ef)
+            .and_then(|r| r["recall_at_10"].as_f64())
+            .unwrap()
+    };
+    let (r2, r32) = (at(2), at(32));
+    assert!(
+        r32 >= 0.95 && r2 <= r32,
+        "ivfpq recall@10: nprobe 2 {r2}, nprobe 32 {r32}"
+    );
+    refused(
+        &[
+            "build",
+            "--base",
+            p(&base),
+            "--out",
+            p(&d.join("z")),
+            "--index",
+            "ivfpq",
+        ],
+        "--quantization pq:M",
+    );
     // Bad input: one clear line, exit 2.
     refused(
         &[

@@ -22,8 +22,10 @@ pub struct BuildConfig {
     pub threads: usize,
     /// Replace an existing directory.
     pub force: bool,
-    /// Compressed codes stored beside the float32 vectors (HNSW only).
+    /// Compressed codes stored beside the float32 vectors (HNSW; IVF-PQ requires PQ).
     pub quantization: Quantization,
+    /// IVF-PQ: number of coarse lists (0 = [`crate::ivf::default_nlist`]).
+    pub nlist: usize,
 }
 
 /// Codes an index keeps for traversal (the float32 vectors are always kept, for rescoring).
@@ -84,6 +86,7 @@ impl Default for BuildConfig {
             threads: 0,
             force: false,
             quantization: Quantization::None,
+            nlist: 0,
         }
     }
 }
@@ -155,7 +158,15 @@ pub fn build_index(
             message: "must be at least 1".into(),
         });
     }
-    if cfg.quantization != Quantization::None && cfg.kind != IndexKind::Hnsw {
+    if cfg.kind == IndexKind::IvfPq && !matches!(cfg.quantization, Quantization::Pq { .. }) {
+        return Err(Error::InvalidParam {
+            name: "quantization",
+            message: "--index ivfpq stores product-quantized residuals: pass --quantization pq:M \
+                      (M dividing the dimension, e.g. pq:64 for 384 dimensions)"
+                .into(),
+        });
+    }
+    if cfg.quantization != Quantization::None && cfg.kind == IndexKind::Flat {
         return Err(Error::InvalidParam {
             name: "quantization",
             message: format!(
@@ -180,8 +191,60 @@ pub fn build_index(
 
     let mut graph_seconds = 0.0;
     let mut permuted: Vec<f32> = Vec::new();
+    let mut ivf_parts = None;
     let params = match cfg.kind {
         IndexKind::Flat => serde_json::json!({}),
+        IndexKind::IvfPq => {
+            let t = Instant::now();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(cfg.threads)
+                .build()
+                .map_err(|e| Error::invalid(format!("cannot start build threads: {e}")))?;
+            let nlist = if cfg.nlist == 0 {
+                crate::ivf::default_nlist(n)
+            } else {
+                cfg.nlist
+            };
+            let seed = cfg.hnsw.seed;
+            let (centroids, lists) = pool.install(|| -> Result<_> {
+                let c =
+                    crate::ivf::train_coarse(data, dim, nlist, crate::ivf::DEFAULT_ITERS, seed)?;
+                let lists = crate::ivf::assign(data, &c, dim);
+                Ok((c, lists))
+            })?;
+            progress(n as u64, n as u64);
+            // Rows in list order (stable: by row within a list).
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by_key(|&r| lists[r as usize]);
+            let mut offsets = vec![0u32; nlist + 1];
+            for &l in &lists {
+                offsets[l as usize + 1] += 1;
+            }
+            for l in 0..nlist {
+                offsets[l + 1] += offsets[l];
+            }
+            let header = Header::new(
+                crate::format::IVF_MAGIC,
+                [n as u64, dim as u64, nlist as u64, 0, 0, 0],
+            );
+            writer.write_file(
+                "ivf.bin",
+                &header,
+                &[
+                    bytemuck::cast_slice(&centroids),
+                    bytemuck::cast_slice(&offsets),
+                    bytemuck::cast_slice(&order),
+                ],
+            )?;
+            graph_seconds = t.elapsed().as_secs_f64();
+            ivf_parts = Some((centroids, lists, order));
+            serde_json::json!({
+                "nlist": nlist,
+                "iters": crate::ivf::DEFAULT_ITERS,
+                "seed": seed,
+                "threads": cfg.threads,
+            })
+        }
         IndexKind::Hnsw => {
             let t = Instant::now();
             let pool = rayon::ThreadPoolBuilder::new()
@@ -218,7 +281,12 @@ pub fn build_index(
     let vheader = Header::new(VECTORS_MAGIC, [n as u64, dim as u64, 0, 0, 0, 0]);
     writer.write_file("vectors.bin", &vheader, &[bytemuck::cast_slice(stored)])?;
     let mut params = params;
-    if cfg.quantization != Quantization::None {
+    if let (Some((centroids, lists, order)), Quantization::Pq { m }) =
+        (&ivf_parts, cfg.quantization)
+    {
+        params["quantization"] =
+            write_ivf_codes(&mut writer, stored, dim, m, centroids, lists, order)?;
+    } else if cfg.quantization != Quantization::None {
         params["quantization"] = write_codes(&mut writer, stored, dim, cfg.quantization)?;
     }
     let manifest = Manifest {
@@ -361,6 +429,73 @@ pub(crate) fn write_codes(
             }))
         }
     }
+}
+
+/// IVF-PQ `codes.bin`: the PQ layout of [`write_codes`], with codebooks trained on the
+/// residuals `x - centroid(list(x))` and norms and codes in list order (see [`crate::ivf`]).
+fn write_ivf_codes(
+    w: &mut DirWriter,
+    stored: &[f32],
+    dim: usize,
+    m: usize,
+    centroids: &[f32],
+    lists: &[u32],
+    order: &[u32],
+) -> Result<serde_json::Value> {
+    use rayon::prelude::*;
+    let residuals: Vec<f32> = order
+        .par_iter()
+        .flat_map_iter(|&r| {
+            let r = r as usize;
+            let c = lists[r] as usize;
+            stored[r * dim..(r + 1) * dim]
+                .iter()
+                .zip(&centroids[c * dim..(c + 1) * dim])
+                .map(|(x, c)| x - c)
+        })
+        .collect();
+    let params = crate::pq::PqParams::new(m);
+    let quant = crate::pq::Pq::train(&residuals, dim, &params)?;
+    let codes = quant.encode_all(&residuals);
+    drop(residuals);
+    let norms: Vec<f32> = order
+        .par_iter()
+        .map(|&r| searchd_kernels::norm_sq(&stored[r as usize * dim..(r as usize + 1) * dim]))
+        .collect();
+    let n = order.len();
+    let before = 4 * quant.centroids().len() + 4 * n;
+    let pad = vec![0u8; codes_padding(before)];
+    let header = Header::new(
+        crate::format::CODES_MAGIC,
+        [
+            n as u64,
+            dim as u64,
+            crate::format::CODES_PQ,
+            m as u64,
+            0,
+            0,
+        ],
+    );
+    w.write_file(
+        "codes.bin",
+        &header,
+        &[
+            bytemuck::cast_slice(quant.centroids()),
+            bytemuck::cast_slice(&norms),
+            &pad,
+            &codes,
+        ],
+    )?;
+    Ok(serde_json::json!({
+        "kind": "pq",
+        "m": m,
+        "centroids": crate::pq::KSUB,
+        "sample": params.sample.min(n),
+        "iters": params.iters,
+        "seed": params.seed,
+        "residual": true,
+        "oversample": Quantization::Pq { m }.default_oversample(),
+    }))
 }
 
 /// Zero bytes after `payload_before` bytes of payload (which follow the 64-byte header)

@@ -8,6 +8,8 @@
 //!                     of each external id (hnsw kind: rows are stored in graph BFS order)
 //! DIR/codes.bin       64-byte header + quantizer parameters, squared norms and one code per
 //!                     stored row (quantized indexes; layout in `build::write_codes`)
+//! DIR/ivf.bin         64-byte header + coarse centroids, list offsets and row ids in list
+//!                     order (ivfpq kind; see `ivf`)
 //! ```
 //! Every binary file starts with a 64-byte header: 8-byte magic, u32 format version, u32
 //! header length, then six little-endian u64 fields whose meaning depends on the file.
@@ -30,6 +32,8 @@ pub const GRAPH_MAGIC: [u8; 8] = *b"SRCHDHNS";
 pub const IDS_MAGIC: [u8; 8] = *b"SRCHDIDS";
 /// `codes.bin` of quantized indexes.
 pub const CODES_MAGIC: [u8; 8] = *b"SRCHDCOD";
+/// `ivf.bin` of IVF-PQ indexes.
+pub const IVF_MAGIC: [u8; 8] = *b"SRCHDIVF";
 /// `codes.bin` header field 2: the kind of codes.
 pub const CODES_SQ8: u64 = 1;
 /// Product-quantization codes (header field 3: m).

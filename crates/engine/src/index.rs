@@ -31,6 +31,9 @@ pub enum IndexKind {
     Flat,
     /// HNSW graph over float32 vectors.
     Hnsw,
+    /// Inverted file of coarse k-means lists with product-quantized residuals
+    /// ([`crate::ivf`]); `ef` of a search is the number of lists probed.
+    IvfPq,
 }
 
 impl IndexKind {
@@ -38,12 +41,14 @@ impl IndexKind {
         match self {
             IndexKind::Flat => "flat",
             IndexKind::Hnsw => "hnsw",
+            IndexKind::IvfPq => "ivfpq",
         }
     }
     pub fn parse(s: &str) -> Option<IndexKind> {
         match s {
             "flat" => Some(IndexKind::Flat),
             "hnsw" => Some(IndexKind::Hnsw),
+            "ivfpq" => Some(IndexKind::IvfPq),
             _ => None,
         }
     }
@@ -60,7 +65,7 @@ pub struct IndexInfo {
     /// Bytes of all index files (vectors + graph + id map + codes).
     pub bytes: u64,
     pub vector_bytes: u64,
-    /// `graph.bin` and `ids.bin`.
+    /// `graph.bin` and `ids.bin` (HNSW), `ivf.bin` (IVF-PQ).
     pub graph_bytes: u64,
     /// `codes.bin` of quantized indexes (0 otherwise).
     pub codes_bytes: u64,
@@ -127,6 +132,8 @@ pub struct Index {
     ids: Option<FileBytes>,
     /// Compressed codes (`codes.bin`) of quantized indexes.
     codes: Option<Codes>,
+    /// Coarse lists of IVF-PQ indexes (`ivf.bin`).
+    ivf: Option<(FileBytes, crate::ivf::IvfLayout)>,
 }
 
 /// The float32 vectors, wherever `--vectors` put them.
@@ -302,6 +309,13 @@ impl Index {
         } else {
             None
         };
+        let ivf = if kind == IndexKind::IvfPq {
+            let (path, b) = open_file("ivf.bin", opts.graph)?;
+            let layout = crate::ivf::parse(&path, b.as_bytes(), n, dim)?;
+            Some((b, layout))
+        } else {
+            None
+        };
         let ids = if manifest.file("ids.bin").is_some() {
             let (ipath, ib) = open_file("ids.bin", opts.graph)?;
             check_ids(&ipath, ib.as_bytes(), n)?;
@@ -310,12 +324,20 @@ impl Index {
             None
         };
         let codes = match quantization {
+            None if kind == IndexKind::IvfPq => {
+                return Err(Error::format(&mpath, "ivfpq index without pq codes"))
+            }
             None => None,
             Some(q) => {
-                if kind != IndexKind::Hnsw {
+                let fits = match kind {
+                    IndexKind::Hnsw => true,
+                    IndexKind::IvfPq => q == "pq",
+                    IndexKind::Flat => false,
+                };
+                if !fits {
                     return Err(Error::format(
                         &mpath,
-                        format!("{q} codes on a non-HNSW index"),
+                        format!("{q} codes on a {} index", kind.name()),
                     ));
                 }
                 let expected = match q.as_str() {
@@ -339,7 +361,8 @@ impl Index {
             }
         };
         let graph_bytes = graph.as_ref().map_or(0, |(g, _)| g.as_bytes().len() as u64)
-            + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64);
+            + ids.as_ref().map_or(0, |i| i.as_bytes().len() as u64)
+            + ivf.as_ref().map_or(0, |(b, _)| b.as_bytes().len() as u64);
         let codes_bytes = codes
             .as_ref()
             .map_or(0, |c| c.bytes.as_bytes().len() as u64);
@@ -363,6 +386,7 @@ impl Index {
             graph,
             ids,
             codes,
+            ivf,
         })
     }
 
@@ -544,6 +568,9 @@ impl Index {
         if let (Some(g), Some(codes)) = (self.graph_view(), &self.codes) {
             return self.search_codes(&g, codes, &q, p);
         }
+        if let (Some((ib, layout)), Some(codes)) = (&self.ivf, &self.codes) {
+            return self.search_ivf(&layout.view(ib.as_bytes(), self.info.dim), codes, &q, p);
+        }
         let rows = Rows {
             data: self.stored_vectors().ok_or(SearchError::NoVectors)?,
             dim: self.info.dim,
@@ -581,19 +608,8 @@ impl Index {
         q: &[f32],
         p: &SearchParams<'_>,
     ) -> std::result::Result<Vec<Hit>, SearchError> {
-        let over = p.oversample.unwrap_or(codes.oversample);
-        if !(1.0..=MAX_OVERSAMPLE).contains(&over) {
-            return Err(SearchError::BadOversample {
-                got: over,
-                max: MAX_OVERSAMPLE,
-            });
-        }
+        let r = self.candidates_wanted(codes, p)?;
         let rescore = self.has_vectors();
-        let r = if rescore {
-            ((p.k as f32 * over).ceil() as usize).max(p.k)
-        } else {
-            p.k
-        };
         let ef = p.ef.max(r);
         let rows = codes.rows();
         let query_norm = searchd_kernels::norm_sq(q);
@@ -647,12 +663,75 @@ impl Index {
                 )?
             }
         };
+        self.finish(q, candidates, p.k, rescore)
+    }
+
+    /// Rescoring depth for a quantized search: `ceil(oversample * k)` candidates (just `k`
+    /// when there are no float32 vectors to rescore with).
+    fn candidates_wanted(
+        &self,
+        codes: &Codes,
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<usize, SearchError> {
+        let over = p.oversample.unwrap_or(codes.oversample);
+        if !(1.0..=MAX_OVERSAMPLE).contains(&over) {
+            return Err(SearchError::BadOversample {
+                got: over,
+                max: MAX_OVERSAMPLE,
+            });
+        }
+        Ok(if self.has_vectors() {
+            ((p.k as f32 * over).ceil() as usize).max(p.k)
+        } else {
+            p.k
+        })
+    }
+
+    fn search_ivf(
+        &self,
+        ivf: &crate::ivf::IvfView<'_>,
+        codes: &Codes,
+        q: &[f32],
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        let r = self.candidates_wanted(codes, p)?;
+        let Quantizer::Pq(quant) = &codes.quant else {
+            return Err(SearchError::Storage {
+                message: "ivfpq index without pq codes".into(),
+            });
+        };
+        let probed = ivf.probe(self.metric, q, p.ef);
+        let lut = quant.prepare(q);
+        let candidates = crate::ivf::scan(
+            ivf,
+            self.metric,
+            &probed,
+            &lut,
+            codes.rows(),
+            codes.len,
+            codes.norms(),
+            searchd_kernels::norm_sq(q),
+            r,
+            p.filter,
+            p.deadline,
+        )?;
+        self.finish(q, candidates, p.k, self.has_vectors())
+    }
+
+    /// The best `k` of `candidates` (ids are stored rows), rescored with the float32
+    /// vectors when `rescore`, so the returned order and scores are exact.
+    fn finish(
+        &self,
+        q: &[f32],
+        candidates: Vec<crate::Neighbor>,
+        k: usize,
+        rescore: bool,
+    ) -> std::result::Result<Vec<Hit>, SearchError> {
         if !rescore {
             let mut c = candidates;
-            c.truncate(p.k);
+            c.truncate(k);
             return Ok(self.hits(c));
         }
-        // Rescore with the float32 vectors: the order returned is exact.
         let mut exact: Vec<crate::Neighbor> = Vec::with_capacity(candidates.len());
         match &self.vectors {
             Vectors::Mem(_) => {
@@ -681,7 +760,7 @@ impl Index {
             Vectors::Absent => return Err(SearchError::NoVectors),
         }
         exact.sort_unstable();
-        exact.truncate(p.k);
+        exact.truncate(k);
         Ok(self.hits(exact))
     }
 }

@@ -16,6 +16,7 @@ pub mod format;
 mod heap;
 pub mod hnsw;
 mod index;
+pub mod ivf;
 pub mod pq;
 mod prefetch;
 pub mod sq8;

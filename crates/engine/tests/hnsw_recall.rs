@@ -36,6 +36,7 @@ fn recall_with(
         threads,
         force: false,
         quantization,
+        nlist: 0,
     };
     build_index(&out, base, dim, &cfg, &|_, _| {}).unwrap();
     let index = Index::open(&out, &LoadOptions::default()).unwrap();

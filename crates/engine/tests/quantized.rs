@@ -34,6 +34,7 @@ fn build(dir: &Path, name: &str, base: &[f32], metric: Metric, q: Quantization) 
         threads: 1,
         force: false,
         quantization: q,
+        nlist: 0,
     };
     build_index(&out, base, DIM, &cfg, &|_, _| {}).unwrap();
     out
@@ -339,4 +340,110 @@ fn damaged_pq_and_binary_codes_are_refused() {
         let e = Index::open(&out, &no_verify).unwrap_err();
         assert!(e.to_string().contains("codes.bin"), "{}: {e}", q.name());
     }
+}
+
+fn build_ivf(dir: &Path, name: &str, base: &[f32], metric: Metric, nlist: usize) -> PathBuf {
+    let out = dir.join(name);
+    let cfg = BuildConfig {
+        kind: IndexKind::IvfPq,
+        metric,
+        quantization: Quantization::Pq { m: 8 },
+        nlist,
+        threads: 2,
+        ..Default::default()
+    };
+    build_index(&out, base, DIM, &cfg, &|_, _| {}).unwrap();
+    out
+}
+
+#[test]
+fn ivfpq_recall_grows_with_nprobe_and_rescoring_makes_it_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, queries) = data();
+    for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
+        let out = build_ivf(dir.path(), &format!("ivf-{metric:?}"), &base, metric, 32);
+        let idx = Index::open(&out, &LoadOptions::default()).unwrap();
+        assert_eq!(idx.info().kind, IndexKind::IvfPq);
+        assert_eq!(idx.info().params["nlist"], 32);
+        let few = recall(&idx, &idx, &queries, 1, None);
+        let half = recall(&idx, &idx, &queries, 16, None);
+        let all = recall(&idx, &idx, &queries, 32, Some(50.0));
+        assert!(
+            few <= half + 0.01,
+            "{metric:?}: nprobe 1 {few:.3} > nprobe 16 {half:.3}"
+        );
+        assert!(half >= 0.9, "{metric:?}: nprobe 16 recall@10 {half:.3}");
+        // Every list probed and 500 candidates of 3000 rescored: essentially exact.
+        assert!(all >= 0.99, "{metric:?}: nprobe all recall@10 {all:.3}");
+    }
+    // Same answers whatever the placement; codes alone still answer.
+    let out = build_ivf(dir.path(), "ivf-place", &base, Metric::Cosine, 0);
+    let a = Index::open(&out, &LoadOptions::default()).unwrap();
+    let b = Index::open(
+        &out,
+        &LoadOptions::with_parts(
+            VectorPlacement::Disk,
+            Some(Placement::Ram),
+            Some(Placement::Ram),
+        ),
+    )
+    .unwrap();
+    for q in queries.chunks_exact(DIM).take(20) {
+        let p = SearchParams::new(10, 8);
+        assert_eq!(a.search(q, &p).unwrap(), b.search(q, &p).unwrap());
+    }
+    let c = Index::open(
+        &out,
+        &LoadOptions::with_parts(VectorPlacement::None, None, None),
+    )
+    .unwrap();
+    let r = recall(&c, &a, &queries, 8, None);
+    assert!(r > 0.5, "ivfpq codes alone: {r:.3}");
+    // A filter is honoured: no hit outside it.
+    let even = |i: u32| i.is_multiple_of(2);
+    let mut p = SearchParams::new(10, 8);
+    p.filter = Some(&even);
+    for q in queries.chunks_exact(DIM).take(10) {
+        assert!(a.search(q, &p).unwrap().iter().all(|h| h.id.is_multiple_of(2)));
+    }
+}
+
+#[test]
+fn ivfpq_bad_input_and_damage_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = data();
+    let bad = [
+        (Quantization::None, 0, "--quantization pq:M"),
+        (Quantization::Sq8, 0, "--quantization pq:M"),
+        (Quantization::Pq { m: 8 }, 5000, "nlist"),
+    ];
+    for (i, (q, nlist, needle)) in bad.into_iter().enumerate() {
+        let out = dir.path().join(format!("bad-{i}"));
+        let cfg = BuildConfig {
+            kind: IndexKind::IvfPq,
+            quantization: q,
+            nlist,
+            ..Default::default()
+        };
+        let e = build_index(&out, &base, DIM, &cfg, &|_, _| {}).unwrap_err();
+        assert!(e.to_string().contains(needle), "{e}");
+        assert!(!out.exists());
+    }
+    let out = build_ivf(dir.path(), "ivf", &base[..1000 * DIM], Metric::Cosine, 16);
+    let e = quantize_index(&out, &dir.path().join("q"), Quantization::Sq8, false).unwrap_err();
+    assert!(e.to_string().contains("ivfpq"), "{e}");
+    let ivf = out.join("ivf.bin");
+    let mut b = std::fs::read(&ivf).unwrap();
+    // The first list offset (after 16 x 32 centroids) must be 0: make it 7.
+    let at = 64 + 4 * 16 * DIM;
+    b[at] = 7;
+    std::fs::write(&ivf, &b).unwrap();
+    let e = Index::open(&out, &LoadOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::Checksum { .. }), "{e}");
+    let no_verify = LoadOptions {
+        verify: false,
+        ..Default::default()
+    };
+    let e = Index::open(&out, &no_verify).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
 }
