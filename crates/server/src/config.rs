@@ -94,7 +94,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
 
-    /// HNSW candidate list size for requests that do not give `ef` (raised to k).
+    /// HNSW candidate list size for requests that do not give `ef` (raised to k); for
+    /// ivfpq indexes, the number of lists probed.
     #[arg(long, default_value_t = DEFAULT_EF)]
     pub ef: usize,
 
