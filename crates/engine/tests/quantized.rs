@@ -404,7 +404,11 @@ fn ivfpq_recall_grows_with_nprobe_and_rescoring_makes_it_exact() {
     let mut p = SearchParams::new(10, 8);
     p.filter = Some(&even);
     for q in queries.chunks_exact(DIM).take(10) {
-        assert!(a.search(q, &p).unwrap().iter().all(|h| h.id.is_multiple_of(2)));
+        assert!(a
+            .search(q, &p)
+            .unwrap()
+            .iter()
+            .all(|h| h.id.is_multiple_of(2)));
     }
 }
 
