@@ -56,10 +56,8 @@ fn write_npy(path: &Path, n: usize, dim: usize, values: &[f32]) {
     std::fs::write(path, b).unwrap();
 }
 
-#[test]
-fn synth_gt_build_eval_pipeline() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// 3000 x 32 synthetic base vectors and 50 queries under `d/data` (seeded).
+fn synth(d: &Path, seed: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let data = d.join("data");
     ok(&[
         "dataset",
@@ -73,10 +71,16 @@ fn synth_gt_build_eval_pipeline() {
         "--out",
         p(&data),
         "--seed",
-        "5",
+        seed,
     ]);
-    let base = data.join("base.npy");
-    let queries = data.join("queries.npy");
+    (data.join("base.npy"), data.join("queries.npy"))
+}
+
+#[test]
+fn synth_gt_build_eval_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, queries) = synth(d, "5");
     let gt = d.join("gt.npy");
     ok(&[
         "gt",
@@ -510,23 +514,7 @@ fn demo_smoke_runs_the_whole_pipeline() {
 fn quantize_placement_and_memory_bench() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let data = d.join("data");
-    ok(&[
-        "dataset",
-        "synth",
-        "--n",
-        "3000",
-        "--dim",
-        "32",
-        "--queries",
-        "50",
-        "--out",
-        p(&data),
-        "--seed",
-        "6",
-    ]);
-    let base = data.join("base.npy");
-    let queries = data.join("queries.npy");
+    let (base, queries) = synth(d, "6");
     let gt = d.join("gt.npy");
     ok(&[
         "gt",

@@ -379,27 +379,7 @@ pub(crate) fn write_codes(
             let params = crate::pq::PqParams::new(m);
             let quant = crate::pq::Pq::train(stored, dim, &params)?;
             let codes = quant.encode_all(stored);
-            let before = 4 * quant.centroids().len() + 4 * n;
-            let pad = vec![0u8; codes_padding(before)];
-            w.write_file(
-                "codes.bin",
-                &header(crate::format::CODES_PQ, m as u64),
-                &[
-                    bytemuck::cast_slice(quant.centroids()),
-                    bytemuck::cast_slice(&norms),
-                    &pad,
-                    &codes,
-                ],
-            )?;
-            Ok(serde_json::json!({
-                "kind": "pq",
-                "m": m,
-                "centroids": crate::pq::KSUB,
-                "sample": params.sample.min(n),
-                "iters": params.iters,
-                "seed": params.seed,
-                "oversample": oversample,
-            }))
+            write_pq_file(w, &quant, &params, &norms, &codes, false)
         }
         Quantization::Binary => {
             let quant = crate::binary::Binary::train(stored, dim, crate::binary::DEFAULT_SAMPLE)?;
@@ -462,7 +442,20 @@ fn write_ivf_codes(
         .par_iter()
         .map(|&r| searchd_kernels::norm_sq(&stored[r as usize * dim..(r as usize + 1) * dim]))
         .collect();
-    let n = order.len();
+    write_pq_file(w, &quant, &params, &norms, &codes, true)
+}
+
+/// `codes.bin` of PQ codes (layout in [`write_codes`]) and the manifest entry; `residual`
+/// says the codes are of IVF residuals, in list order.
+fn write_pq_file(
+    w: &mut DirWriter,
+    quant: &crate::pq::Pq,
+    params: &crate::pq::PqParams,
+    norms: &[f32],
+    codes: &[u8],
+    residual: bool,
+) -> Result<serde_json::Value> {
+    let (n, dim, m) = (norms.len(), quant.dim(), quant.m());
     let before = 4 * quant.centroids().len() + 4 * n;
     let pad = vec![0u8; codes_padding(before)];
     let header = Header::new(
@@ -481,21 +474,24 @@ fn write_ivf_codes(
         &header,
         &[
             bytemuck::cast_slice(quant.centroids()),
-            bytemuck::cast_slice(&norms),
+            bytemuck::cast_slice(norms),
             &pad,
-            &codes,
+            codes,
         ],
     )?;
-    Ok(serde_json::json!({
+    let mut entry = serde_json::json!({
         "kind": "pq",
         "m": m,
         "centroids": crate::pq::KSUB,
         "sample": params.sample.min(n),
         "iters": params.iters,
         "seed": params.seed,
-        "residual": true,
         "oversample": Quantization::Pq { m }.default_oversample(),
-    }))
+    });
+    if residual {
+        entry["residual"] = true.into();
+    }
+    Ok(entry)
 }
 
 /// Zero bytes after `payload_before` bytes of payload (which follow the 64-byte header)

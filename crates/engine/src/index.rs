@@ -621,14 +621,7 @@ impl Index {
                     p,
                     r,
                     ef,
-                    IpScorer {
-                        metric: self.metric,
-                        codes: rows,
-                        len: codes.len,
-                        norms: codes.norms(),
-                        query_norm,
-                        ip: |c: &[u8]| prepared.ip(c),
-                    },
+                    self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
                 )?
             }
             Quantizer::Pq(quant) => {
@@ -638,14 +631,7 @@ impl Index {
                     p,
                     r,
                     ef,
-                    IpScorer {
-                        metric: self.metric,
-                        codes: rows,
-                        len: codes.len,
-                        norms: codes.norms(),
-                        query_norm,
-                        ip: |c: &[u8]| prepared.ip(c),
-                    },
+                    self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
                 )?
             }
             Quantizer::Binary(quant) => {
@@ -664,6 +650,22 @@ impl Index {
             }
         };
         self.finish(q, candidates, p.k, rescore)
+    }
+
+    fn ip_scorer<'a, F: Fn(&[u8]) -> f32>(
+        &self,
+        codes: &'a Codes,
+        query_norm: f32,
+        ip: F,
+    ) -> IpScorer<'a, F> {
+        IpScorer {
+            metric: self.metric,
+            codes: codes.rows(),
+            len: codes.len,
+            norms: codes.norms(),
+            query_norm,
+            ip,
+        }
     }
 
     /// Rescoring depth for a quantized search: `ceil(oversample * k)` candidates (just `k`
