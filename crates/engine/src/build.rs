@@ -196,10 +196,7 @@ pub fn build_index(
         IndexKind::Flat => serde_json::json!({}),
         IndexKind::IvfPq => {
             let t = Instant::now();
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(cfg.threads)
-                .build()
-                .map_err(|e| Error::invalid(format!("cannot start build threads: {e}")))?;
+            let pool = build_pool(cfg.threads)?;
             let nlist = if cfg.nlist == 0 {
                 crate::ivf::default_nlist(n)
             } else {
@@ -247,10 +244,7 @@ pub fn build_index(
         }
         IndexKind::Hnsw => {
             let t = Instant::now();
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(cfg.threads)
-                .build()
-                .map_err(|e| Error::invalid(format!("cannot start build threads: {e}")))?;
+            let pool = build_pool(cfg.threads)?;
             let total = n as u64;
             let g = pool.install(|| {
                 hnsw::build(cfg.metric, data, dim, &cfg.hnsw, cfg.threads == 1, &|d| {
@@ -411,6 +405,14 @@ pub(crate) fn write_codes(
     }
 }
 
+/// The build's worker threads (0 = one per core).
+fn build_pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::invalid(format!("cannot start build threads: {e}")))
+}
+
 /// IVF-PQ `codes.bin`: the PQ layout of [`write_codes`], with codebooks trained on the
 /// residuals `x - centroid(list(x))` and norms and codes in list order (see [`crate::ivf`]).
 fn write_ivf_codes(
@@ -423,21 +425,37 @@ fn write_ivf_codes(
     order: &[u32],
 ) -> Result<serde_json::Value> {
     use rayon::prelude::*;
-    let residuals: Vec<f32> = order
-        .par_iter()
-        .flat_map_iter(|&r| {
-            let r = r as usize;
-            let c = lists[r] as usize;
-            stored[r * dim..(r + 1) * dim]
-                .iter()
-                .zip(&centroids[c * dim..(c + 1) * dim])
-                .map(|(x, c)| x - c)
-        })
-        .collect();
+    let n = order.len();
+    let residual_into = |r: usize, out: &mut [f32]| {
+        let c = lists[r] as usize;
+        for ((o, x), c) in out
+            .iter_mut()
+            .zip(&stored[r * dim..(r + 1) * dim])
+            .zip(&centroids[c * dim..(c + 1) * dim])
+        {
+            *o = x - c;
+        }
+    };
+    // Only the rows `Pq::train` would sample (evenly spread over list order) are
+    // materialised: the same codebooks as training on all n residuals, without an n x dim
+    // copy (1.5 GB at 1M x 384).
     let params = crate::pq::PqParams::new(m);
-    let quant = crate::pq::Pq::train(&residuals, dim, &params)?;
-    let codes = quant.encode_all(&residuals);
-    drop(residuals);
+    let take = params.sample.min(n);
+    let mut sample = vec![0f32; take * dim];
+    sample
+        .par_chunks_mut(dim)
+        .enumerate()
+        .for_each(|(i, out)| residual_into(order[i * n / take] as usize, out));
+    let quant = crate::pq::Pq::train(&sample, dim, &params)?;
+    drop(sample);
+    let mut codes = vec![0u8; n * m];
+    codes.par_chunks_mut(m).zip(order.par_iter()).for_each_init(
+        || vec![0f32; dim],
+        |buf, (out, &r)| {
+            residual_into(r as usize, buf);
+            quant.encode_into(buf, out);
+        },
+    );
     let norms: Vec<f32> = order
         .par_iter()
         .map(|&r| searchd_kernels::norm_sq(&stored[r as usize * dim..(r as usize + 1) * dim]))
