@@ -1,0 +1,299 @@
+//! A compact BERT encoder forward pass on candle-core / candle-nn (CPU, f32).
+//!
+//! Only what a sentence-transformers encoder needs: embeddings (word + position + token
+//! type 0) with LayerNorm, then `num_hidden_layers` post-LN transformer blocks. Q, K and V
+//! are fused into one `(h, 3h)` matmul at load time and every weight is stored transposed
+//! and contiguous, so each linear layer is one gemm over all `batch x seq` rows.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use serde::Deserialize;
+
+use crate::Error;
+
+/// The fields of a Hugging Face `config.json` that the forward pass uses.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct BertConfig {
+    #[serde(default, rename = "_name_or_path")]
+    pub name_or_path: Option<String>,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    pub vocab_size: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+fn default_eps() -> f64 {
+    1e-12
+}
+fn default_type_vocab() -> usize {
+    2
+}
+fn default_act() -> String {
+    "gelu".to_string()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Act {
+    /// Exact GELU, `x * Phi(x)` with erf (Hugging Face "gelu").
+    GeluErf,
+    /// The tanh approximation ("gelu_new", "gelu_pytorch_tanh", "gelu_fast").
+    GeluTanh,
+    Relu,
+}
+
+struct Linear {
+    /// `(in, out)`, contiguous.
+    w_t: Tensor,
+    b: Tensor,
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        x.matmul(&self.w_t)?.broadcast_add(&self.b)
+    }
+}
+
+struct Norm {
+    g: Tensor,
+    b: Tensor,
+}
+
+struct Layer {
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: Norm,
+    inter: Linear,
+    out: Linear,
+    out_norm: Norm,
+}
+
+pub(crate) struct Bert {
+    pub cfg: BertConfig,
+    act: Act,
+    word: Tensor,
+    pos: Tensor,
+    /// Token type 0 row, `(h,)`.
+    type0: Tensor,
+    emb_norm: Norm,
+    layers: Vec<Layer>,
+    device: Device,
+}
+
+/// Looks a tensor up under `name` or `bert.name`.
+struct Weights<'a> {
+    map: HashMap<String, Tensor>,
+    file: &'a Path,
+}
+
+impl Weights<'_> {
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor, Error> {
+        let t = self
+            .map
+            .get(name)
+            .or_else(|| self.map.get(&format!("bert.{name}")))
+            .ok_or_else(|| Error::Weights {
+                path: self.file.to_path_buf(),
+                msg: format!("tensor `{name}` (or `bert.{name}`) not found"),
+            })?;
+        if t.dims() != shape {
+            return Err(Error::Weights {
+                path: self.file.to_path_buf(),
+                msg: format!(
+                    "tensor `{name}` has shape {:?}, config.json implies {:?}",
+                    t.dims(),
+                    shape
+                ),
+            });
+        }
+        Ok(t.to_dtype(DType::F32)?)
+    }
+
+    /// LayerNorm weight/bias, also under the old `gamma`/`beta` names.
+    fn norm(&self, prefix: &str, h: usize) -> Result<Norm, Error> {
+        let has = |n: &str| {
+            self.map.contains_key(&format!("{prefix}.{n}"))
+                || self.map.contains_key(&format!("bert.{prefix}.{n}"))
+        };
+        let (g, b) = if !has("weight") && has("gamma") {
+            ("gamma", "beta")
+        } else {
+            ("weight", "bias")
+        };
+        Ok(Norm {
+            g: self.get(&format!("{prefix}.{g}"), &[h])?,
+            b: self.get(&format!("{prefix}.{b}"), &[h])?,
+        })
+    }
+
+    fn linear(&self, prefix: &str, out: usize, inp: usize) -> Result<Linear, Error> {
+        let w = self.get(&format!("{prefix}.weight"), &[out, inp])?;
+        let b = self.get(&format!("{prefix}.bias"), &[out])?;
+        Ok(Linear {
+            w_t: w.t()?.contiguous()?,
+            b,
+        })
+    }
+}
+
+impl Bert {
+    pub(crate) fn load(
+        cfg: BertConfig,
+        tensors: HashMap<String, Tensor>,
+        file: &Path,
+    ) -> Result<Bert, Error> {
+        let act = match cfg.hidden_act.as_str() {
+            "gelu" => Act::GeluErf,
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Act::GeluTanh,
+            "relu" => Act::Relu,
+            other => {
+                return Err(Error::Config {
+                    path: file.with_file_name("config.json"),
+                    msg: format!("unsupported hidden_act `{other}`"),
+                })
+            }
+        };
+        if let Some(p) = &cfg.position_embedding_type {
+            if p != "absolute" {
+                return Err(Error::Config {
+                    path: file.with_file_name("config.json"),
+                    msg: format!("unsupported position_embedding_type `{p}` (only absolute)"),
+                });
+            }
+        }
+        let h = cfg.hidden_size;
+        if cfg.num_attention_heads == 0 || h % cfg.num_attention_heads != 0 {
+            return Err(Error::Config {
+                path: file.with_file_name("config.json"),
+                msg: format!(
+                    "hidden_size {h} is not a multiple of num_attention_heads {}",
+                    cfg.num_attention_heads
+                ),
+            });
+        }
+        let w = Weights { map: tensors, file };
+        let word = w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?;
+        let pos = w.get(
+            "embeddings.position_embeddings.weight",
+            &[cfg.max_position_embeddings, h],
+        )?;
+        let types = w.get(
+            "embeddings.token_type_embeddings.weight",
+            &[cfg.type_vocab_size, h],
+        )?;
+        let type0 = types.get(0)?.contiguous()?;
+        let emb_norm = w.norm("embeddings.LayerNorm", h)?;
+        let i = cfg.intermediate_size;
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}");
+            let q = w.linear(&format!("{p}.attention.self.query"), h, h)?;
+            let k = w.linear(&format!("{p}.attention.self.key"), h, h)?;
+            let v = w.linear(&format!("{p}.attention.self.value"), h, h)?;
+            let qkv = Linear {
+                w_t: Tensor::cat(&[&q.w_t, &k.w_t, &v.w_t], 1)?.contiguous()?,
+                b: Tensor::cat(&[&q.b, &k.b, &v.b], 0)?.contiguous()?,
+            };
+            layers.push(Layer {
+                qkv,
+                attn_out: w.linear(&format!("{p}.attention.output.dense"), h, h)?,
+                attn_norm: w.norm(&format!("{p}.attention.output.LayerNorm"), h)?,
+                inter: w.linear(&format!("{p}.intermediate.dense"), i, h)?,
+                out: w.linear(&format!("{p}.output.dense"), h, i)?,
+                out_norm: w.norm(&format!("{p}.output.LayerNorm"), h)?,
+            });
+        }
+        Ok(Bert {
+            cfg,
+            act,
+            word,
+            pos,
+            type0,
+            emb_norm,
+            layers,
+            device: Device::Cpu,
+        })
+    }
+
+    /// Runs the encoder on `b` sequences of `s` token ids each (row-major `ids`, padded
+    /// with anything), `lens[r]` real tokens in row `r`. Returns the last hidden state,
+    /// `b x s x h` row-major.
+    pub(crate) fn forward(
+        &self,
+        ids: &[u32],
+        lens: &[usize],
+        s: usize,
+    ) -> candle_core::Result<Vec<f32>> {
+        let b = lens.len();
+        let h = self.cfg.hidden_size;
+        let nh = self.cfg.num_attention_heads;
+        let hd = h / nh;
+        let eps = self.cfg.layer_norm_eps as f32;
+        let dev = &self.device;
+
+        let ids_t = Tensor::from_slice(ids, (b * s,), dev)?;
+        let x = self.word.embedding(&ids_t)?.reshape((b, s, h))?;
+        let pos = self.pos.narrow(0, 0, s)?;
+        let x = x.broadcast_add(&pos)?.broadcast_add(&self.type0)?;
+        let mut x = candle_nn::ops::layer_norm(&x, &self.emb_norm.g, &self.emb_norm.b, eps)?
+            .reshape((b * s, h))?;
+
+        // Additive key mask, (b, 1, 1, s): 0 for real tokens, a large negative for pads.
+        let mut mask = vec![0f32; b * s];
+        for (r, &n) in lens.iter().enumerate() {
+            for m in &mut mask[r * s + n..(r + 1) * s] {
+                *m = f32::MIN / 2.0;
+            }
+        }
+        let need_mask = lens.iter().any(|&n| n < s);
+        let mask = Tensor::from_vec(mask, (b, 1, 1, s), dev)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+
+        for layer in &self.layers {
+            let qkv = layer.qkv.forward(&x)?; // (b*s, 3h)
+            let qkv = qkv.reshape((b, s, 3, nh, hd))?.permute((2, 0, 3, 1, 4))?; // (3,b,nh,s,hd)
+            let q = qkv.get(0)?.contiguous()?;
+            let k = qkv.get(1)?.contiguous()?;
+            let v = qkv.get(2)?.contiguous()?;
+            let mut scores = (q.matmul(&k.t()?)? * scale)?; // (b,nh,s,s)
+            if need_mask {
+                scores = scores.broadcast_add(&mask)?;
+            }
+            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+            let ctx = probs.matmul(&v)?; // (b,nh,s,hd)
+            let ctx = ctx.transpose(1, 2)?.contiguous()?.reshape((b * s, h))?;
+            let a = layer.attn_out.forward(&ctx)?;
+            let a = candle_nn::ops::layer_norm(
+                &(a + &x)?,
+                &layer.attn_norm.g,
+                &layer.attn_norm.b,
+                eps,
+            )?;
+            let i = layer.inter.forward(&a)?;
+            let i = match self.act {
+                Act::GeluErf => i.gelu_erf()?,
+                Act::GeluTanh => i.gelu()?,
+                Act::Relu => i.relu()?,
+            };
+            let o = layer.out.forward(&i)?;
+            x = candle_nn::ops::layer_norm(&(o + &a)?, &layer.out_norm.g, &layer.out_norm.b, eps)?;
+        }
+        x.flatten_all()?.to_vec1::<f32>()
+    }
+
+    /// Padded-window sanity: the largest sequence the position table allows.
+    pub(crate) fn max_positions(&self) -> usize {
+        self.cfg.max_position_embeddings
+    }
+}
