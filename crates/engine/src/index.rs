@@ -442,19 +442,34 @@ impl Index {
 
     /// The stored vector of row `id` (normalised under cosine), if it exists and the
     /// vectors were opened. Borrowed from memory, or read from disk (`--vectors disk`).
+    ///
+    /// A read failure is `None` here; [`Index::try_vector`] tells it apart from "no such id".
     pub fn vector(&self, id: u64) -> Option<Cow<'_, [f32]>> {
-        let row = self.internal(id)? as usize;
+        self.try_vector(id).ok().flatten()
+    }
+
+    /// The stored vector of row `id`: `Ok(None)` when there is no such row,
+    /// [`SearchError::NoVectors`] when the index was opened without its vectors, and
+    /// [`SearchError::Storage`] when reading it failed (a disk error is not "not found").
+    pub fn try_vector(&self, id: u64) -> std::result::Result<Option<Cow<'_, [f32]>>, SearchError> {
+        let Some(row) = self.internal(id) else {
+            return Ok(None);
+        };
+        let row = row as usize;
         let d = self.info.dim;
         match &self.vectors {
-            Vectors::Mem(_) => Some(Cow::Borrowed(
-                &self.stored_vectors()?[row * d..(row + 1) * d],
-            )),
+            Vectors::Mem(_) => Ok(self
+                .stored_vectors()
+                .map(|all| Cow::Borrowed(&all[row * d..(row + 1) * d]))),
             Vectors::Disk(rows) => {
                 let mut v = vec![0f32; d];
-                rows.read_row(row, &mut v).ok()?;
-                Some(Cow::Owned(v))
+                rows.read_row(row, &mut v)
+                    .map_err(|e| SearchError::Storage {
+                        message: format!("{}: {e}", rows.path().display()),
+                    })?;
+                Ok(Some(Cow::Owned(v)))
             }
-            Vectors::Absent => None,
+            Vectors::Absent => Err(SearchError::NoVectors),
         }
     }
 

@@ -7,20 +7,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use searchd_engine::{Hit, Index, LoadOptions, SearchError, MAX_K};
+use searchd_collection::{Collection, DocId};
+use searchd_engine::{LoadOptions, SearchError, MAX_K};
 use searchd_vecio::Vectors;
 use serde::Deserialize;
-use tokio::sync::oneshot;
 
+use crate::backend::{
+    BackendError, FieldsWanted, LocalBackend, QueryInput, ScoredDoc, SearchBackend, SearchRequest,
+};
+use crate::embedq::{Batcher, EmbedFailure};
 use crate::error::{ApiError, Code, Tagged, JSON};
-use crate::pool::{Job, Outcome, Pool, Query};
+use crate::pool::{Admission, Pool};
 use crate::stats::{process_stats, IndexFigures, Stats};
 
 /// Largest `ef` a request may ask for.
@@ -47,31 +51,63 @@ pub(crate) struct Settings {
     pub threads: usize,
 }
 
+/// One served collection: its name and its backend, swapped whole on reload.
+pub(crate) struct Slot {
+    pub name: String,
+    pub backend: ArcSwapOption<Box<dyn SearchBackend>>,
+}
+
 /// Shared state of one server.
 pub(crate) struct App {
-    pub index: ArcSwapOption<Index>,
+    /// Served collections; the first is the default behind the v1 routes.
+    pub slots: Vec<Arc<Slot>>,
     pub queries: ArcSwapOption<Vectors>,
     /// Where the query matrix came from, for messages.
     pub queries_path: Option<PathBuf>,
     pub cfg: Settings,
-    pub pool: Pool,
+    pub admission: Admission,
+    pub pool: Arc<Pool>,
+    pub embedder: Option<Batcher>,
     pub stats: Arc<Stats>,
     pub reload_lock: tokio::sync::Mutex<()>,
 }
 
 impl App {
     pub fn inflight(&self) -> usize {
-        self.pool.inflight()
+        self.admission.inflight()
+    }
+
+    pub fn slot(&self, name: &str) -> Result<Arc<Slot>, ApiError> {
+        self.slots
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::NotFound,
+                    format!(
+                        "no collection named {name:?} (served: {})",
+                        self.slots
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
     }
 
     fn figures(&self) -> IndexFigures {
-        match self.index.load_full() {
-            Some(ix) => IndexFigures {
-                loaded: true,
-                n: ix.info().n as u64,
-                dim: ix.info().dim as u64,
-                bytes: ix.info().bytes,
-            },
+        match self.slots[0].backend.load_full() {
+            Some(b) => {
+                let (n, dim, bytes) = b.figures();
+                IndexFigures {
+                    loaded: true,
+                    n,
+                    dim: dim as u64,
+                    bytes,
+                }
+            }
             None => IndexFigures::default(),
         }
     }
@@ -80,6 +116,10 @@ impl App {
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/search", post(search))
+        .route("/collections", get(collections))
+        .route("/collections/{name}", get(collection_info))
+        .route("/collections/{name}/search", post(collection_search))
+        .route("/collections/{name}/docs/{id}", get(get_doc))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/stats", get(stats))
@@ -116,35 +156,63 @@ async fn health() -> Response {
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
-    if app.index.load().is_some() {
+    if app.slots.iter().all(|s| s.backend.load().is_some()) {
         json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
     } else {
         ApiError::new(Code::NotReady, "the index is still loading").into_response()
     }
 }
 
+/// The v1 `/stats` `index` object (kind, n, dim, metric, params, bytes, placement, path) of
+/// a backend's info: a bare index's own figures, or a collection's first segment's.
+fn v1_index_info(info: &serde_json::Value) -> serde_json::Value {
+    let ix = &info["index"];
+    if ix.is_null() {
+        return info.clone();
+    }
+    let mut v = serde_json::json!({
+        "kind": ix["kind"],
+        "n": info["docs"],
+        "dim": ix["dim"],
+        "metric": ix["metric"],
+        "params": ix["params"],
+        "bytes": info["bytes"],
+        "placement": ix["placement"],
+        "path": info["path"],
+    });
+    if info["kind"] == "collection" {
+        v["collection"] = info.clone();
+    }
+    v
+}
+
 async fn stats(State(app): State<Arc<App>>) -> Response {
     let s = &app.stats;
     let (latency, qps, _) = s.window();
-    let index = app.index.load_full().map(|ix| {
-        let i = ix.info();
-        serde_json::json!({
-            "kind": i.kind,
-            "n": i.n,
-            "dim": i.dim,
-            "metric": i.metric,
-            "params": i.params,
-            "bytes": i.bytes,
-            "placement": i.placement,
-            "path": i.path,
+    let index = app.slots[0]
+        .backend
+        .load_full()
+        .map(|b| v1_index_info(&b.info()));
+    let collections: serde_json::Map<String, serde_json::Value> = app
+        .slots
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                s.backend
+                    .load_full()
+                    .map_or(serde_json::Value::Null, |b| b.info()),
+            )
         })
-    });
+        .collect();
     let v = serde_json::json!({
         "uptime_s": s.uptime().as_secs_f64(),
         "index": index,
         "requests": s.totals(),
+        "collections": collections,
+        "embedder": app.embedder.as_ref().map(|b| serde_json::json!({"model": b.record, "batching": b.stats.json()})),
         "inflight": app.inflight(),
-        "queued": app.pool.queued(),
+        "queued": app.admission.queued(),
         "running": app.pool.running(),
         "latency_ms": latency,
         "qps_1m": qps,
@@ -166,8 +234,12 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let text =
-        crate::stats::render_metrics(&app.stats, app.inflight(), app.pool.queued(), app.figures());
+    let text = crate::stats::render_metrics(
+        &app.stats,
+        app.inflight(),
+        app.admission.queued(),
+        app.figures(),
+    );
     let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -290,11 +362,19 @@ struct SearchBody {
     #[serde(default)]
     qidx: Option<serde_json::Number>,
     #[serde(default)]
-    id: Option<serde_json::Number>,
+    id: Option<serde_json::Value>,
+    #[serde(default)]
+    text: Option<serde_json::Value>,
     #[serde(default)]
     k: Option<serde_json::Number>,
     #[serde(default)]
     ef: Option<serde_json::Number>,
+    #[serde(default)]
+    fields: Option<serde_json::Value>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    filter: Option<serde_json::Value>,
 }
 
 /// A non-negative integer field, or a clear message.
@@ -312,24 +392,70 @@ fn ranged(name: &str, n: &serde_json::Number, lo: u64, hi: u64) -> Result<usize,
     Ok(v as usize)
 }
 
-enum Wanted {
+/// What a search asks for.
+enum QuerySpec {
     Vector(Vec<f32>),
     Qidx(u64),
-    Id(u64),
+    Id(DocId),
+    Text(String),
 }
 
-struct Spec {
-    wanted: Wanted,
+struct SearchSpec {
+    query: QuerySpec,
     k: usize,
     ef: usize,
+    fields: FieldsWanted,
 }
 
-fn parse_search(body: &[u8], default_ef: usize) -> Result<Spec, ApiError> {
+/// Longest query text accepted, in bytes (the embedder's window is far shorter; this only
+/// bounds the tokenizer's work).
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+
+/// A document id from JSON: an unsigned integer or a non-empty string.
+fn doc_id(name: &str, v: &serde_json::Value) -> Result<DocId, ApiError> {
+    match v {
+        serde_json::Value::Number(n) => n.as_u64().map(DocId::Int).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "{name} must be a document id (a string or an integer >= 0), got {n}"
+            ))
+        }),
+        serde_json::Value::String(s) if !s.is_empty() => Ok(DocId::Str(s.clone())),
+        other => Err(ApiError::invalid(format!(
+            "{name} must be a document id (a string or an integer >= 0), got {other}"
+        ))),
+    }
+}
+
+fn parse_fields(v: Option<&serde_json::Value>) -> Result<FieldsWanted, ApiError> {
+    match v {
+        None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => {
+            Ok(FieldsWanted::None)
+        }
+        Some(serde_json::Value::Bool(true)) => Ok(FieldsWanted::All),
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .map(|x| {
+                x.as_str().map(str::to_string).ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "fields must be true, false or a list of field names; {x} is not a name"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(FieldsWanted::List),
+        Some(other) => Err(ApiError::invalid(format!(
+            "fields must be true, false or a list of field names, got {other}"
+        ))),
+    }
+}
+
+fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> {
     let b: SearchBody = serde_json::from_slice(body).map_err(|e| json_error(e, body))?;
     let given: Vec<&str> = [
         ("vector", b.vector.is_some()),
         ("qidx", b.qidx.is_some()),
         ("id", b.id.is_some()),
+        ("text", b.text.is_some()),
     ]
     .iter()
     .filter(|(_, g)| *g)
@@ -337,10 +463,10 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<Spec, ApiError> {
     .collect();
     if given.len() != 1 {
         return Err(ApiError::invalid(if given.is_empty() {
-            "give exactly one of vector, qidx or id; none was given".to_string()
+            "give exactly one of vector, qidx, id or text; none was given".to_string()
         } else {
             format!(
-                "give exactly one of vector, qidx or id; got {}",
+                "give exactly one of vector, qidx, id or text; got {}",
                 given.join(" and ")
             )
         }));
@@ -353,20 +479,58 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<Spec, ApiError> {
         Some(n) => ranged("ef", n, 1, MAX_EF as u64)?,
         None => default_ef,
     };
-    let wanted = if let Some(v) = b.vector {
-        Wanted::Vector(v.into_iter().map(|x| x as f32).collect())
+    match b.mode.as_deref() {
+        None | Some("dense") => {}
+        Some(m @ ("lexical" | "hybrid")) => {
+            return Err(ApiError::invalid(format!(
+                "mode {m:?} needs a lexical index, which this collection does not have; use mode \"dense\""
+            )))
+        }
+        Some(m) => {
+            return Err(ApiError::invalid(format!(
+                "unknown mode {m:?}; modes are \"dense\", \"lexical\" and \"hybrid\""
+            )))
+        }
+    }
+    if b.filter.is_some() {
+        return Err(ApiError::invalid(
+            "filter: this collection has no field indexes, so filters are not supported on it",
+        ));
+    }
+    let fields = parse_fields(b.fields.as_ref())?;
+    let query = if let Some(v) = b.vector {
+        QuerySpec::Vector(v.into_iter().map(|x| x as f32).collect())
     } else if let Some(q) = &b.qidx {
-        Wanted::Qidx(uint("qidx", q, "a row number (an integer >= 0)")?)
+        QuerySpec::Qidx(uint("qidx", q, "a row number (an integer >= 0)")?)
     } else if let Some(id) = &b.id {
-        Wanted::Id(uint("id", id, "a vector id (an integer >= 0)")?)
+        QuerySpec::Id(doc_id("id", id)?)
+    } else if let Some(t) = &b.text {
+        let Some(t) = t.as_str() else {
+            return Err(ApiError::invalid(format!("text must be a string, got {t}")));
+        };
+        if t.trim().is_empty() {
+            return Err(ApiError::invalid("text is empty"));
+        }
+        if t.len() > MAX_TEXT_BYTES {
+            return Err(ApiError::invalid(format!(
+                "text is {} bytes; the limit is {MAX_TEXT_BYTES}",
+                t.len()
+            )));
+        }
+        QuerySpec::Text(t.to_string())
     } else {
         unreachable!("exactly one was given")
     };
-    Ok(Spec { wanted, k, ef })
+    Ok(SearchSpec {
+        query,
+        k,
+        ef,
+        fields,
+    })
 }
 
 // ---------------------------------------------------------------------------------------
-// POST /search
+// POST /search, POST /collections/{name}/search
 
 fn arrival_of(req: &Request) -> Instant {
     req.extensions()
@@ -374,30 +538,95 @@ fn arrival_of(req: &Request) -> Instant {
         .map_or_else(Instant::now, |a| a.0)
 }
 
+/// What a search answered, for the reply.
+pub(crate) struct Answer {
+    pub hits: Vec<ScoredDoc>,
+    pub embed_us: u64,
+    pub search_us: u64,
+    pub truncated: bool,
+    /// Texts embedded together with this one (0 for vector queries).
+    pub embed_batch: usize,
+}
+
 async fn search(State(app): State<Arc<App>>, req: Request) -> Response {
+    let slot = app.slots[0].clone();
+    search_on(&app, &slot, req).await
+}
+
+async fn collection_search(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Response {
+    match app.slot(&name) {
+        Ok(slot) => search_on(&app, &slot, req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn search_on(app: &App, slot: &Slot, req: Request) -> Response {
     let arrival = arrival_of(&req);
-    match search_inner(&app, req, arrival).await {
-        Ok(hits) => {
+    match search_inner(app, slot, req, arrival).await {
+        Ok(a) => {
             let took = arrival.elapsed().as_micros() as u64;
-            json_response(StatusCode::OK, hits_json(&hits, took))
+            json_response(StatusCode::OK, answer_json(&a, took))
         }
         Err(e) => e.into_response(),
     }
 }
 
-async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<Hit>, ApiError> {
+fn backend_error(app: &App, e: BackendError) -> ApiError {
+    match e {
+        BackendError::Invalid(m) => ApiError::invalid(m),
+        BackendError::NotFound(m) => ApiError::new(Code::NotFound, m),
+        BackendError::Deadline { started } => deadline_error(app, !started),
+        BackendError::Overloaded(m) => ApiError::new(Code::Overloaded, m),
+        BackendError::Unavailable(m) => ApiError::new(Code::NotReady, m),
+        BackendError::Internal(m) => {
+            tracing::error!("backend failed: {m}");
+            ApiError::new(Code::Internal, m)
+        }
+    }
+}
+
+fn overloaded(app: &App) -> ApiError {
+    ApiError::new(
+        Code::Overloaded,
+        format!(
+            "the server is at capacity ({} searches in flight, {} waiting); retry later",
+            app.cfg.max_inflight, app.cfg.queue
+        ),
+    )
+}
+
+async fn search_inner(
+    app: &App,
+    slot: &Slot,
+    req: Request,
+    arrival: Instant,
+) -> Result<Answer, ApiError> {
     let deadline = arrival + app.cfg.timeout;
     let body = read_body(app, req).await?;
     let spec = parse_search(&body, app.cfg.ef)?;
-    let Some(index) = app.index.load_full() else {
+    let Some(backend) = slot.backend.load_full() else {
         return Err(ApiError::new(
             Code::NotReady,
             "the index is still loading; retry shortly",
         ));
     };
-    let dim = index.dim();
-    let query = match spec.wanted {
-        Wanted::Vector(v) => {
+    let (_, dim, _) = backend.figures();
+    let mut embed_us = 0u64;
+    let mut truncated = false;
+    let mut embed_batch = 0usize;
+    // Admission control: a place at once, or 503 at once. Text queries hold it while they
+    // are embedded, so text and vector requests share one budget.
+    let (query, text) = match spec.query {
+        QuerySpec::Text(t) => (None, Some(t)),
+        other => (Some(other), None),
+    };
+    let query = match query {
+        None => None,
+        Some(QuerySpec::Vector(v)) => {
             if v.len() != dim {
                 return Err(ApiError::invalid(
                     SearchError::Dimension {
@@ -412,9 +641,9 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
                     "vector component {i} is not a finite number (float32 holds magnitudes up to 3.4e38)"
                 )));
             }
-            Query::Vector(v)
+            Some(QueryInput::Vector(v))
         }
-        Wanted::Qidx(q) => {
+        Some(QuerySpec::Qidx(q)) => {
             let Some(m) = app.queries.load_full() else {
                 return Err(ApiError::invalid(
                     "qidx needs a query matrix; this server was started without --queries",
@@ -433,76 +662,62 @@ async fn search_inner(app: &App, req: Request, arrival: Instant) -> Result<Vec<H
                     m.dim()
                 )));
             }
-            Query::Row(m, q as usize)
+            Some(QueryInput::Row(m, q as usize))
         }
-        Wanted::Id(id) => {
-            if !index.has_vectors() {
+        Some(QuerySpec::Id(id)) => {
+            backend.can_search_by_id().map_err(ApiError::invalid)?;
+            Some(QueryInput::Stored(id))
+        }
+        Some(QuerySpec::Text(_)) => unreachable!("text was taken out above"),
+    };
+    let permit = app.admission.try_admit().ok_or_else(|| overloaded(app))?;
+    let query = match (query, text) {
+        (Some(q), _) => q,
+        (None, Some(t)) => {
+            let Some(batcher) = &app.embedder else {
                 return Err(ApiError::invalid(
-                    "search by id needs the stored vectors; this server opened the index with \
-                     --vectors none (search by vector or qidx)",
+                    "text queries need a model: start the server with --model DIR",
                 ));
+            };
+            let t0 = Instant::now();
+            let e = batcher.embed(t, deadline).await.map_err(|f| match f {
+                EmbedFailure::Busy => overloaded(app),
+                EmbedFailure::Deadline => deadline_error(app, true),
+                EmbedFailure::Failed(m) => ApiError::new(Code::Internal, m),
+            })?;
+            embed_us = t0.elapsed().as_micros() as u64;
+            truncated = e.truncated;
+            embed_batch = e.batch;
+            if e.vector.len() != dim {
+                return Err(ApiError::invalid(format!(
+                    "the model makes {}-dimensional vectors, the collection has {dim}",
+                    e.vector.len()
+                )));
             }
-            if index.internal(id).is_none() {
-                return Err(unknown_id(id, index.len()));
-            }
-            Query::Stored(id)
+            QueryInput::Vector(e.vector)
         }
+        (None, None) => unreachable!("one query was given"),
     };
-    let (tx, rx) = oneshot::channel();
-    let job = Job {
-        index,
-        query,
-        k: spec.k,
-        ef: spec.ef,
-        oversample: app.cfg.oversample,
-        deadline,
-        reply: tx,
-    };
-    // Admission control: admitted at once, or 503 at once.
-    if app.pool.try_submit(job).is_err() {
-        return Err(ApiError::new(
-            Code::Overloaded,
-            format!(
-                "the server is at capacity ({} searches in flight, {} waiting); retry later",
-                app.cfg.max_inflight, app.cfg.queue
-            ),
-        ));
-    }
-    let outcome = rx
+    let t1 = Instant::now();
+    let hits = backend
+        .search(SearchRequest {
+            query,
+            k: spec.k,
+            ef: spec.ef,
+            oversample: app.cfg.oversample,
+            fields: spec.fields,
+            deadline,
+            permit: Some(permit),
+        })
         .await
-        .map_err(|_| ApiError::new(Code::Internal, "the search worker dropped the request"))?;
-    match outcome {
-        Outcome::Hits(h) => Ok(h),
-        Outcome::NotStarted => Err(deadline_error(app, true)),
-        Outcome::Search(SearchError::DeadlineExceeded) => Err(deadline_error(app, false)),
-        Outcome::Search(e @ SearchError::Storage { .. }) => {
-            tracing::error!("search failed: {e}");
-            Err(ApiError::new(Code::Internal, e.to_string()))
-        }
-        Outcome::Search(e) => Err(ApiError::invalid(e.to_string())),
-        Outcome::UnknownId(id) => Err(unknown_id(id, 0)),
-        Outcome::Panicked(msg) => {
-            tracing::error!("search panicked: {msg}");
-            Err(ApiError::new(
-                Code::Internal,
-                "the search failed with an internal error",
-            ))
-        }
-    }
-}
-
-fn unknown_id(id: u64, n: usize) -> ApiError {
-    if n > 0 {
-        ApiError::new(
-            Code::NotFound,
-            format!(
-                "id {id} is not in the index (ids are 0..={})",
-                n.saturating_sub(1)
-            ),
-        )
-    } else {
-        ApiError::new(Code::NotFound, format!("id {id} is not in the index"))
-    }
+        .map_err(|e| backend_error(app, e))?;
+    Ok(Answer {
+        hits,
+        embed_us,
+        search_us: t1.elapsed().as_micros() as u64,
+        truncated,
+        embed_batch,
+    })
 }
 
 fn deadline_error(app: &App, queued: bool) -> ApiError {
@@ -517,30 +732,124 @@ fn deadline_error(app: &App, queued: bool) -> ApiError {
     )
 }
 
-/// `{"hits":[{"id":..,"score":..}],"took_us":..}` written directly into one buffer.
-pub(crate) fn hits_json(hits: &[Hit], took_us: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32 + hits.len() * 40);
+fn write_id(out: &mut Vec<u8>, id: &DocId, ints: &mut itoa::Buffer) {
+    match id {
+        DocId::Int(v) => out.extend_from_slice(ints.format(*v).as_bytes()),
+        DocId::Str(s) => {
+            let _ = serde_json::to_writer(&mut *out, s);
+        }
+    }
+}
+
+/// `{"hits":[{"id":..,"score":..[,"fields":{..}]}],"took_us":..,"timings_us":{..}}`
+/// written directly into one buffer.
+pub(crate) fn answer_json(a: &Answer, took_us: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96 + a.hits.len() * 40);
     let mut ints = itoa::Buffer::new();
     let mut floats = ryu::Buffer::new();
     out.extend_from_slice(b"{\"hits\":[");
-    for (i, h) in hits.iter().enumerate() {
+    for (i, h) in a.hits.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         out.extend_from_slice(b"{\"id\":");
-        out.extend_from_slice(ints.format(h.id).as_bytes());
+        write_id(&mut out, &h.id, &mut ints);
         out.extend_from_slice(b",\"score\":");
         if h.score.is_finite() {
             out.extend_from_slice(floats.format_finite(h.score).as_bytes());
         } else {
             out.extend_from_slice(b"null");
         }
+        if let Some(f) = &h.fields {
+            out.extend_from_slice(b",\"fields\":");
+            out.extend_from_slice(f);
+        }
         out.push(b'}');
     }
     out.extend_from_slice(b"],\"took_us\":");
     out.extend_from_slice(ints.format(took_us).as_bytes());
+    out.extend_from_slice(b",\"timings_us\":{\"embed\":");
+    out.extend_from_slice(ints.format(a.embed_us).as_bytes());
+    out.extend_from_slice(b",\"search\":");
+    out.extend_from_slice(ints.format(a.search_us).as_bytes());
+    out.push(b'}');
+    if a.embed_batch > 0 {
+        out.extend_from_slice(b",\"embed_batch\":");
+        out.extend_from_slice(ints.format(a.embed_batch).as_bytes());
+    }
+    if a.truncated {
+        out.extend_from_slice(
+            b",\"warnings\":[\"the query text is longer than the model's window and was truncated\"]",
+        );
+    }
     out.push(b'}');
     out
+}
+
+// ---------------------------------------------------------------------------------------
+// GET /collections, /collections/{name}, /collections/{name}/docs/{id}
+
+async fn collections(State(app): State<Arc<App>>) -> Response {
+    let list: Vec<serde_json::Value> = app
+        .slots
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "ready": s.backend.load().is_some(),
+                "info": s.backend.load_full().map(|b| b.info()),
+            })
+        })
+        .collect();
+    let v = serde_json::json!({ "collections": list, "default": app.slots[0].name });
+    json_response(StatusCode::OK, serde_json::to_vec(&v).unwrap_or_default())
+}
+
+async fn collection_info(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    match app.slot(&name) {
+        Ok(slot) => match slot.backend.load_full() {
+            Some(b) => json_response(
+                StatusCode::OK,
+                serde_json::to_vec(&serde_json::json!({"name": slot.name, "info": b.info()}))
+                    .unwrap_or_default(),
+            ),
+            None => {
+                ApiError::new(Code::NotReady, "the collection is still loading").into_response()
+            }
+        },
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn get_doc(
+    State(app): State<Arc<App>>,
+    Path((name, id)): Path<(String, String)>,
+) -> Response {
+    let slot = match app.slot(&name) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let Some(backend) = slot.backend.load_full() else {
+        return ApiError::new(Code::NotReady, "the collection is still loading").into_response();
+    };
+    if id.is_empty() {
+        return ApiError::invalid("the document id is empty").into_response();
+    }
+    // A path segment cannot tell "17" from 17: the backend looks up both.
+    let doc = DocId::Str(id);
+    match backend.get(doc, FieldsWanted::All).await {
+        Ok(d) => {
+            let mut out = Vec::with_capacity(d.fields.len() + 32);
+            let mut ints = itoa::Buffer::new();
+            out.extend_from_slice(b"{\"id\":");
+            write_id(&mut out, &d.id, &mut ints);
+            out.extend_from_slice(b",\"fields\":");
+            out.extend_from_slice(&d.fields);
+            out.push(b'}');
+            json_response(StatusCode::OK, out)
+        }
+        Err(e) => backend_error(&app, e).into_response(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -588,7 +897,11 @@ fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReloadBody {
+    /// An index directory or a collection directory.
     index: PathBuf,
+    /// Which served collection to swap (default: the first).
+    #[serde(default)]
+    collection: Option<String>,
 }
 
 /// The canonical form of `requested` when it lies under the configured reload root.
@@ -630,21 +943,25 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
     let started = Instant::now();
     let opts = app.cfg.load;
     let dir = allowed_reload_path(app, &b.index)?;
-    let opened = tokio::task::spawn_blocking(move || Index::open(&dir, &opts))
+    let slot = match &b.collection {
+        Some(name) => app.slot(name)?,
+        None => app.slots[0].clone(),
+    };
+    let opened = tokio::task::spawn_blocking(move || Collection::open_any(&dir, &opts))
         .await
         .map_err(|e| ApiError::new(Code::Internal, format!("the index loader failed: {e}")))?;
-    let index = opened.map_err(|e| {
+    let coll = opened.map_err(|e| {
         ApiError::invalid(format!(
-            "cannot open {} as an index: {e}",
+            "cannot open {} as an index or collection: {e}",
             b.index.display()
         ))
     })?;
     if let Some(q) = app.queries.load_full() {
-        if q.dim() != index.dim() {
+        if q.dim() != coll.dim() {
             return Err(ApiError::invalid(format!(
                 "{} has {} dimensions but the query matrix{} has {}; refusing to swap",
                 b.index.display(),
-                index.dim(),
+                coll.dim(),
                 app.queries_path
                     .as_ref()
                     .map(|p| format!(" {}", p.display()))
@@ -653,22 +970,29 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
             )));
         }
     }
-    let index = Arc::new(index);
-    let info = serde_json::to_value(index.info()).unwrap_or_default();
+    if let Some(batcher) = &app.embedder {
+        crate::check_model(&batcher.record, coll.model(), &b.index)
+            .map_err(|e| ApiError::invalid(format!("{e}; refusing to swap")))?;
+    }
+    let backend: Box<dyn SearchBackend> =
+        Box::new(LocalBackend::new(Arc::new(coll), app.pool.clone()));
+    let info = backend.info();
     // In-flight searches keep the previous Arc; it is freed after the last of them.
-    let previous = app.index.swap(Some(index));
+    let previous = slot.backend.swap(Some(Arc::new(backend)));
     app.stats.reloads.fetch_add(1, Relaxed);
     let took_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(
+        collection = %slot.name,
         path = %b.index.display(),
-        n = info["n"].as_u64().unwrap_or(0),
+        docs = info["docs"].as_u64().unwrap_or(0),
         dim = info["dim"].as_u64().unwrap_or(0),
         took_ms,
-        "reloaded index"
+        "reloaded"
     );
     let v = serde_json::json!({
-        "index": info,
-        "previous": previous.map(|p| p.info().path.clone()),
+        "collection": slot.name,
+        "index": v1_index_info(&info),
+        "previous": previous.map(|p| p.info()["path"].clone()),
         "took_ms": took_ms,
     });
     Ok(serde_json::to_vec(&v).unwrap_or_default())

@@ -4,9 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use searchd_collection::Collection;
 use searchd_engine::{Index, LoadOptions, Placement, VectorPlacement};
 use searchd_vecio::Vectors;
 
+use crate::backend::SearchBackend;
+use crate::embedq::TextEmbed;
 use crate::ServerError;
 
 /// Default `--addr`.
@@ -82,9 +85,35 @@ impl From<PartPlacementArg> for Placement {
 /// `#[command(flatten)]` or use as a subcommand's args.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Index directory to serve (written by `searchd build`).
+    /// Index directory to serve (written by `searchd build`); served as the collection
+    /// named after the directory, behind the v1 routes.
+    #[arg(long, value_name = "DIR", required_unless_present = "collection")]
+    pub index: Option<PathBuf>,
+
+    /// Collection directory to serve (written by `searchd ingest`), as `DIR` (named after
+    /// the directory) or `NAME=DIR`. Repeat to serve several; the first (after --index, if
+    /// given) is the default behind the v1 routes (/search, /stats).
+    #[arg(long, value_name = "[NAME=]DIR")]
+    pub collection: Vec<String>,
+
+    /// Sentence-transformers model directory for `{"text": ...}` queries (config.json,
+    /// model.safetensors, tokenizer.json, pooling config). Must be the model that embedded
+    /// the collections (checked against their manifests).
     #[arg(long, value_name = "DIR")]
-    pub index: PathBuf,
+    pub model: Option<PathBuf>,
+
+    /// Text queries: how long the batcher waits for more texts after the first, in
+    /// microseconds.
+    #[arg(long, default_value_t = 2000, value_name = "US")]
+    pub embed_window_us: u64,
+
+    /// Text queries: most texts embedded in one forward pass.
+    #[arg(long, default_value_t = crate::embedq::DEFAULT_EMBED_BATCH, value_name = "N")]
+    pub embed_batch: usize,
+
+    /// Threads of the embedder's matrix products (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub embed_threads: Option<usize>,
 
     /// Query matrix (.npy / .fvecs ...) whose rows `{"qidx": N}` requests search for.
     #[arg(long, value_name = "FILE")]
@@ -181,14 +210,18 @@ pub struct ServeArgs {
     pub reload_root: Option<PathBuf>,
 }
 
-/// Which index to serve.
+/// What to serve as one collection.
 #[derive(Clone)]
 pub enum IndexSource {
-    /// Open this directory (on a blocking thread, after the server started listening;
-    /// `/ready` answers 503 until it is open).
+    /// Open this index or collection directory (on a blocking thread, after the server
+    /// started listening; `/ready` answers 503 until it is open).
     Path(PathBuf),
     /// Serve an index the caller already opened.
     Loaded(Arc<Index>),
+    /// Serve a collection the caller already opened.
+    Collection(Arc<Collection>),
+    /// Serve any backend (another engine, or a test's own).
+    Backend(Arc<dyn SearchBackend>),
 }
 
 /// The query matrix behind `{"qidx": N}`.
@@ -204,7 +237,17 @@ pub enum QuerySource {
 /// [`ServerConfig::from_args`].
 #[derive(Clone)]
 pub struct ServerConfig {
+    /// The default collection (behind the v1 routes).
     pub index: IndexSource,
+    /// Its name (default: the directory's name, or `default`).
+    pub name: Option<String>,
+    /// More collections, by name.
+    pub more: Vec<(String, IndexSource)>,
+    /// Embedder for text queries.
+    pub embedder: Option<Arc<dyn TextEmbed>>,
+    /// Text queries: batching window and largest batch.
+    pub embed_window: Duration,
+    pub embed_batch: usize,
     /// How to open index directories (at start and on `/admin/reload`).
     pub load: LoadOptions,
     pub queries: Option<QuerySource>,
@@ -249,6 +292,11 @@ impl ServerConfig {
         let threads = available_cores();
         ServerConfig {
             index,
+            name: None,
+            more: Vec::new(),
+            embedder: None,
+            embed_window: crate::embedq::DEFAULT_EMBED_WINDOW,
+            embed_batch: crate::embedq::DEFAULT_EMBED_BATCH,
             load: LoadOptions::default(),
             queries: None,
             ef: DEFAULT_EF,
@@ -296,7 +344,51 @@ impl ServerConfig {
                 "--admin-token (or SEARCHD_ADMIN_TOKEN) is empty".into(),
             ));
         }
-        let mut cfg = ServerConfig::new(IndexSource::Path(args.index.clone()));
+        let mut sources: Vec<(String, PathBuf)> = Vec::new();
+        if let Some(ix) = &args.index {
+            sources.push((dir_name(ix), ix.clone()));
+        }
+        for c in &args.collection {
+            let (name, dir) = match c.split_once('=') {
+                Some((n, d)) if !n.is_empty() && !n.contains('/') => {
+                    (n.to_string(), PathBuf::from(d))
+                }
+                _ => (dir_name(Path::new(c)), PathBuf::from(c)),
+            };
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+            {
+                return Err(ServerError::Config(format!(
+                    "--collection {c}: the name {name:?} must be letters, digits, '-', '_' or '.'"
+                )));
+            }
+            if sources.iter().any(|(n, _)| *n == name) {
+                return Err(ServerError::Config(format!(
+                    "two collections are named {name:?}; name them with --collection NAME=DIR"
+                )));
+            }
+            sources.push((name, dir));
+        }
+        let Some((first_name, first_dir)) = sources.first().cloned() else {
+            return Err(ServerError::Config(
+                "nothing to serve: give --index DIR or --collection DIR".into(),
+            ));
+        };
+        let mut cfg = ServerConfig::new(IndexSource::Path(first_dir.clone()));
+        cfg.name = Some(first_name);
+        cfg.more = sources[1..]
+            .iter()
+            .map(|(n, d)| (n.clone(), IndexSource::Path(d.clone())))
+            .collect();
+        cfg.embed_window = Duration::from_micros(args.embed_window_us);
+        if args.embed_batch == 0 {
+            return Err(ServerError::Config(
+                "--embed-batch must be at least 1".into(),
+            ));
+        }
+        cfg.embed_batch = args.embed_batch;
         cfg.load = LoadOptions {
             populate: args.populate,
             lock: false,
@@ -325,8 +417,7 @@ impl ServerConfig {
         cfg.admin_token = args.admin_token.clone();
         let root = match &args.reload_root {
             Some(r) => r.clone(),
-            None => args
-                .index
+            None => first_dir
                 .canonicalize()
                 .ok()
                 .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -347,4 +438,16 @@ impl ServerConfig {
         cfg.io_nice = args.io_nice;
         Ok(cfg)
     }
+}
+
+/// A collection's default name: its directory's name.
+pub(crate) fn dir_name(p: &Path) -> String {
+    p.canonicalize()
+        .ok()
+        .as_deref()
+        .unwrap_or(p)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into())
 }

@@ -19,6 +19,8 @@ pub enum ServerError {
     },
     #[error("cannot open the index: {0}")]
     Index(#[from] searchd_engine::Error),
+    #[error("cannot open the collection: {0}")]
+    Collection(#[from] searchd_collection::Error),
     #[error("cannot read the query matrix: {0}")]
     Queries(#[from] searchd_vecio::Error),
     #[error("{path}: the query matrix has {queries} dimensions, the index has {index}")]

@@ -54,19 +54,29 @@
 //! the same counters.
 
 mod api;
+pub mod backend;
 mod config;
+mod embedq;
 mod error;
 mod net;
 mod pool;
 mod stats;
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use searchd_engine::Index;
+use searchd_collection::{Collection, ModelRecord};
 use searchd_vecio::Vectors;
 use tokio::net::TcpListener;
+
+pub use backend::{
+    BackendError, BoxFuture, Document, FieldsWanted, LocalBackend, QueryInput, ScoredDoc,
+    SearchBackend, SearchRequest,
+};
+pub use embedq::{TextEmbed, DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
+pub use pool::Permit;
 
 pub use api::{DEFAULT_K, MAX_EF};
 pub use config::{
@@ -114,19 +124,46 @@ where
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
     let addr = listener.local_addr()?;
-    let pool = pool::Pool::start(
-        config.threads,
-        config.max_inflight,
-        config.queue,
-        config.search_delay,
-    )
-    .map_err(ServerError::Runtime)?;
+    let pool = Arc::new(
+        pool::Pool::start(config.threads, config.search_delay).map_err(ServerError::Runtime)?,
+    );
     let queries_path = match &config.queries {
         Some(QuerySource::Path(p)) => Some(p.clone()),
         _ => None,
     };
+    let embedder = match &config.embedder {
+        Some(e) => Some(
+            embedq::Batcher::start(
+                e.clone(),
+                config.embed_window,
+                config.embed_batch,
+                config.max_inflight.saturating_add(config.queue),
+            )
+            .map_err(ServerError::Runtime)?,
+        ),
+        None => None,
+    };
+    let first_name = config.name.clone().unwrap_or_else(|| match &config.index {
+        IndexSource::Path(p) => config::dir_name(p),
+        _ => "default".into(),
+    });
+    let mut slots = vec![Arc::new(api::Slot {
+        name: first_name,
+        backend: ArcSwapOption::empty(),
+    })];
+    for (name, _) in &config.more {
+        if slots.iter().any(|s| s.name == *name) {
+            return Err(ServerError::Config(format!(
+                "two collections are named {name:?}"
+            )));
+        }
+        slots.push(Arc::new(api::Slot {
+            name: name.clone(),
+            backend: ArcSwapOption::empty(),
+        }));
+    }
     let app = Arc::new(api::App {
-        index: ArcSwapOption::empty(),
+        slots,
         queries: ArcSwapOption::empty(),
         queries_path,
         cfg: api::Settings {
@@ -142,7 +179,9 @@ where
             queue: config.queue,
             threads: config.threads,
         },
+        admission: pool::Admission::new(config.max_inflight, config.queue),
         pool,
+        embedder,
         stats: stats::Stats::new(),
         reload_lock: tokio::sync::Mutex::new(()),
     });
@@ -156,29 +195,39 @@ where
         // Moved, not cloned: the loader task holds the only other reference to a
         // caller-supplied index, so a reload can free it.
         tokio::spawn(async move {
-            let loaded = tokio::task::spawn_blocking(move || load(&config)).await;
+            let pool = app.pool.clone();
+            let model = app.embedder.as_ref().map(|b| b.record.clone());
+            let loaded =
+                tokio::task::spawn_blocking(move || load(&config, pool, model.as_ref())).await;
             match loaded {
-                Ok(Ok((index, queries))) => {
-                    let info = index.info();
+                Ok(Ok((backends, queries))) => {
+                    app.queries.store(queries.clone());
+                    for (slot, backend) in app.slots.iter().zip(backends) {
+                        let info = backend.info();
+                        tracing::info!(
+                            %addr,
+                            collection = %slot.name,
+                            kind = %info["kind"],
+                            docs = info["docs"].as_u64().unwrap_or(0),
+                            dim = info["dim"].as_u64().unwrap_or(0),
+                            metric = %info["metric"],
+                            bytes = info["bytes"].as_u64().unwrap_or(0),
+                            path = %info["path"],
+                            "collection ready"
+                        );
+                        slot.backend.store(Some(Arc::new(backend)));
+                    }
                     tracing::info!(
                         %addr,
-                        kind = info.kind.name(),
-                        n = info.n,
-                        dim = info.dim,
-                        metric = info.metric,
-                        bytes = info.bytes,
-                        placement = ?info.placement,
-                        path = %info.path.display(),
                         queries = queries.as_ref().map_or(0, |q| q.n()),
                         threads = app.cfg.threads,
                         max_inflight = app.cfg.max_inflight,
                         queue = app.cfg.queue,
                         timeout_ms = app.cfg.timeout.as_millis() as u64,
                         ef = app.cfg.ef,
+                        text = app.embedder.is_some(),
                         "searchd ready"
                     );
-                    app.queries.store(queries);
-                    app.index.store(Some(index));
                 }
                 Ok(Err(e)) => {
                     let _ = failed_tx.send(e);
@@ -218,20 +267,99 @@ where
     }
 }
 
-type Loaded = (Arc<Index>, Option<Arc<Vectors>>);
+type Loaded = (Vec<Box<dyn SearchBackend>>, Option<Arc<Vectors>>);
 
-fn load(config: &ServerConfig) -> Result<Loaded, ServerError> {
+/// Check that a collection was embedded by the server's model (text queries would be
+/// meaningless otherwise). Collections without a model record (vectors given) pass.
+pub(crate) fn check_model(
+    server: &ModelRecord,
+    coll: Option<&ModelRecord>,
+    path: &Path,
+) -> Result<(), String> {
+    match coll {
+        Some(m) if m.checksum != server.checksum || m.dim != server.dim => Err(format!(
+            "{} was embedded with model {} (checksum {}, {} dimensions), but the server's --model is {} (checksum {}, {} dimensions)",
+            path.display(),
+            m.name,
+            m.checksum,
+            m.dim,
+            server.name,
+            server.checksum,
+            server.dim
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl SearchBackend for Arc<dyn SearchBackend> {
+    fn info(&self) -> serde_json::Value {
+        (**self).info()
+    }
+    fn figures(&self) -> (u64, usize, u64) {
+        (**self).figures()
+    }
+    fn model(&self) -> Option<ModelRecord> {
+        (**self).model()
+    }
+    fn can_search_by_id(&self) -> Result<(), String> {
+        (**self).can_search_by_id()
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>> {
+        (**self).search(req)
+    }
+    fn get(
+        &self,
+        id: searchd_collection::DocId,
+        fields: FieldsWanted,
+    ) -> BoxFuture<'_, Result<Document, BackendError>> {
+        (**self).get(id, fields)
+    }
+}
+
+fn open_source(
+    src: &IndexSource,
+    config: &ServerConfig,
+    pool: &Arc<pool::Pool>,
+    model: Option<&ModelRecord>,
+) -> Result<Box<dyn SearchBackend>, ServerError> {
+    let backend: Box<dyn SearchBackend> = match src {
+        IndexSource::Path(p) => {
+            let coll = Collection::open_any(p, &config.load).map_err(|e| match e {
+                searchd_collection::Error::Engine(e) => ServerError::Index(e),
+                other => ServerError::Collection(other),
+            })?;
+            if let Some(m) = model {
+                check_model(m, coll.model(), p).map_err(ServerError::Config)?;
+            }
+            Box::new(LocalBackend::new(Arc::new(coll), pool.clone()))
+        }
+        IndexSource::Loaded(ix) => Box::new(LocalBackend::new(
+            Arc::new(Collection::from_shared_index(ix.clone())),
+            pool.clone(),
+        )),
+        IndexSource::Collection(c) => Box::new(LocalBackend::new(c.clone(), pool.clone())),
+        IndexSource::Backend(b) => Box::new(b.clone()),
+    };
+    Ok(backend)
+}
+
+fn load(
+    config: &ServerConfig,
+    pool: Arc<pool::Pool>,
+    model: Option<&ModelRecord>,
+) -> Result<Loaded, ServerError> {
     let queries = match &config.queries {
         None => None,
         Some(QuerySource::Loaded(v)) => Some(v.clone()),
         Some(QuerySource::Path(p)) => Some(Arc::new(searchd_vecio::read_vectors(p)?)),
     };
-    let index = match &config.index {
-        IndexSource::Loaded(ix) => ix.clone(),
-        IndexSource::Path(p) => Arc::new(Index::open(p, &config.load)?),
-    };
+    let mut backends = vec![open_source(&config.index, config, &pool, model)?];
+    for (_, src) in &config.more {
+        backends.push(open_source(src, config, &pool, model)?);
+    }
     if let Some(q) = &queries {
-        if q.dim() != index.dim() {
+        let dim = backends[0].figures().1;
+        if q.dim() != dim {
             let path = match &config.queries {
                 Some(QuerySource::Path(p)) => p.clone(),
                 _ => "(query matrix)".into(),
@@ -239,11 +367,11 @@ fn load(config: &ServerConfig) -> Result<Loaded, ServerError> {
             return Err(ServerError::QueryDim {
                 path,
                 queries: q.dim(),
-                index: index.dim(),
+                index: dim,
             });
         }
     }
-    Ok((index, queries))
+    Ok((backends, queries))
 }
 
 /// Resolve `addr` (`host:port`; a name such as `localhost:8080` is looked up) and bind.
@@ -295,7 +423,16 @@ pub async fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Sen
 /// bind `--addr`, install SIGTERM/SIGINT handling and serve until a signal; returns `Ok`
 /// after a graceful drain.
 pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
-    let config = ServerConfig::from_args(args)?;
+    run_blocking_with(args, None)
+}
+
+/// [`run_blocking`] with an embedder for text queries (the binary loads `--model`).
+pub fn run_blocking_with(
+    args: &ServeArgs,
+    embedder: Option<Arc<dyn TextEmbed>>,
+) -> Result<(), ServerError> {
+    let mut config = ServerConfig::from_args(args)?;
+    config.embedder = embedder;
     if let Err(e) = raise_nofile_limit() {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }

@@ -304,7 +304,7 @@ async fn bad_requests_get_the_contract_errors() {
             r#"{}"#.into(),
             400,
             "invalid_argument",
-            "exactly one of vector, qidx or id; none",
+            "exactly one of vector, qidx, id or text; none",
         ),
         (
             r#"{"k": 5}"#.into(),

@@ -1,0 +1,54 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong opening, reading or ingesting a collection. Input problems
+/// ([`Error::is_input`]) are the user's to fix (exit status 2); the rest are I/O or
+/// corruption (exit status 1 from the CLI... see `searchd`'s exit codes).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a searchd collection ({message})")]
+    Format { path: PathBuf, message: String },
+    #[error(transparent)]
+    Engine(#[from] searchd_engine::Error),
+    #[error(transparent)]
+    Docs(#[from] searchd_docs::Error),
+    /// A document or parameter the user must fix; the message names the file, line and field.
+    #[error("{0}")]
+    Input(String),
+    #[error("embedder: {0}")]
+    Embed(String),
+    #[error("{path} already exists; pass --force to replace it")]
+    Exists { path: PathBuf },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    pub(crate) fn format(path: impl Into<PathBuf>, message: impl Into<String>) -> Error {
+        Error::Format {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+    /// Whether this is bad input (a document, a flag, a file of the wrong kind) rather than
+    /// an I/O failure: the CLI exits 2 for these and 1 for the rest.
+    pub fn is_input(&self) -> bool {
+        match self {
+            Error::Input(_) | Error::Format { .. } | Error::Exists { .. } => true,
+            Error::Engine(e) => !matches!(e, searchd_engine::Error::Io { .. }),
+            Error::Docs(e) => !matches!(e, searchd_docs::Error::Io { .. }),
+            Error::Io { .. } | Error::Embed(_) => false,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,682 @@
+//! `searchd ingest`: documents (JSONL or Parquet) to a collection directory, with
+//! checkpoints so that a run killed at any point resumes where it stopped.
+//!
+//! Phases:
+//! 1. **read**: every document is read and checked (ids present, unique, of a valid kind;
+//!    vectors of one length and finite; text a string), its stored fields are written to
+//!    the staging `docs.bin`, its id and text kept in memory. Fast (no model) and
+//!    deterministic, so a resumed run simply does it again.
+//! 2. **embed** (with a model): the texts, in chunks of `checkpoint_every` documents. Each
+//!    finished chunk is written atomically as `OUT.ingest/emb-NNNNNN.f32` (a checksummed
+//!    file); a resumed run loads the chunks it finds and embeds only the rest. This is the
+//!    slow part, and the only one worth checkpointing.
+//! 3. **build**: the vector index of the segment (any kind and codes `searchd build` makes).
+//! 4. **commit**: `ids.bin`, `collection.json`, then the staging directory is renamed to
+//!    `OUT` and the checkpoint directory removed. `OUT` never exists half-written.
+//!
+//! `OUT.ingest/plan.json` records what the checkpoints belong to (input file size, mtime and
+//! checksums of its head and tail, fields, model); a run with another plan refuses to reuse
+//! them (or, with `force`, discards them).
+
+use std::collections::{BTreeSet, HashSet};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use searchd_docs::{DocId, DocReader, ReaderConfig, StoreWriter};
+use searchd_engine::BuildConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::{FileMeta, IdKind, Manifest, ModelRecord, SegmentMeta, FORMAT, MANIFEST, SCHEMA};
+
+/// A text embedder, as ingest needs it (the `searchd` binary adapts `searchd-embed` to it;
+/// tests use small deterministic ones).
+pub trait Embed: Send + Sync {
+    /// Identity of the model, recorded in the collection.
+    fn record(&self) -> ModelRecord;
+    /// Embed passages (documents, not queries): `texts.len() * dim` floats, row-major.
+    fn embed_passages(&self, texts: &[&str]) -> std::result::Result<Vec<f32>, String>;
+}
+
+/// What to ingest and how. Defaults (see [`IngestConfig::new`]): fields as
+/// [`ReaderConfig::default`], HNSW M=16 ef_construction=200 cosine, a checkpoint every
+/// 10,000 documents, 256 texts per embedder call, bad documents stop the run.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    pub docs: PathBuf,
+    pub out: PathBuf,
+    pub reader: ReaderConfig,
+    /// Vectors from this matrix (`.npy` etc.), row i = document i of the file.
+    pub vectors_file: Option<PathBuf>,
+    pub build: BuildConfig,
+    /// Documents per checkpoint of the embedding phase (at least 1).
+    pub checkpoint_every: usize,
+    /// Texts per call of the embedder (progress is reported after each).
+    pub batch: usize,
+    /// Count and skip bad documents instead of stopping at the first.
+    pub skip_bad: bool,
+    /// Replace an existing `out` and discard checkpoints of another run.
+    pub force: bool,
+    /// Collection name recorded in the manifest (default: the directory name).
+    pub name: Option<String>,
+}
+
+/// Default `checkpoint_every`.
+pub const DEFAULT_CHECKPOINT_EVERY: usize = 10_000;
+/// Default `batch`.
+pub const DEFAULT_BATCH: usize = 256;
+
+impl IngestConfig {
+    pub fn new(docs: impl Into<PathBuf>, out: impl Into<PathBuf>) -> IngestConfig {
+        IngestConfig {
+            docs: docs.into(),
+            out: out.into(),
+            reader: ReaderConfig::default(),
+            vectors_file: None,
+            build: BuildConfig::default(),
+            checkpoint_every: DEFAULT_CHECKPOINT_EVERY,
+            batch: DEFAULT_BATCH,
+            skip_bad: false,
+            force: false,
+            name: None,
+        }
+    }
+}
+
+/// Progress of a run, for bars and logs.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A phase starts; `total` is in documents (or bytes for `read` when the count is
+    /// unknown: then `bytes` is true).
+    Phase {
+        name: &'static str,
+        total: u64,
+        bytes: bool,
+    },
+    /// Progress within the phase (same unit as its total).
+    Progress { done: u64 },
+    /// Checkpoints of an earlier run were found: this many documents are already embedded.
+    Resumed { docs: u64, chunks: usize },
+    /// A bad document was skipped (`skip_bad`).
+    Skipped { message: String },
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct IngestReport {
+    pub docs: u64,
+    pub skipped: u64,
+    pub dim: usize,
+    /// Documents embedded in this run (not loaded from checkpoints).
+    pub embedded: u64,
+    /// Documents whose vectors came from checkpoints of an earlier run.
+    pub resumed: u64,
+    pub read_seconds: f64,
+    pub embed_seconds: f64,
+    pub build_seconds: f64,
+    pub total_seconds: f64,
+    pub bytes: u64,
+    pub model: Option<ModelRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Plan {
+    docs: PathBuf,
+    size: u64,
+    mtime_ns: u128,
+    head_crc: u32,
+    tail_crc: u32,
+    id_field: String,
+    text_field: Option<String>,
+    checkpoint_every: usize,
+    model: Option<ModelRecord>,
+    skip_bad: bool,
+}
+
+fn fingerprint(path: &Path) -> Result<(u64, u128, u32, u32)> {
+    let md = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let mtime = md
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let n = read_up_to(&mut f, &mut buf).map_err(|e| Error::io(path, e))?;
+    let head = crc32fast::hash(&buf[..n]);
+    let size = md.len();
+    let tail_at = size.saturating_sub(1 << 20);
+    f.seek(SeekFrom::Start(tail_at))
+        .map_err(|e| Error::io(path, e))?;
+    let n = read_up_to(&mut f, &mut buf).map_err(|e| Error::io(path, e))?;
+    let tail = crc32fast::hash(&buf[..n]);
+    Ok((size, mtime, head, tail))
+}
+
+fn read_up_to(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// The checkpoint directory of an ingest into `out`.
+pub fn checkpoint_dir(out: &Path) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".ingest");
+    out.with_file_name(name)
+}
+
+const EMB_MAGIC: &[u8; 8] = b"SDEMB001";
+
+fn chunk_path(work: &Path, c: usize) -> PathBuf {
+    work.join(format!("emb-{c:06}.f32"))
+}
+
+/// Write a checkpoint chunk atomically: temp file, fsync, rename, fsync the directory.
+fn write_chunk(path: &Path, rows: usize, dim: usize, data: &[f32]) -> Result<()> {
+    let tmp = path.with_extension("f32.tmp");
+    let mut bytes = Vec::with_capacity(16 + data.len() * 4 + 4);
+    bytes.extend_from_slice(EMB_MAGIC);
+    bytes.extend_from_slice(&(rows as u32).to_le_bytes());
+    bytes.extend_from_slice(&(dim as u32).to_le_bytes());
+    for x in data {
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")));
+    Ok(())
+}
+
+/// A checkpoint chunk if it is whole and of the expected shape; `None` otherwise (then it
+/// is embedded again).
+fn read_chunk(path: &Path, rows: usize, dim: usize) -> Option<Vec<f32>> {
+    let b = std::fs::read(path).ok()?;
+    if b.len() != 16 + rows * dim * 4 + 4 || &b[..8] != EMB_MAGIC {
+        return None;
+    }
+    let body = &b[..b.len() - 4];
+    let crc = u32::from_le_bytes(b[b.len() - 4..].try_into().ok()?);
+    if crc32fast::hash(body) != crc
+        || u32::from_le_bytes(b[8..12].try_into().ok()?) as usize != rows
+        || u32::from_le_bytes(b[12..16].try_into().ok()?) as usize != dim
+    {
+        return None;
+    }
+    Some(
+        body[16..]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+fn file_meta(path: &Path) -> Result<FileMeta> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    Ok(FileMeta {
+        name: path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned(),
+        bytes: bytes.len() as u64,
+        crc32: crc32fast::hash(&bytes),
+    })
+}
+
+/// Run an ingest. `embedder` is required when vectors come from text (neither
+/// `reader.vector_field` nor `vectors_file` is set).
+pub fn ingest(
+    cfg: &IngestConfig,
+    embedder: Option<&dyn Embed>,
+    events: &(dyn Fn(Event) + Sync),
+) -> Result<IngestReport> {
+    let start = Instant::now();
+    let out = &cfg.out;
+    if out.exists() && !cfg.force {
+        return Err(Error::Exists { path: out.clone() });
+    }
+    if cfg.checkpoint_every == 0 || cfg.batch == 0 {
+        return Err(Error::Input(
+            "--checkpoint-every and --batch must be at least 1".into(),
+        ));
+    }
+    let given_vectors = cfg.reader.vector_field.is_some() || cfg.vectors_file.is_some();
+    if cfg.reader.vector_field.is_some() && cfg.vectors_file.is_some() {
+        return Err(Error::Input(
+            "give either --vector-field or --vectors, not both".into(),
+        ));
+    }
+    let embedder = if given_vectors {
+        if embedder.is_some() {
+            return Err(Error::Input(
+                "vectors are given (--vector-field or --vectors) and a model too (--model); give one"
+                    .into(),
+            ));
+        }
+        None
+    } else {
+        match embedder {
+            Some(e) => Some(e),
+            None => {
+                return Err(Error::Input(
+                    "no vectors: give --model DIR to embed the text field, or --vector-field / --vectors"
+                        .into(),
+                ))
+            }
+        }
+    };
+    if embedder.is_some() && cfg.reader.text_field.is_none() {
+        return Err(Error::Input(
+            "embedding needs a text field (--text-field)".into(),
+        ));
+    }
+    let model = embedder.map(|e| e.record());
+    let work = checkpoint_dir(out);
+    let stage = work.join("stage");
+
+    // The plan: what the checkpoints in `work` belong to.
+    let (size, mtime_ns, head_crc, tail_crc) = fingerprint(&cfg.docs)?;
+    let plan = Plan {
+        docs: cfg.docs.canonicalize().unwrap_or_else(|_| cfg.docs.clone()),
+        size,
+        mtime_ns,
+        head_crc,
+        tail_crc,
+        id_field: cfg.reader.id_field.clone(),
+        text_field: cfg.reader.text_field.clone(),
+        checkpoint_every: cfg.checkpoint_every,
+        model: model.clone(),
+        skip_bad: cfg.skip_bad,
+    };
+    let plan_path = work.join("plan.json");
+    if work.exists() {
+        let old: Option<Plan> = std::fs::read(&plan_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if old.as_ref() != Some(&plan) {
+            if cfg.force || old.is_none() {
+                std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+            } else {
+                return Err(Error::Input(format!(
+                    "{} holds checkpoints of another ingest (different input file, fields or model); \
+                     delete it or pass --force to start over",
+                    work.display()
+                )));
+            }
+        }
+    }
+    std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+    if !plan_path.exists() {
+        let tmp = work.join("plan.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&plan).unwrap_or_default())
+            .map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &plan_path).map_err(|e| Error::io(&plan_path, e))?;
+        sync_dir(&work);
+    }
+    if stage.exists() {
+        std::fs::remove_dir_all(&stage).map_err(|e| Error::io(&stage, e))?;
+    }
+    let seg_name = "seg-000000";
+    let seg_dir = stage.join(seg_name);
+    std::fs::create_dir_all(&seg_dir).map_err(|e| Error::io(&seg_dir, e))?;
+
+    // Phase 1: read and check every document; write the stored fields.
+    let t_read = Instant::now();
+    let mut reader = DocReader::open(&cfg.docs, &cfg.reader)?;
+    let (total, by_bytes) = match reader.total_docs_hint() {
+        Some(n) => (n, false),
+        None => (reader.total_bytes(), true),
+    };
+    events(Event::Phase {
+        name: "read",
+        total,
+        bytes: by_bytes,
+    });
+    let file_vectors = match &cfg.vectors_file {
+        Some(p) => Some(searchd_vecio::read_vectors(p).map_err(|e| Error::Input(e.to_string()))?),
+        None => None,
+    };
+    let mut store = StoreWriter::create(&seg_dir.join("docs.bin"))?;
+    let mut ids: Vec<DocId> = Vec::new();
+    let mut seen: HashSet<DocId> = HashSet::new();
+    let mut texts: Vec<String> = Vec::new();
+    let mut vectors: Vec<f32> = Vec::new();
+    let mut dim: Option<usize> = file_vectors.as_ref().map(|v| v.dim());
+    let mut fields: BTreeSet<String> = BTreeSet::new();
+    let mut skipped = 0u64;
+    let mut n_in_file = 0usize;
+    let (mut n_int, mut n_str) = (0u64, 0u64);
+    let docs_name = cfg.docs.display().to_string();
+    let mut last_report = Instant::now();
+    loop {
+        let item = match reader.next() {
+            None => break,
+            Some(item) => item,
+        };
+        let file_row = n_in_file;
+        n_in_file += 1;
+        let checked = item.map_err(Error::from).and_then(|doc| {
+            let at = format!("{docs_name}: {} {}", pos_word(by_bytes), doc.pos);
+            if seen.contains(&doc.id) {
+                return Err(Error::Input(format!(
+                    "{at}: id {} appears twice (ids must be unique)",
+                    show_id(&doc.id)
+                )));
+            }
+            let vector = if let Some(m) = &file_vectors {
+                if file_row >= m.n() {
+                    return Err(Error::Input(format!(
+                        "{at}: --vectors {} has only {} rows for more documents",
+                        cfg.vectors_file
+                            .as_ref()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
+                        m.n()
+                    )));
+                }
+                Some(m.row(file_row).to_vec())
+            } else {
+                doc.vector.clone()
+            };
+            if let Some(v) = &vector {
+                let want = *dim.get_or_insert(v.len());
+                if v.len() != want {
+                    return Err(Error::Input(format!(
+                        "{at}: field {:?} has {} dimensions, earlier documents have {want}",
+                        cfg.reader.vector_field.as_deref().unwrap_or("vector"),
+                        v.len()
+                    )));
+                }
+                if let Some(j) = v.iter().position(|x| !x.is_finite()) {
+                    return Err(Error::Input(format!(
+                        "{at}: vector component {j} is not a finite number"
+                    )));
+                }
+            }
+            if embedder.is_some() && doc.text.is_none() {
+                return Err(Error::Input(format!(
+                    "{at}: field {:?} is missing; every document needs text to embed",
+                    cfg.reader.text_field.as_deref().unwrap_or("text")
+                )));
+            }
+            Ok((doc, vector))
+        });
+        match checked {
+            Ok((doc, vector)) => {
+                if let Ok(map) = serde_json::from_slice::<
+                    std::collections::BTreeMap<String, serde::de::IgnoredAny>,
+                >(&doc.source)
+                {
+                    for k in map.into_keys() {
+                        if !fields.contains(&k) {
+                            fields.insert(k);
+                        }
+                    }
+                }
+                store.add(&doc.source)?;
+                match &doc.id {
+                    DocId::Int(_) => n_int += 1,
+                    DocId::Str(_) => n_str += 1,
+                }
+                seen.insert(doc.id.clone());
+                ids.push(doc.id);
+                if let Some(v) = vector {
+                    vectors.extend_from_slice(&v);
+                }
+                if embedder.is_some() {
+                    texts.push(doc.text.unwrap_or_default());
+                }
+            }
+            Err(e) if cfg.skip_bad && e.is_input() => {
+                skipped += 1;
+                events(Event::Skipped {
+                    message: e.to_string(),
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        if last_report.elapsed().as_millis() >= 200 {
+            last_report = Instant::now();
+            events(Event::Progress {
+                done: if by_bytes {
+                    reader.bytes_read()
+                } else {
+                    n_in_file as u64
+                },
+            });
+        }
+    }
+    drop(seen);
+    if let Some(m) = &file_vectors {
+        if m.n() != n_in_file {
+            return Err(Error::Input(format!(
+                "--vectors {} has {} rows but {docs_name} has {n_in_file} documents (row i must be document i)",
+                cfg.vectors_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                m.n()
+            )));
+        }
+    }
+    if ids.is_empty() {
+        return Err(Error::Input(format!(
+            "{docs_name}: no documents{}",
+            if skipped > 0 {
+                format!(" ({skipped} bad ones skipped)")
+            } else {
+                String::new()
+            }
+        )));
+    }
+    let store_info = store.finish()?;
+    events(Event::Progress {
+        done: if by_bytes {
+            reader.total_bytes()
+        } else {
+            n_in_file as u64
+        },
+    });
+    let read_seconds = t_read.elapsed().as_secs_f64();
+    let n = ids.len();
+
+    // Phase 2: embed, in checkpointed chunks.
+    let t_embed = Instant::now();
+    let (mut embedded, mut resumed) = (0u64, 0u64);
+    if let Some(emb) = embedder {
+        let d = model.as_ref().map_or(0, |m| m.dim);
+        dim = Some(d);
+        vectors = Vec::with_capacity(n * d);
+        let ce = cfg.checkpoint_every;
+        let chunks = n.div_ceil(ce);
+        let mut have: Vec<Option<Vec<f32>>> = (0..chunks)
+            .map(|c| read_chunk(&chunk_path(&work, c), (n - c * ce).min(ce), d))
+            .collect();
+        let found = have.iter().filter(|c| c.is_some()).count();
+        if found > 0 {
+            resumed = have
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.is_some())
+                .map(|(c, _)| (n - c * ce).min(ce) as u64)
+                .sum();
+            events(Event::Resumed {
+                docs: resumed,
+                chunks: found,
+            });
+        }
+        events(Event::Phase {
+            name: "embed",
+            total: n as u64,
+            bytes: false,
+        });
+        let mut done = resumed;
+        events(Event::Progress { done });
+        for (c, slot) in have.iter_mut().enumerate() {
+            let lo = c * ce;
+            let hi = (lo + ce).min(n);
+            let chunk = match slot.take() {
+                Some(v) => v,
+                None => {
+                    let mut v = Vec::with_capacity((hi - lo) * d);
+                    for b in (lo..hi).step_by(cfg.batch) {
+                        let e = (b + cfg.batch).min(hi);
+                        let batch: Vec<&str> = texts[b..e].iter().map(|s| s.as_str()).collect();
+                        let out = emb.embed_passages(&batch).map_err(Error::Embed)?;
+                        if out.len() != batch.len() * d {
+                            return Err(Error::Embed(format!(
+                                "the embedder returned {} values for {} texts of {d} dimensions",
+                                out.len(),
+                                batch.len()
+                            )));
+                        }
+                        v.extend_from_slice(&out);
+                        done += (e - b) as u64;
+                        embedded += (e - b) as u64;
+                        events(Event::Progress { done });
+                    }
+                    write_chunk(&chunk_path(&work, c), hi - lo, d, &v)?;
+                    v
+                }
+            };
+            vectors.extend_from_slice(&chunk);
+        }
+        drop(texts);
+    }
+    let embed_seconds = t_embed.elapsed().as_secs_f64();
+    let dim = dim.unwrap_or(0);
+
+    // Phase 3: the segment's index.
+    let t_build = Instant::now();
+    events(Event::Phase {
+        name: "build",
+        total: n as u64,
+        bytes: false,
+    });
+    let index_dir = seg_dir.join("index");
+    let progress = |done: u64, _total: u64| events(Event::Progress { done });
+    let built = searchd_engine::build_index(&index_dir, &vectors, dim, &cfg.build, &progress)
+        .map_err(|e| match e {
+            searchd_engine::Error::InvalidInput { message } => Error::Input(format!(
+                "{docs_name}: {message} (rows count documents in file order)"
+            )),
+            other => Error::Engine(other),
+        })?;
+    drop(vectors);
+    let build_seconds = t_build.elapsed().as_secs_f64();
+
+    // Phase 4: ids, manifest, rename into place.
+    crate::ids::write(&seg_dir.join("ids.bin"), &ids)?;
+    let files = vec![
+        file_meta(&seg_dir.join("ids.bin"))?,
+        file_meta(&seg_dir.join("docs.bin"))?,
+    ];
+    let name = cfg.name.clone().unwrap_or_else(|| {
+        out.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    });
+    let total_seconds = start.elapsed().as_secs_f64();
+    let manifest = Manifest {
+        schema: SCHEMA.into(),
+        format: FORMAT,
+        name,
+        dim,
+        metric: cfg.build.metric.name().into(),
+        docs: n as u64,
+        id_kind: match (n_int, n_str) {
+            (_, 0) => IdKind::Int,
+            (0, _) => IdKind::Str,
+            _ => IdKind::Mixed,
+        },
+        text_field: cfg.reader.text_field.clone(),
+        model: model.clone(),
+        fields: fields.into_iter().collect(),
+        segments: vec![SegmentMeta {
+            name: seg_name.into(),
+            docs: n as u64,
+            files,
+        }],
+        ingest: serde_json::json!({
+            "source": cfg.docs,
+            "skipped": skipped,
+            "embedded_by": model.as_ref().map(|m| m.name.clone()),
+            "index": {"kind": cfg.build.kind.name(), "quantization": cfg.build.quantization.name(),
+                      "m": cfg.build.hnsw.m, "ef_construction": cfg.build.hnsw.ef_construction},
+            "stored_bytes": store_info.bytes,
+            "stored_raw_bytes": store_info.raw_bytes,
+        }),
+    };
+    let mpath = stage.join(MANIFEST);
+    std::fs::write(
+        &mpath,
+        serde_json::to_vec_pretty(&manifest).unwrap_or_default(),
+    )
+    .map_err(|e| Error::io(&mpath, e))?;
+    if let Ok(f) = std::fs::File::open(&mpath) {
+        let _ = f.sync_all();
+    }
+    sync_dir(&seg_dir);
+    sync_dir(&stage);
+    if out.exists() {
+        let mut old = out.clone().into_os_string();
+        old.push(format!(".old-{}", std::process::id()));
+        let old = PathBuf::from(old);
+        std::fs::rename(out, &old).map_err(|e| Error::io(out, e))?;
+        std::fs::rename(&stage, out).map_err(|e| Error::io(out, e))?;
+        let _ = std::fs::remove_dir_all(&old);
+    } else {
+        std::fs::rename(&stage, out).map_err(|e| Error::io(out, e))?;
+    }
+    sync_dir(
+        out.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    );
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(IngestReport {
+        docs: n as u64,
+        skipped,
+        dim,
+        embedded,
+        resumed,
+        read_seconds,
+        embed_seconds,
+        build_seconds,
+        total_seconds,
+        bytes: built.bytes + store_info.bytes,
+        model,
+    })
+}
+
+fn pos_word(jsonl: bool) -> &'static str {
+    if jsonl {
+        "line"
+    } else {
+        "row"
+    }
+}
+
+fn show_id(id: &DocId) -> String {
+    match id {
+        DocId::Int(v) => v.to_string(),
+        DocId::Str(s) => format!("{s:?}"),
+    }
+}

@@ -1,0 +1,435 @@
+//! # searchd-collection
+//!
+//! A **collection** is a directory of documents with the users' own ids, stored fields and
+//! vectors, made of one or more immutable **segments**:
+//!
+//! ```text
+//! DIR/collection.json        manifest: schema, format, dim, metric, model, fields, segments (files + CRC32)
+//! DIR/seg-000000/index/      the segment's vector index: an index directory as `searchd build` writes it
+//! DIR/seg-000000/ids.bin     the users' ids in row order ([`ids`])
+//! DIR/seg-000000/docs.bin    stored fields, compressed in blocks, mapped ([`searchd_docs::StoreReader`])
+//! ```
+//!
+//! Row `r` of a segment is the same document in all three files: the index returns rows
+//! (its "ids"), `ids.bin` turns them into users' ids, `docs.bin` holds their fields. Later
+//! parts (payload indexes, a lexical index, tombstones, new appendable segments) are more
+//! files in a segment directory and more entries in the manifest's segment list; the
+//! manifest's `format` is read as a range so that old collections keep opening.
+//!
+//! A bare index directory (`searchd build`) opens as a one-segment collection whose ids are
+//! its row numbers and which has no stored fields ([`Collection::open_any`]), so the server
+//! has one kind of thing to serve.
+//!
+//! [`ingest`] makes collections from JSONL or Parquet, with checkpoints.
+
+mod error;
+mod ids;
+pub mod ingest;
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use searchd_engine::{Index, LoadOptions, Metric, SearchError, SearchParams};
+use serde::{Deserialize, Serialize};
+
+pub use error::{Error, Result};
+pub use searchd_docs::DocId;
+
+/// File name of a collection's manifest.
+pub const MANIFEST: &str = "collection.json";
+/// `schema` of the manifest.
+pub const SCHEMA: &str = "searchd.collection.v1";
+/// Manifest format versions this build reads.
+pub const FORMATS: std::ops::RangeInclusive<u32> = 1..=1;
+/// Manifest format version this build writes.
+pub const FORMAT: u32 = 1;
+
+/// The model that made a collection's vectors (text queries must use the same one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelRecord {
+    pub name: String,
+    /// Checksum of the model's weights file: the identity that is compared.
+    pub checksum: String,
+    pub dim: usize,
+    pub max_length: usize,
+    pub pooling: String,
+    pub normalize: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passage_prefix: Option<String>,
+}
+
+/// Which kinds of ids a collection holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdKind {
+    Int,
+    Str,
+    Mixed,
+}
+
+/// One file of a segment, with its size and checksum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMeta {
+    pub name: String,
+    pub bytes: u64,
+    pub crc32: u32,
+}
+
+/// One segment in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentMeta {
+    /// Directory name under the collection (`seg-000000`).
+    pub name: String,
+    pub docs: u64,
+    /// `ids.bin` and `docs.bin` (the index directory has its own manifest and checksums).
+    pub files: Vec<FileMeta>,
+}
+
+/// `collection.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema: String,
+    pub format: u32,
+    pub name: String,
+    pub dim: usize,
+    pub metric: String,
+    pub docs: u64,
+    pub id_kind: IdKind,
+    /// The field whose text was embedded (and will be indexed lexically).
+    pub text_field: Option<String>,
+    /// The model that embedded `text_field`; `None` when vectors were given.
+    pub model: Option<ModelRecord>,
+    /// Names of the stored fields seen in the documents, sorted.
+    pub fields: Vec<String>,
+    pub segments: Vec<SegmentMeta>,
+    /// How the collection was made (source, counts, timings); informational.
+    #[serde(default)]
+    pub ingest: serde_json::Value,
+}
+
+impl Manifest {
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let m: Manifest = serde_json::from_str(&text)
+            .map_err(|e| Error::format(&path, format!("invalid manifest: {e}")))?;
+        if m.schema != SCHEMA {
+            return Err(Error::format(
+                &path,
+                format!("schema is {:?}, expected {SCHEMA:?}", m.schema),
+            ));
+        }
+        if !FORMATS.contains(&m.format) {
+            return Err(Error::format(
+                &path,
+                format!(
+                    "collection format {} is not supported (this searchd reads {}..={})",
+                    m.format,
+                    FORMATS.start(),
+                    FORMATS.end()
+                ),
+            ));
+        }
+        Ok(m)
+    }
+}
+
+/// Where a document lives: segment number and row in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DocRef {
+    pub segment: u32,
+    pub row: u64,
+}
+
+/// One search result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DocHit {
+    pub doc: DocRef,
+    /// Higher is better (as [`searchd_engine::Hit::score`]).
+    pub score: f32,
+}
+
+/// One immutable segment: an index, the ids of its rows, and (for collections) their
+/// stored fields.
+pub struct Segment {
+    index: Arc<Index>,
+    ids: ids::IdMap,
+    store: Option<searchd_docs::StoreReader>,
+}
+
+impl Segment {
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.len() == 0
+    }
+}
+
+/// An opened collection (or a bare index seen as one). `Send + Sync`.
+pub struct Collection {
+    dir: PathBuf,
+    manifest: Option<Manifest>,
+    segments: Vec<Segment>,
+    dim: usize,
+    metric: Metric,
+}
+
+impl std::fmt::Debug for Collection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection")
+            .field("dir", &self.dir)
+            .field("docs", &self.len())
+            .finish()
+    }
+}
+
+/// Whether `dir` holds a collection (rather than a bare index directory).
+pub fn is_collection(dir: &Path) -> bool {
+    dir.join(MANIFEST).is_file()
+}
+
+impl Collection {
+    /// Open a collection directory, or a bare index directory as a one-segment collection.
+    pub fn open_any(dir: &Path, opts: &LoadOptions) -> Result<Collection> {
+        if is_collection(dir) {
+            Collection::open(dir, opts)
+        } else {
+            Ok(Collection::from_index(Index::open(dir, opts)?))
+        }
+    }
+
+    /// A bare index as a collection: ids are its row numbers, no stored fields.
+    pub fn from_index(index: Index) -> Collection {
+        Collection::from_shared_index(Arc::new(index))
+    }
+
+    /// [`Collection::from_index`] over an index shared with others.
+    pub fn from_shared_index(index: Arc<Index>) -> Collection {
+        let n = index.len();
+        Collection {
+            dir: index.info().path.clone(),
+            dim: index.dim(),
+            metric: index.metric(),
+            manifest: None,
+            segments: vec![Segment {
+                index,
+                ids: ids::IdMap::rows(n),
+                store: None,
+            }],
+        }
+    }
+
+    /// Open the collection in `dir`: the manifest, then each segment's index (placed and
+    /// checked as `opts` says), ids and stored fields (checked against the manifest).
+    pub fn open(dir: &Path, opts: &LoadOptions) -> Result<Collection> {
+        let manifest = Manifest::read(dir)?;
+        let metric = Metric::parse(&manifest.metric).ok_or_else(|| {
+            Error::format(
+                dir.join(MANIFEST),
+                format!("unknown metric {:?}", manifest.metric),
+            )
+        })?;
+        let mut segments = Vec::with_capacity(manifest.segments.len());
+        for meta in &manifest.segments {
+            let sdir = dir.join(&meta.name);
+            let index = Index::open(&sdir.join("index"), opts)?;
+            for f in &meta.files {
+                let p = sdir.join(&f.name);
+                let md = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?;
+                if md.len() != f.bytes {
+                    return Err(Error::format(
+                        &p,
+                        format!(
+                            "size is {} bytes, the manifest says {}; the collection is truncated or corrupt",
+                            md.len(),
+                            f.bytes
+                        ),
+                    ));
+                }
+            }
+            let ids = ids::IdMap::read(&sdir.join("ids.bin"))?;
+            let store_path = sdir.join("docs.bin");
+            let store = searchd_docs::StoreReader::open(&store_path)?;
+            let docs = meta.docs as usize;
+            for (what, n) in [
+                ("index", index.len()),
+                ("ids.bin", ids.len()),
+                ("docs.bin", store.len()),
+            ] {
+                if n != docs {
+                    return Err(Error::format(
+                        &sdir,
+                        format!(
+                            "{what} holds {n} documents, the manifest says {docs}; the collection is corrupt"
+                        ),
+                    ));
+                }
+            }
+            if index.dim() != manifest.dim {
+                return Err(Error::format(
+                    &sdir,
+                    format!(
+                        "index has {} dimensions, the manifest says {}",
+                        index.dim(),
+                        manifest.dim
+                    ),
+                ));
+            }
+            segments.push(Segment {
+                index: Arc::new(index),
+                ids,
+                store: Some(store),
+            });
+        }
+        Ok(Collection {
+            dir: dir.to_path_buf(),
+            dim: manifest.dim,
+            metric,
+            manifest: Some(manifest),
+            segments,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// `None` for a bare index.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+    pub fn model(&self) -> Option<&ModelRecord> {
+        self.manifest.as_ref()?.model.as_ref()
+    }
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+    pub fn len(&self) -> usize {
+        self.segments.iter().map(|s| s.len()).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether documents have stored fields (collections do; bare indexes do not).
+    pub fn has_fields(&self) -> bool {
+        self.segments.iter().any(|s| s.store.is_some())
+    }
+    /// Whether every segment opened its float32 vectors (search by stored id needs them).
+    pub fn has_vectors(&self) -> bool {
+        self.segments.iter().all(|s| s.index.has_vectors())
+    }
+
+    /// Where the document `id` lives. A string id that spells an integer also finds the
+    /// integer id (URL paths cannot tell them apart), and the other way round.
+    pub fn lookup(&self, id: &DocId) -> Option<DocRef> {
+        let find = |id: &DocId| {
+            self.segments.iter().enumerate().find_map(|(i, s)| {
+                s.ids.row(id).map(|row| DocRef {
+                    segment: i as u32,
+                    row: row as u64,
+                })
+            })
+        };
+        find(id).or_else(|| match id {
+            DocId::Str(s) => s.parse::<u64>().ok().and_then(|v| find(&DocId::Int(v))),
+            DocId::Int(v) => find(&DocId::Str(v.to_string())),
+        })
+    }
+
+    /// The user's id of a document.
+    pub fn doc_id(&self, r: DocRef) -> Option<&DocId> {
+        self.segments.get(r.segment as usize)?.ids.id(r.row)
+    }
+
+    /// The stored fields of a document, as the JSON object bytes it was given with;
+    /// `Ok(None)` for a bare index (no stored fields) or an unknown row. A read failure is
+    /// an error, never "not found".
+    pub fn source(&self, r: DocRef) -> Result<Option<Vec<u8>>> {
+        let Some(seg) = self.segments.get(r.segment as usize) else {
+            return Ok(None);
+        };
+        let Some(store) = &seg.store else {
+            return Ok(None);
+        };
+        let Ok(row) = u32::try_from(r.row) else {
+            return Ok(None);
+        };
+        if row as usize >= store.len() {
+            return Ok(None);
+        }
+        Ok(Some(store.get(row)?))
+    }
+
+    /// The stored vector of a document (unit length under cosine). `Ok(None)` when the row
+    /// does not exist; an error when the vectors were not opened or cannot be read.
+    pub fn vector(&self, r: DocRef) -> std::result::Result<Option<Cow<'_, [f32]>>, SearchError> {
+        match self.segments.get(r.segment as usize) {
+            Some(seg) => seg.index.try_vector(r.row),
+            None => Ok(None),
+        }
+    }
+
+    /// Top-`k` over all segments, best first. `exclude` leaves one document out (the query
+    /// document of a "more like this" search).
+    pub fn search(
+        &self,
+        query: &[f32],
+        params: &SearchParams<'_>,
+        exclude: Option<DocRef>,
+    ) -> std::result::Result<Vec<DocHit>, SearchError> {
+        let mut all: Vec<DocHit> = Vec::with_capacity(params.k * self.segments.len());
+        for (i, seg) in self.segments.iter().enumerate() {
+            let own = exclude
+                .filter(|e| e.segment as usize == i)
+                .and_then(|e| seg.index.internal(e.row));
+            let not_self = move |x: u32| Some(x) != own;
+            let mut p = *params;
+            if own.is_some() {
+                p.filter = Some(&not_self);
+            }
+            let hits = seg.index.search(query, &p)?;
+            all.extend(hits.into_iter().map(|h| DocHit {
+                doc: DocRef {
+                    segment: i as u32,
+                    row: h.id,
+                },
+                score: h.score,
+            }));
+        }
+        if self.segments.len() > 1 {
+            all.sort_by(|a, b| b.score.total_cmp(&a.score));
+            all.truncate(params.k);
+        }
+        Ok(all)
+    }
+
+    /// What the collection is, for `/stats` and logs.
+    pub fn info(&self) -> serde_json::Value {
+        let first = self.segments.first().map(|s| s.index.info());
+        serde_json::json!({
+            "kind": if self.manifest.is_some() { "collection" } else { "index" },
+            "path": self.dir,
+            "docs": self.len(),
+            "dim": self.dim,
+            "metric": self.metric.name(),
+            "segments": self.segments.len(),
+            "index": first,
+            "model": self.model(),
+            "text_field": self.manifest.as_ref().and_then(|m| m.text_field.clone()),
+            "fields": self.manifest.as_ref().map(|m| m.fields.clone()),
+            "bytes": self.segments.iter().map(|s| s.index.info().bytes + s.store.as_ref().map_or(0, |st| st.bytes())).sum::<u64>(),
+        })
+    }
+}

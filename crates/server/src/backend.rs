@@ -1,0 +1,297 @@
+//! The seam between the HTTP front door and whatever answers searches.
+//!
+//! The server owns admission control, deadlines, text embedding, JSON and metrics; a
+//! [`SearchBackend`] only answers "search this vector" and "get this document". Each served
+//! collection is one backend behind an `ArcSwap`, so `/admin/reload` swaps it whole.
+//! [`LocalBackend`] runs on searchd's own engine (a [`Collection`] on the CPU pool); a
+//! remote engine (Qdrant) implements the same trait.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use searchd_collection::{Collection, DocId, ModelRecord};
+use searchd_engine::{SearchError, SearchParams};
+use searchd_vecio::Vectors;
+
+use crate::pool::{JobFailure, Permit, Pool};
+
+/// A boxed, sendable future (the trait stays object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What to search with.
+pub enum QueryInput {
+    /// A query vector (from the body, or embedded from text by the server).
+    Vector(Vec<f32>),
+    /// Row of the server's query matrix (`serve --queries`).
+    Row(Arc<Vectors>, usize),
+    /// The stored vector of this document, which is left out of the hits.
+    Stored(DocId),
+}
+
+/// Which stored fields a hit or a get returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum FieldsWanted {
+    /// Ids and scores only.
+    #[default]
+    None,
+    All,
+    List(Vec<String>),
+}
+
+/// One search, admitted.
+pub struct SearchRequest {
+    pub query: QueryInput,
+    pub k: usize,
+    pub ef: usize,
+    pub oversample: Option<f32>,
+    pub fields: FieldsWanted,
+    pub deadline: Instant,
+    /// The admission place; the backend drops it when the work is done, before replying.
+    pub permit: Option<Permit>,
+}
+
+/// One hit: the document's own id, a higher-is-better score, fields if asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredDoc {
+    pub id: DocId,
+    pub score: f32,
+    /// A JSON object, when fields were asked for and the backend stores them.
+    pub fields: Option<Vec<u8>>,
+}
+
+/// A stored document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub id: DocId,
+    /// A JSON object (`{}` when the backend stores no fields).
+    pub fields: Vec<u8>,
+}
+
+/// Why a backend call failed; the server maps each to a status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendError {
+    /// The request is wrong (400 `invalid_argument`).
+    Invalid(String),
+    /// No such document (404 `not_found`).
+    NotFound(String),
+    /// The deadline passed; `started` tells whether work had begun (504).
+    Deadline { started: bool },
+    /// The backend is at capacity (503 `overloaded`).
+    Overloaded(String),
+    /// The backend cannot be reached or is not ready (503 `not_ready`).
+    Unavailable(String),
+    /// Anything else, including a storage read failure (500 `internal`).
+    Internal(String),
+}
+
+/// What answers searches for one collection. Object-safe: served as `Arc<dyn SearchBackend>`.
+pub trait SearchBackend: Send + Sync + 'static {
+    /// For `/stats`, logs and `/admin/reload` replies.
+    fn info(&self) -> serde_json::Value;
+    /// Figures for `/metrics` and checks: documents, dimensions, bytes.
+    fn figures(&self) -> (u64, usize, u64);
+    /// The model that embedded the documents, if any (text queries must use the same).
+    fn model(&self) -> Option<ModelRecord>;
+    /// Whether stored documents can be searched by id (`{"id": ...}`); `Err` says why not.
+    fn can_search_by_id(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>>;
+    fn get(&self, id: DocId, fields: FieldsWanted)
+        -> BoxFuture<'_, Result<Document, BackendError>>;
+}
+
+/// searchd's own engine: a [`Collection`] searched on the CPU pool.
+pub struct LocalBackend {
+    coll: Arc<Collection>,
+    pool: Arc<Pool>,
+}
+
+impl LocalBackend {
+    pub fn new(coll: Arc<Collection>, pool: Arc<Pool>) -> LocalBackend {
+        LocalBackend { coll, pool }
+    }
+    pub fn collection(&self) -> &Arc<Collection> {
+        &self.coll
+    }
+}
+
+/// Keep only the wanted keys of a stored JSON object (values byte for byte).
+pub(crate) fn select_fields(source: &[u8], wanted: &FieldsWanted) -> Option<Vec<u8>> {
+    match wanted {
+        FieldsWanted::None => None,
+        FieldsWanted::All => Some(source.to_vec()),
+        FieldsWanted::List(keys) => {
+            let parsed: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
+                serde_json::from_slice(source).unwrap_or_default();
+            let mut out = Vec::with_capacity(source.len().min(256));
+            out.push(b'{');
+            let mut first = true;
+            for k in keys {
+                if let Some(v) = parsed.get(k) {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    serde_json::to_writer(&mut out, k).ok()?;
+                    out.push(b':');
+                    out.extend_from_slice(v.get().as_bytes());
+                }
+            }
+            out.push(b'}');
+            Some(out)
+        }
+    }
+}
+
+fn not_found(coll: &Collection, id: &DocId) -> BackendError {
+    BackendError::NotFound(if coll.manifest().is_none() {
+        // A bare index: its ids are its rows.
+        format!(
+            "id {id} is not in the index (ids are 0..={})",
+            coll.len().saturating_sub(1)
+        )
+    } else {
+        format!("document {id} is not in the collection")
+    })
+}
+
+fn storage_error(e: &SearchError) -> BackendError {
+    match e {
+        SearchError::DeadlineExceeded => BackendError::Deadline { started: true },
+        SearchError::Storage { .. } => BackendError::Internal(e.to_string()),
+        other => BackendError::Invalid(other.to_string()),
+    }
+}
+
+fn search_local(
+    coll: &Collection,
+    query: QueryInput,
+    k: usize,
+    ef: usize,
+    oversample: Option<f32>,
+    deadline: Instant,
+    fields: &FieldsWanted,
+) -> Result<Vec<ScoredDoc>, BackendError> {
+    let mut params = SearchParams::new(k, ef.max(k));
+    params.deadline = Some(deadline);
+    params.oversample = oversample;
+    let hits = match query {
+        QueryInput::Vector(v) => coll.search(&v, &params, None),
+        QueryInput::Row(m, i) => coll.search(m.row(i), &params, None),
+        QueryInput::Stored(id) => {
+            let Some(r) = coll.lookup(&id) else {
+                return Err(not_found(coll, &id));
+            };
+            let v = match coll.vector(r) {
+                Ok(Some(v)) => v,
+                Ok(None) => return Err(not_found(coll, &id)),
+                Err(e) => return Err(storage_error(&e)),
+            };
+            coll.search(&v, &params, Some(r))
+        }
+    }
+    .map_err(|e| storage_error(&e))?;
+    hits.into_iter()
+        .map(|h| {
+            let id = coll
+                .doc_id(h.doc)
+                .cloned()
+                .ok_or_else(|| BackendError::Internal(format!("hit {:?} has no id", h.doc)))?;
+            let fields = match fields {
+                FieldsWanted::None => None,
+                w => match coll.source(h.doc) {
+                    Ok(Some(src)) => select_fields(&src, w),
+                    Ok(None) => Some(b"{}".to_vec()),
+                    Err(e) => return Err(BackendError::Internal(e.to_string())),
+                },
+            };
+            Ok(ScoredDoc {
+                id,
+                score: h.score,
+                fields,
+            })
+        })
+        .collect()
+}
+
+impl SearchBackend for LocalBackend {
+    fn info(&self) -> serde_json::Value {
+        self.coll.info()
+    }
+    fn figures(&self) -> (u64, usize, u64) {
+        let bytes = self.coll.info()["bytes"].as_u64().unwrap_or(0);
+        (self.coll.len() as u64, self.coll.dim(), bytes)
+    }
+    fn model(&self) -> Option<ModelRecord> {
+        self.coll.model().cloned()
+    }
+    fn can_search_by_id(&self) -> Result<(), String> {
+        if self.coll.has_vectors() {
+            Ok(())
+        } else {
+            Err(
+                "search by id needs the stored vectors; this server opened the index with \
+                 --vectors none (search by vector or qidx)"
+                    .into(),
+            )
+        }
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>> {
+        let coll = self.coll.clone();
+        Box::pin(async move {
+            let SearchRequest {
+                query,
+                k,
+                ef,
+                oversample,
+                fields,
+                deadline,
+                permit,
+            } = req;
+            let out = self
+                .pool
+                .run(permit, deadline, move || {
+                    search_local(&coll, query, k, ef, oversample, deadline, &fields)
+                })
+                .await;
+            match out {
+                Ok(r) => r,
+                Err(JobFailure::NotStarted) => Err(BackendError::Deadline { started: false }),
+                Err(JobFailure::Panicked(m)) => {
+                    tracing::error!("search panicked: {m}");
+                    Err(BackendError::Internal(
+                        "the search failed with an internal error".into(),
+                    ))
+                }
+                Err(JobFailure::Closed) => Err(BackendError::Unavailable(
+                    "the search pool is shut down".into(),
+                )),
+            }
+        })
+    }
+    fn get(
+        &self,
+        id: DocId,
+        fields: FieldsWanted,
+    ) -> BoxFuture<'_, Result<Document, BackendError>> {
+        Box::pin(async move {
+            let Some(r) = self.coll.lookup(&id) else {
+                return Err(not_found(&self.coll, &id));
+            };
+            let doc_id = self.coll.doc_id(r).cloned().unwrap_or(id);
+            let src = self
+                .coll
+                .source(r)
+                .map_err(|e| BackendError::Internal(e.to_string()))?
+                .unwrap_or_else(|| b"{}".to_vec());
+            let fields = match fields {
+                FieldsWanted::None => b"{}".to_vec(),
+                w => select_fields(&src, &w).unwrap_or_else(|| b"{}".to_vec()),
+            };
+            Ok(Document { id: doc_id, fields })
+        })
+    }
+}
