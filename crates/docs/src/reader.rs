@@ -158,7 +158,7 @@ pub struct DocReader {
 
 enum Inner {
     Jsonl(jsonl::JsonlReader),
-    Parquet(Box<pq::ParquetReader>),
+    Parquet(pq::ParquetReader),
 }
 
 impl DocReader {
@@ -170,7 +170,7 @@ impl DocReader {
         };
         let inner = match format {
             Format::Jsonl => Inner::Jsonl(jsonl::JsonlReader::open(path, cfg)?),
-            Format::Parquet => Inner::Parquet(Box::new(pq::ParquetReader::open(path, cfg)?)),
+            Format::Parquet => Inner::Parquet(pq::ParquetReader::open(path, cfg)?),
         };
         Ok(DocReader { inner })
     }

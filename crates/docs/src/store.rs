@@ -15,7 +15,7 @@
 //!                 40  u64    offset of the block index
 //!                 48  u64    raw bytes (sum of all docs' lengths)
 //!                 56  u32    CRC32 of header bytes [0, 56)
-//!                 60  u32    zero
+//!                 60  u32    zero (checked)
 //! [64, T)        blocks, back to back: each is lz4_flex *block* format compression of the
 //!                concatenated raw docs of consecutive rows (~16 KiB raw; a larger doc gets a
 //!                block of its own; a block never splits a doc)
@@ -34,7 +34,7 @@
 //!                  4  u32    CRC32 of the doc-offset table and block index, [T, F)
 //!                  8  u64    file length
 //!                 16  u32    CRC32 of every byte before this field, [0, F+16)
-//!                 20  u32    zero
+//!                 20  u32    zero (checked)
 //!                 24  magic  b"SDDOCEND"
 //! ```
 //!
@@ -351,6 +351,9 @@ impl StoreReader {
         if crc32fast::hash(&b[..56]) != u32_at(b, 56) {
             return Err(bad("header CRC mismatch".to_string()));
         }
+        if u32_at(b, 60) != 0 {
+            return Err(bad("reserved header bytes are not zero".to_string()));
+        }
         let flags = u32_at(b, 12);
         if flags & !KNOWN_FLAGS != 0 || flags & FLAG_LZ4 == 0 {
             return Err(bad(format!("unknown flags {flags:#x}")));
@@ -360,6 +363,9 @@ impl StoreReader {
             return Err(bad(
                 "bad footer magic (truncated or unfinished file?)".to_string()
             ));
+        }
+        if u32_at(b, foot + 20) != 0 {
+            return Err(bad("reserved footer bytes are not zero".to_string()));
         }
         let footer_version = u32_at(b, foot);
         if footer_version != version {
