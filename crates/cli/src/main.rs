@@ -4,6 +4,7 @@
 mod bench_memory;
 mod commands;
 mod demo;
+mod text;
 mod util;
 
 use clap::{Parser, Subcommand};
@@ -43,11 +44,17 @@ enum Command {
     /// Measurements that need more than one process.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Documents (JSONL or Parquet) to a collection: ids, stored fields, vectors (given or
+    /// embedded from text by --model), index; checkpointed, so a killed run resumes.
+    Ingest(Box<text::IngestArgs>),
+    /// Embed texts (JSONL) into a vector matrix (.npy), e.g. query files.
+    Embed(Box<text::EmbedArgs>),
     /// Capacity measurement of any server speaking the searchd HTTP API: SLO-stopped
     /// closed-loop ramp or open-loop constant rate, every response checked.
     Load(Box<searchd_load::LoadArgs>),
-    /// HTTP JSON search API over an index directory: admission control, deadlines,
-    /// /health /ready /stats /metrics, atomic index reload.
+    /// HTTP JSON search API over index and collection directories: vector and text
+    /// queries, documents by id, admission control, deadlines, /health /ready /stats
+    /// /metrics, atomic reload.
     Serve(Box<searchd_server::ServeArgs>),
 }
 
@@ -86,9 +93,18 @@ fn main() {
         Command::Eval(a) => commands::eval_cmd(a),
         Command::Bench(BenchCmd::Memory(a)) => bench_memory::run(a),
         Command::Load(a) => commands::load(a),
-        Command::Serve(a) => {
-            searchd_server::run_blocking(a).map_err(|e| util::CliError::Input(e.to_string()))
-        }
+        Command::Ingest(a) => text::ingest_cmd(a),
+        Command::Embed(a) => text::embed_cmd(a),
+        Command::Serve(a) => text::serve_embedder(a.model.as_deref(), a.embed_threads).and_then(
+            |embedder| {
+                searchd_server::run_blocking_with(a, embedder).map_err(|e| match e {
+                    searchd_server::ServerError::Runtime(_) | searchd_server::ServerError::Io(_) => {
+                        util::CliError::Io(e.to_string())
+                    }
+                    e => util::CliError::Input(e.to_string()),
+                })
+            },
+        ),
         Command::Demo(a) => demo::demo(a),
     };
     if let Err(e) = result {

@@ -17,6 +17,10 @@ pub enum CliError {
     /// The command ran but its check failed (recall gate, SLO). Exit status 1.
     #[error("{0}")]
     Failed(String),
+    /// An I/O or runtime failure that is not the input's fault (disk full, a read error,
+    /// a crashed component). Exit status 3.
+    #[error("{0}")]
+    Io(String),
 }
 
 impl CliError {
@@ -24,19 +28,31 @@ impl CliError {
         match self {
             CliError::Input(_) => 2,
             CliError::Failed(_) => 1,
+            CliError::Io(_) => 3,
         }
     }
 }
 
 impl From<searchd_vecio::Error> for CliError {
     fn from(e: searchd_vecio::Error) -> Self {
-        CliError::Input(e.to_string())
+        match e {
+            searchd_vecio::Error::Io { .. } => CliError::Io(e.to_string()),
+            e => CliError::Input(e.to_string()),
+        }
     }
 }
 
 impl From<searchd_engine::Error> for CliError {
     fn from(e: searchd_engine::Error) -> Self {
-        CliError::Input(e.to_string())
+        match e {
+            // A missing file is the user's path, not a failing disk.
+            searchd_engine::Error::Io { ref source, .. }
+                if source.kind() != std::io::ErrorKind::NotFound =>
+            {
+                CliError::Io(e.to_string())
+            }
+            e => CliError::Input(e.to_string()),
+        }
     }
 }
 

@@ -80,6 +80,16 @@ pub struct LoadArgs {
     #[arg(long)]
     pub body_file: Option<PathBuf>,
 
+    /// Send text queries instead: a JSONL file whose lines hold the query text in
+    /// --text-field (as dev-gcide's queries.jsonl); each body is {"text": ..., "k": K}.
+    /// Line i (0-based, blank lines skipped) is row i of --gt.
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "body_file")]
+    pub text_queries: Option<PathBuf>,
+
+    /// Field of --text-queries lines that holds the text.
+    #[arg(long, default_value = "query")]
+    pub text_field: String,
+
     /// Hits asked for in generated bodies ("k"); each answer must have exactly
     /// min(k, n) hits.
     #[arg(long, default_value_t = 10)]

@@ -112,6 +112,59 @@ impl BodySet {
         Ok(s)
     }
 
+    /// `{"text": T, "k": k}` (plus `"ef"`) for the string field `field` of each line of a
+    /// JSONL file; line i (blank lines skipped) counts as query row i for `--gt`.
+    pub fn from_text_queries(
+        path: &Path,
+        field: &str,
+        k: u32,
+        ef: Option<u32>,
+    ) -> Result<Self, LoadError> {
+        let f = std::fs::File::open(path).map_err(|source| LoadError::Input {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut s = BodySet::default();
+        for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+            let lineno = i + 1;
+            let bad = |message: String| LoadError::BodyFile {
+                path: path.to_path_buf(),
+                line: lineno,
+                message,
+            };
+            let line = line.map_err(|e| bad(format!("cannot read: {e}")))?;
+            let t = line.trim();
+            if t.is_empty() {
+                continue;
+            }
+            let v: serde_json::Value =
+                serde_json::from_str(t).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+            let text = match v.get(field) {
+                Some(serde_json::Value::String(x)) => x.clone(),
+                Some(other) => return Err(bad(format!("field {field:?} must be a string, got {other}"))),
+                None => return Err(bad(format!("field {field:?} is missing"))),
+            };
+            let mut body = serde_json::json!({"text": text, "k": k});
+            if let Some(ef) = ef {
+                body["ef"] = ef.into();
+            }
+            let row = s.bodies.len() as u32;
+            s.bodies
+                .push(Bytes::from(serde_json::to_vec(&body).unwrap_or_default()));
+            s.k.push(k);
+            s.qidx.push(Some(row));
+            s.lines.push(lineno);
+        }
+        if s.bodies.is_empty() {
+            return Err(LoadError::BodyFile {
+                path: path.to_path_buf(),
+                line: 0,
+                message: "no queries (the file is empty)".into(),
+            });
+        }
+        Ok(s)
+    }
+
     pub fn len(&self) -> usize {
         self.bodies.len()
     }

@@ -25,9 +25,17 @@ pub fn check_status(status: u16) -> Result<(), ErrorKind> {
     }
 }
 
+/// A document id: an integer (rows of the base file, comparable with `--gt`) or a string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum HitId {
+    Int(i64),
+    Str(String),
+}
+
 #[derive(Deserialize)]
 struct Hit {
-    id: i64,
+    id: HitId,
     score: f64,
 }
 
@@ -57,10 +65,18 @@ pub fn check_search_body(
         return Err(ErrorKind::Unsorted);
     }
     for h in &ans.hits {
-        if h.id < 0 || n_max.is_some_and(|n| h.id as u64 >= n) {
-            return Err(ErrorKind::BadId);
+        match &h.id {
+            HitId::Int(id) => {
+                if *id < 0 || n_max.is_some_and(|n| *id as u64 >= n) {
+                    return Err(ErrorKind::BadId);
+                }
+                ids.push(*id);
+            }
+            // String ids (collections with their own ids) cannot be checked against row
+            // numbers; recall against --gt needs integer ids equal to the rows.
+            HitId::Str(s) if s.is_empty() => return Err(ErrorKind::BadId),
+            HitId::Str(_) => {}
         }
-        ids.push(h.id);
     }
     Ok(())
 }

@@ -59,6 +59,8 @@ pub struct Config {
     pub queries: Option<usize>,
     pub pick: String,
     pub body_file: Option<String>,
+    /// `--text-queries` file (text bodies), when given.
+    pub text_queries: Option<String>,
     /// Number of distinct bodies rotated over.
     pub bodies: usize,
     pub k: u32,

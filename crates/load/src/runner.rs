@@ -762,6 +762,12 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
     let mut target = Target::new(&args.url, &args.endpoint)?;
     let search = args.endpoint.is_search();
     let bodies = match (&args.body_file, search) {
+        (None, true) if args.text_queries.is_some() => BodySet::from_text_queries(
+            args.text_queries.as_deref().unwrap_or(std::path::Path::new("")),
+            &args.text_field,
+            args.k,
+            args.ef,
+        )?,
         (Some(p), _) => BodySet::from_file(p)?,
         (None, true) => BodySet::generated(args.queries, args.k, args.ef),
         (None, false) => BodySet::empty(),
@@ -965,9 +971,11 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             duration_s: args.duration.as_secs_f64(),
             slo_p99_ms: args.slo_p99_ms,
             max_error_rate: args.max_error_rate,
-            queries: (search && args.body_file.is_none()).then_some(args.queries),
+            queries: (search && args.body_file.is_none() && args.text_queries.is_none())
+                .then_some(args.queries),
             pick: args.pick.to_string(),
             body_file: args.body_file.as_ref().map(|p| p.display().to_string()),
+            text_queries: args.text_queries.as_ref().map(|p| p.display().to_string()),
             bodies: pick_n,
             k: args.k,
             ef: args.ef,

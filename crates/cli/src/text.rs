@@ -1,0 +1,456 @@
+//! `searchd ingest`, `searchd embed`, and the adapters that put `searchd-embed` behind the
+//! collection's and the server's embedder traits.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use parking_lot::Mutex;
+use searchd_collection::ingest::{self, Event, IngestConfig};
+use searchd_collection::ModelRecord;
+use searchd_docs::{FieldSelection, Format, ReaderConfig};
+use searchd_embed::{EmbedConfig, Embedder, TextKind};
+use searchd_engine::{BuildConfig, HnswParams, IndexKind, Metric};
+
+use crate::util::{self, summary, CliError, CmdResult};
+
+/// `searchd-embed`'s model as the collection's and the server's embedder.
+pub struct ModelAdapter(pub Embedder);
+
+impl ModelAdapter {
+    pub fn load(dir: &std::path::Path, threads: usize, max_length: Option<usize>) -> CmdResult<ModelAdapter> {
+        let cfg = EmbedConfig {
+            threads,
+            max_length,
+            ..EmbedConfig::default()
+        };
+        Embedder::load(dir, &cfg)
+            .map(ModelAdapter)
+            .map_err(|e| CliError::Input(format!("--model {}: {e}", dir.display())))
+    }
+    pub fn record(&self) -> ModelRecord {
+        let i = self.0.info();
+        ModelRecord {
+            name: i.name.clone(),
+            checksum: i.checksum.clone(),
+            dim: i.dim,
+            max_length: i.max_length,
+            pooling: i.pooling.clone(),
+            normalize: i.normalize,
+            query_prefix: i.query_prefix.clone(),
+            passage_prefix: i.passage_prefix.clone(),
+        }
+    }
+}
+
+impl searchd_collection::ingest::Embed for ModelAdapter {
+    fn record(&self) -> ModelRecord {
+        ModelAdapter::record(self)
+    }
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<f32>, String> {
+        self.0
+            .embed(texts, TextKind::Passage)
+            .map(|e| e.vectors)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl searchd_server::TextEmbed for ModelAdapter {
+    fn record(&self) -> ModelRecord {
+        ModelAdapter::record(self)
+    }
+    fn embed_queries(&self, texts: &[&str]) -> Result<(Vec<f32>, Vec<bool>), String> {
+        self.0
+            .embed(texts, TextKind::Query)
+            .map(|e| (e.vectors, e.truncated))
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    /// Documents: JSONL (one JSON object per line) or Parquet (one row per document).
+    #[arg(long, value_name = "FILE")]
+    pub docs: PathBuf,
+    /// Output collection directory (written under a temporary name, then renamed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Input format (default: from the extension: .jsonl/.ndjson/.json, .parquet).
+    #[arg(long, value_parser = ["jsonl", "parquet"])]
+    pub format: Option<String>,
+    /// Field holding each document's id (a string or an unsigned integer, unique).
+    #[arg(long, default_value = "id")]
+    pub id_field: String,
+    /// Field holding the text to embed (and, later, to index lexically).
+    #[arg(long, default_value = "text")]
+    pub text_field: String,
+    /// Take each document's vector from this field instead of embedding its text.
+    #[arg(long, value_name = "F")]
+    pub vector_field: Option<String>,
+    /// Take the vectors from this matrix (.npy, ...): row i is the i-th document.
+    #[arg(long, value_name = "F.npy")]
+    pub vectors: Option<PathBuf>,
+    /// Sentence-transformers model directory that embeds the text field.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Stored fields: `all` (default), `none`, or a comma-separated list. The text field
+    /// is stored whenever it is kept.
+    #[arg(long, default_value = "all")]
+    pub fields: String,
+    /// Index kind: hnsw or flat.
+    #[arg(long, default_value = "hnsw")]
+    pub index: String,
+    /// cosine, ip or l2.
+    #[arg(long, default_value = "cosine", value_parser = util::parse_metric)]
+    pub metric: Metric,
+    #[arg(long, default_value_t = 16)]
+    pub m: usize,
+    #[arg(long, default_value_t = 200)]
+    pub ef_construction: usize,
+    /// Vector codes: none, sq8, pq:M or binary (as `searchd build`).
+    #[arg(long, default_value = "none")]
+    pub quantization: String,
+    /// ivfpq: number of coarse lists (0 = about 4 sqrt(n)).
+    #[arg(long, default_value_t = 0)]
+    pub nlist: usize,
+    /// Texts per embedder call (progress is reported after each).
+    #[arg(long, default_value_t = ingest::DEFAULT_BATCH)]
+    pub batch: usize,
+    /// Threads for embedding and the index build (0 = one per core; 1 makes the build
+    /// deterministic).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Embedded documents per checkpoint: a run killed at any point and started again with
+    /// the same command resumes from the last one.
+    #[arg(long, default_value_t = ingest::DEFAULT_CHECKPOINT_EVERY, value_name = "N")]
+    pub checkpoint_every: usize,
+    /// Token window of the model (default: the model's max_seq_length).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_length: Option<usize>,
+    /// Seed of the HNSW level generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Count and skip bad documents instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad: bool,
+    /// Replace OUT if it exists, and discard checkpoints of a different run.
+    #[arg(long)]
+    pub force: bool,
+    /// Collection name recorded in its manifest (default: the directory name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Write what the run did as JSON (`searchd.ingest.v1`).
+    #[arg(long, value_name = "F")]
+    pub json: Option<PathBuf>,
+}
+
+fn reader_config(
+    format: Option<&str>,
+    id_field: &str,
+    text_field: &str,
+    vector_field: Option<&str>,
+    fields: &str,
+) -> ReaderConfig {
+    ReaderConfig {
+        format: match format {
+            Some("jsonl") => Some(Format::Jsonl),
+            Some("parquet") => Some(Format::Parquet),
+            _ => None,
+        },
+        id_field: id_field.to_string(),
+        text_field: Some(text_field.to_string()),
+        vector_field: vector_field.map(str::to_string),
+        fields: match fields {
+            "all" => FieldSelection::All,
+            "none" => FieldSelection::None,
+            list => FieldSelection::List(
+                list.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            ),
+        },
+    }
+}
+
+/// Progress for a long phase: a bar on a terminal, a line every 5 s otherwise (CI logs).
+struct Progress {
+    bar: Mutex<Option<indicatif::ProgressBar>>,
+    phase: Mutex<(&'static str, u64, bool, Instant, Instant, u64)>,
+    tty: bool,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            bar: Mutex::new(None),
+            phase: Mutex::new(("", 0, false, Instant::now(), Instant::now(), 0)),
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+    fn event(&self, e: Event) {
+        match e {
+            Event::Phase { name, total, bytes } => {
+                if let Some(b) = self.bar.lock().take() {
+                    b.finish_and_clear();
+                }
+                *self.phase.lock() = (name, total, bytes, Instant::now(), Instant::now(), 0);
+                if self.tty {
+                    let b = util::bar(total, name);
+                    if bytes {
+                        b.set_style(
+                            indicatif::ProgressStyle::with_template(
+                                "{prefix:>10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                            )
+                            .expect("valid template")
+                            .progress_chars("=> "),
+                        );
+                    }
+                    *self.bar.lock() = Some(b);
+                } else {
+                    eprintln!("ingest: {name} ({total} {})", if bytes { "bytes" } else { "documents" });
+                }
+            }
+            Event::Progress { done } => {
+                if let Some(b) = &*self.bar.lock() {
+                    b.set_position(done);
+                }
+                let mut p = self.phase.lock();
+                p.5 = done;
+                if !self.tty && p.4.elapsed().as_secs_f64() >= 5.0 {
+                    p.4 = Instant::now();
+                    let secs = p.3.elapsed().as_secs_f64().max(1e-9);
+                    let rate = done as f64 / secs;
+                    let eta = if rate > 0.0 {
+                        util::fmt_duration(std::time::Duration::from_secs_f64(
+                            (p.1.saturating_sub(done)) as f64 / rate,
+                        ))
+                    } else {
+                        "?".into()
+                    };
+                    eprintln!(
+                        "ingest: {} {done}/{} {} ({rate:.0}/s, eta {eta})",
+                        p.0,
+                        p.1,
+                        if p.2 { "bytes" } else { "docs" }
+                    );
+                }
+            }
+            Event::Resumed { docs, chunks } => {
+                eprintln!("ingest: resuming: {docs} documents already embedded ({chunks} checkpoints)");
+            }
+            Event::Skipped { message } => eprintln!("ingest: skipped: {message}"),
+        }
+    }
+    fn done(&self) {
+        if let Some(b) = self.bar.lock().take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn collection_error(e: searchd_collection::Error) -> CliError {
+    if e.is_input() {
+        CliError::Input(e.to_string())
+    } else {
+        CliError::Io(e.to_string())
+    }
+}
+
+pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
+    let started = Instant::now();
+    let kind = IndexKind::parse(&a.index).ok_or_else(|| {
+        CliError::Input(format!("unknown --index {:?} (hnsw, flat, ivfpq)", a.index))
+    })?;
+    let quantization = searchd_engine::Quantization::parse(&a.quantization).ok_or_else(|| {
+        CliError::Input(format!(
+            "unknown --quantization {:?} (none, sq8, pq:M, binary)",
+            a.quantization
+        ))
+    })?;
+    let mut cfg = IngestConfig::new(&a.docs, &a.out);
+    cfg.reader = reader_config(
+        a.format.as_deref(),
+        &a.id_field,
+        &a.text_field,
+        a.vector_field.as_deref(),
+        &a.fields,
+    );
+    cfg.vectors_file = a.vectors.clone();
+    cfg.build = BuildConfig {
+        kind,
+        metric: a.metric,
+        hnsw: HnswParams {
+            m: a.m,
+            ef_construction: a.ef_construction,
+            seed: a.seed,
+        },
+        threads: a.threads,
+        force: true,
+        quantization,
+        nlist: a.nlist,
+    };
+    cfg.checkpoint_every = a.checkpoint_every;
+    cfg.batch = a.batch;
+    cfg.skip_bad = a.skip_bad;
+    cfg.force = a.force;
+    cfg.name = a.name.clone();
+    let model = match &a.model {
+        Some(dir) => Some(ModelAdapter::load(dir, a.threads, a.max_length)?),
+        None => None,
+    };
+    let progress = Progress::new();
+    let report = ingest::ingest(
+        &cfg,
+        model.as_ref().map(|m| m as &dyn ingest::Embed),
+        &|e| progress.event(e),
+    );
+    progress.done();
+    let report = report.map_err(collection_error)?;
+    println!(
+        "ingested {} documents ({} skipped) of {} dimensions into {} in {:.1}s (read {:.1}s, embed {:.1}s{}, build {:.1}s), {}",
+        report.docs,
+        report.skipped,
+        report.dim,
+        a.out.display(),
+        report.total_seconds,
+        report.read_seconds,
+        report.embed_seconds,
+        if report.resumed > 0 {
+            format!(", {} resumed from checkpoints", report.resumed)
+        } else {
+            String::new()
+        },
+        report.build_seconds,
+        util::human_bytes(report.bytes)
+    );
+    if let Some(path) = &a.json {
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        v["schema"] = "searchd.ingest.v1".into();
+        v["out"] = serde_json::json!(a.out);
+        v["peak_rss_bytes"] = serde_json::json!(util::peak_rss_bytes());
+        crate::commands::write_json(path, &v)?;
+    }
+    summary("ingest done", started);
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct EmbedArgs {
+    /// Sentence-transformers model directory.
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// Texts: JSONL (the text in --text-field) or Parquet.
+    #[arg(long, value_name = "FILE")]
+    pub input: PathBuf,
+    /// Field holding the text (for query files, e.g. `query`).
+    #[arg(long, default_value = "text")]
+    pub text_field: String,
+    /// Output matrix (.npy float32, row i embeds line i).
+    #[arg(long, value_name = "F.npy")]
+    pub out: PathBuf,
+    /// `query` or `passage`: selects the model's prompt prefix, if it has them.
+    #[arg(long, default_value = "passage", value_parser = ["query", "passage"])]
+    pub kind: String,
+    /// Threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Token window of the model (default: the model's max_seq_length).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_length: Option<usize>,
+    /// Texts per embedder call.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+}
+
+pub fn embed_cmd(a: &EmbedArgs) -> CmdResult {
+    let started = Instant::now();
+    let model = ModelAdapter::load(&a.model, a.threads, a.max_length)?;
+    let texts = read_texts(&a.input, &a.text_field)?;
+    if texts.is_empty() {
+        return Err(CliError::Input(format!("{}: no texts", a.input.display())));
+    }
+    let kind = if a.kind == "query" {
+        TextKind::Query
+    } else {
+        TextKind::Passage
+    };
+    let dim = model.0.dim();
+    let mut out = Vec::with_capacity(texts.len() * dim);
+    let mut truncated = 0usize;
+    let pb = util::bar(texts.len() as u64, "embed");
+    for chunk in texts.chunks(a.batch.max(1)) {
+        let refs: Vec<&str> = chunk.iter().map(|s| s.as_str()).collect();
+        let e = model
+            .0
+            .embed(&refs, kind)
+            .map_err(|e| CliError::Io(format!("embedding failed: {e}")))?;
+        truncated += e.truncated.iter().filter(|t| **t).count();
+        out.extend_from_slice(&e.vectors);
+        pb.inc(chunk.len() as u64);
+    }
+    pb.finish_and_clear();
+    searchd_vecio::write_vectors(&a.out, &out, texts.len(), dim)?;
+    println!(
+        "embedded {} texts ({} truncated to the {}-token window) into {} ({} x {dim})",
+        texts.len(),
+        truncated,
+        model.0.info().max_length,
+        a.out.display(),
+        texts.len()
+    );
+    summary("embed done", started);
+    Ok(())
+}
+
+/// Load `--model` for `serve`, if given.
+pub fn serve_embedder(
+    model: Option<&std::path::Path>,
+    threads: Option<usize>,
+) -> CmdResult<Option<Arc<dyn searchd_server::TextEmbed>>> {
+    match model {
+        None => Ok(None),
+        Some(dir) => {
+            let m = ModelAdapter::load(dir, threads.unwrap_or(0), None)?;
+            Ok(Some(Arc::new(m)))
+        }
+    }
+}
+
+/// The `field` string of every line of a JSONL file, in order; a line without it (or with a
+/// non-string) is an error naming the line.
+pub fn read_texts(path: &std::path::Path, field: &str) -> CmdResult<Vec<String>> {
+    use std::io::BufRead;
+    let f = std::fs::File::open(path)
+        .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.map_err(|e| CliError::Input(format!("{}: line {}: {e}", path.display(), i + 1)))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| {
+            CliError::Input(format!("{}: line {}: not JSON: {e}", path.display(), i + 1))
+        })?;
+        match v.get(field) {
+            Some(serde_json::Value::String(s)) => out.push(s.clone()),
+            Some(other) => {
+                return Err(CliError::Input(format!(
+                    "{}: line {}: field {field:?} must be a string, got {other}",
+                    path.display(),
+                    i + 1
+                )))
+            }
+            None => {
+                return Err(CliError::Input(format!(
+                    "{}: line {}: field {field:?} is missing",
+                    path.display(),
+                    i + 1
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
