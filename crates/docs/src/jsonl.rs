@@ -132,6 +132,12 @@ pub(crate) fn parse_line(
         offset: e.valid_up_to(),
     })?;
     let text = text.trim_end_matches(['\n', '\r']);
+    // A UTF-8 byte order mark before the first line.
+    let text = if line_no == 1 {
+        text.strip_prefix('\u{feff}').unwrap_or(text)
+    } else {
+        text
+    };
     let obj: RawObject<'_> = serde_json::from_str(text).map_err(|e| json_error(path, pos, &e))?;
 
     let mut id_raw: Option<&RawValue> = None;

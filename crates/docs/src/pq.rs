@@ -36,8 +36,22 @@ fn pq_err(path: &Path, pos: Option<Pos>, e: impl std::fmt::Display) -> Error {
     }
 }
 
-fn panicked(path: &Path, pos: Option<Pos>) -> Error {
-    pq_err(path, pos, "malformed file (the parquet decoder panicked)")
+/// The `parquet` crate panics on some malformed files and on column types its record API does
+/// not convert (`unimplemented!`); the panic is caught and becomes this error.
+fn panicked(path: &Path, pos: Option<Pos>, payload: Box<dyn std::any::Any + Send>) -> Error {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown".to_string());
+    pq_err(
+        path,
+        pos,
+        format!(
+            "malformed file or unsupported column type (the decoder panicked: {})",
+            excerpt(&what)
+        ),
+    )
 }
 
 /// Opens the file, keeping only the row groups from `first_group` on.
@@ -52,7 +66,7 @@ fn open_file(path: &Path, first_group: usize) -> Result<SerializedFileReader<Fil
         SerializedFileReader::new_with_options(file, opts)
     })) {
         Ok(r) => r.map_err(|e| pq_err(path, None, e)),
-        Err(_) => Err(panicked(path, None)),
+        Err(p) => Err(panicked(path, None, p)),
     }
 }
 
@@ -207,9 +221,9 @@ impl ParquetReader {
         let it = self.iter.as_mut()?;
         let next = match catch_unwind(AssertUnwindSafe(|| it.next())) {
             Ok(n) => n,
-            Err(_) => {
+            Err(p) => {
                 self.done = true;
-                return Some(Err(panicked(&self.path, pos)));
+                return Some(Err(panicked(&self.path, pos, p)));
             }
         };
         match next {

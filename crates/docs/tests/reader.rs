@@ -824,3 +824,40 @@ fn garbage_parquet_never_panics() {
         drain(&p, &ReaderConfig::default());
     }
 }
+
+#[test]
+fn parquet_binary_decimal_and_float_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("misc.parquet");
+    write_parquet(
+        &p,
+        "message m { REQUIRED INT64 id; OPTIONAL BYTE_ARRAY blob; OPTIONAL BYTE_ARRAY plain; OPTIONAL INT32 price (DECIMAL(5,2)); OPTIONAL FLOAT f; OPTIONAL DOUBLE d; }",
+        vec![vec![
+            req(vec![1i64, 2], Vals::I64),
+            Leaf { vals: Vals::Bytes(vec![ByteArray::from(vec![0xffu8, 0, 1])]), def: vec![1, 0], rep: vec![] },
+            opt(vec![Some("utf8 anyway"), None], strs),
+            opt(vec![Some(-12345i32), Some(7)], Vals::I32),
+            opt(vec![Some(0.1f32), Some(f32::NAN)], Vals::F32),
+            opt(vec![Some(f64::INFINITY), Some(1e300)], Vals::F64),
+        ]],
+    );
+    let docs = ok_docs(&p, &ReaderConfig::default());
+    assert_eq!(
+        src(&docs[0]),
+        r#"{"blob":"/wAB","plain":"utf8 anyway","price":-123.45,"f":0.1}"#
+    );
+    assert_eq!(src(&docs[1]), r#"{"price":0.07,"d":1e+300}"#);
+}
+
+#[test]
+fn jsonl_byte_order_mark_on_first_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "bom.jsonl",
+        "\u{feff}{\"id\":1}\n{\"id\":2}\n".as_bytes(),
+    );
+    let docs = ok_docs(&p, &ReaderConfig::default());
+    assert_eq!(docs.len(), 2);
+    assert_eq!(docs[0].id, DocId::Int(1));
+}
