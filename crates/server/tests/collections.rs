@@ -1,0 +1,334 @@
+//! Collections through HTTP: text queries (with an in-test embedder), documents by id,
+//! stored fields, several collections in one server, a second backend implementation
+//! behind the same routes, and the model check.
+
+mod common;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use common::{client, TestServer};
+use searchd_collection::ingest::{ingest, Embed, IngestConfig};
+use searchd_collection::{DocId, ModelRecord};
+use searchd_server::{
+    BackendError, BoxFuture, Document, FieldsWanted, IndexSource, QueryInput, ScoredDoc,
+    SearchBackend, SearchRequest, ServerConfig, TextEmbed,
+};
+use serde_json::{json, Value};
+
+const DIM: usize = 8;
+
+fn hash_vec(text: &str) -> Vec<f32> {
+    let mut v = vec![0.05f32; DIM];
+    for w in text.split_whitespace() {
+        let h = w
+            .bytes()
+            .fold(1469598103934665603u64, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
+        v[(h % DIM as u64) as usize] += 1.0;
+    }
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+fn record(checksum: &str) -> ModelRecord {
+    ModelRecord {
+        name: "hash".into(),
+        checksum: checksum.into(),
+        dim: DIM,
+        max_length: 4,
+        pooling: "mean".into(),
+        normalize: true,
+        query_prefix: None,
+        passage_prefix: None,
+    }
+}
+
+/// Hash "model"; texts of more than 6 words count as truncated.
+struct Hash {
+    checksum: &'static str,
+    batches: AtomicUsize,
+}
+
+impl Embed for Hash {
+    fn record(&self) -> ModelRecord {
+        record(self.checksum)
+    }
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<f32>, String> {
+        Ok(texts.iter().flat_map(|t| hash_vec(t)).collect())
+    }
+}
+
+impl TextEmbed for Hash {
+    fn record(&self) -> ModelRecord {
+        record(self.checksum)
+    }
+    fn embed_queries(&self, texts: &[&str]) -> Result<(Vec<f32>, Vec<bool>), String> {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        Ok((
+            texts.iter().flat_map(|t| hash_vec(t)).collect(),
+            texts.iter().map(|t| t.split_whitespace().count() > 6).collect(),
+        ))
+    }
+}
+
+const TEXTS: [&str; 6] = [
+    "the tide rises with the moon",
+    "a river of stone and salt",
+    "ember glow in cedar wood",
+    "frost on the harbor glass",
+    "dune wind over the salt flats",
+    "moon and tide and harbor lights",
+];
+
+fn make_collection(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let docs = dir.join(format!("{name}.jsonl"));
+    let mut f = std::fs::File::create(&docs).unwrap();
+    for (i, t) in TEXTS.iter().enumerate() {
+        let id = if i % 2 == 0 {
+            json!(format!("doc-{i}"))
+        } else {
+            json!(i)
+        };
+        writeln!(
+            f,
+            "{}",
+            json!({"id": id, "text": t, "year": 1990 + i, "tags": ["x", format!("t{i}")]})
+        )
+        .unwrap();
+    }
+    drop(f);
+    let out = dir.join(name);
+    let mut c = IngestConfig::new(&docs, &out);
+    c.build.threads = 1;
+    c.build.kind = searchd_engine::IndexKind::Flat;
+    ingest(
+        &c,
+        Some(&Hash {
+            checksum: "aa",
+            batches: AtomicUsize::new(0),
+        }),
+        &|_| {},
+    )
+    .unwrap();
+    out
+}
+
+fn config(dir: &std::path::Path, embed: Option<Arc<dyn TextEmbed>>) -> ServerConfig {
+    let a = make_collection(dir, "books");
+    let b = make_collection(dir, "poems");
+    let mut c = ServerConfig::new(IndexSource::Path(a));
+    c.name = Some("books".into());
+    c.more = vec![("poems".into(), IndexSource::Path(b))];
+    c.threads = 2;
+    c.embedder = embed;
+    c
+}
+
+async fn post(url: &str, body: Value) -> (u16, Value) {
+    let r = client().post(url).json(&body).send().await.unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_search_docs_and_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let embed = Arc::new(Hash {
+        checksum: "aa",
+        batches: AtomicUsize::new(0),
+    });
+    let s = TestServer::start(config(dir.path(), Some(embed.clone()))).await;
+    let u = &s.url;
+
+    // A text query finds the document with the same text first; ids keep their kinds.
+    let (st, v) = post(
+        &format!("{u}/collections/books/search"),
+        json!({"text": TEXTS[3], "k": 3, "fields": ["year"]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["hits"][0]["id"], json!(3));
+    assert_eq!(v["hits"][0]["fields"], json!({"year": 1993}));
+    assert!(v["timings_us"]["embed"].as_u64().is_some());
+    assert!(v["timings_us"]["search"].as_u64().is_some());
+    assert!(v.get("warnings").is_none());
+    let (_, v) = post(&format!("{u}/search"), json!({"text": TEXTS[0], "k": 1, "fields": true})).await;
+    assert_eq!(v["hits"][0]["id"], json!("doc-0"));
+    assert_eq!(v["hits"][0]["fields"]["text"], json!(TEXTS[0]));
+    assert_eq!(v["hits"][0]["fields"]["tags"], json!(["x", "t0"]));
+    // Longer than the (toy) window: answered, and said so.
+    let (st, v) = post(&format!("{u}/search"), json!({"text": "one two three four five six seven"})).await;
+    assert_eq!(st, 200);
+    assert!(v["warnings"][0].as_str().unwrap().contains("truncated"), "{v}");
+
+    // Vector and "more like this" queries, by string and integer id.
+    let (st, v) = post(&format!("{u}/collections/poems/search"), json!({"vector": hash_vec(TEXTS[4]), "k": 2})).await;
+    assert_eq!((st, v["hits"][0]["id"].clone()), (200, json!("doc-4")));
+    let (st, v) = post(&format!("{u}/search"), json!({"id": "doc-0", "k": 5})).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(v["hits"].as_array().unwrap().iter().all(|h| h["id"] != json!("doc-0")));
+    let (st, _) = post(&format!("{u}/search"), json!({"id": 1, "k": 2})).await;
+    assert_eq!(st, 200);
+    let (st, v) = post(&format!("{u}/search"), json!({"id": "nope"})).await;
+    assert_eq!((st, v["error"]["code"].clone()), (404, json!("not_found")));
+
+    // Documents by id, fields exactly as given.
+    let r = client().get(format!("{u}/collections/books/docs/doc-2")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v, json!({"id": "doc-2", "fields": {"text": TEXTS[2], "year": 1992, "tags": ["x", "t2"]}}));
+    let v: Value = client().get(format!("{u}/collections/books/docs/5")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["id"], json!(5));
+    let r = client().get(format!("{u}/collections/books/docs/77")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = client().get(format!("{u}/collections/nope/docs/1")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("books, poems"), "{v}");
+
+    // Bad requests: 400 with a message, never a 500.
+    for (body, want) in [
+        (json!({"text": ""}), "empty"),
+        (json!({"text": "   "}), "empty"),
+        (json!({"text": 5}), "must be a string"),
+        (json!({"text": "a", "vector": [1.0]}), "exactly one"),
+        (json!({"text": "a", "mode": "lexical"}), "lexical index"),
+        (json!({"text": "a", "mode": "fuzzy"}), "unknown mode"),
+        (json!({"text": "a", "fields": 3}), "fields must be"),
+        (json!({"text": "a", "filter": {"term": {"year": 1}}}), "filter"),
+        (json!({"text": "x".repeat(70_000)}), "limit"),
+        (json!({"id": -3}), "document id"),
+    ] {
+        let (st, v) = post(&format!("{u}/collections/books/search"), body.clone()).await;
+        assert_eq!(st, 400, "{body}: {v}");
+        let m = v["error"]["message"].as_str().unwrap();
+        assert!(m.contains(want), "{body}: {m:?} should mention {want:?}");
+    }
+
+    // Concurrent text queries are batched.
+    let before = embed.batches.load(Ordering::SeqCst);
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let url = format!("{u}/search");
+        tasks.push(tokio::spawn(async move {
+            post(&url, json!({"text": TEXTS[i % 6], "k": 1})).await
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().0, 200);
+    }
+    let batches = embed.batches.load(Ordering::SeqCst) - before;
+    assert!(batches < 24, "24 concurrent texts took {batches} forward passes");
+
+    // /stats and /collections describe both collections and the batching.
+    let st: Value = client().get(format!("{u}/stats")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(st["index"]["n"], json!(6));
+    assert_eq!(st["collections"]["poems"]["docs"], json!(6));
+    assert!(st["embedder"]["batching"]["texts"].as_u64().unwrap() >= 27);
+    let cl: Value = client().get(format!("{u}/collections")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(cl["default"], json!("books"));
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_without_a_model_and_a_model_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(config(dir.path(), None)).await;
+    let (st, v) = post(&format!("{}/search", s.url), json!({"text": "tide"})).await;
+    assert_eq!(st, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("--model"), "{v}");
+    s.stop().await.unwrap();
+
+    // Collections embedded by model "aa" refuse a server whose model is "bb".
+    let dir = tempfile::tempdir().unwrap();
+    let other = Arc::new(Hash {
+        checksum: "bb",
+        batches: AtomicUsize::new(0),
+    });
+    let s = TestServer::start_unready(config(dir.path(), Some(other))).await;
+    let err = s.join().await.unwrap_err().to_string();
+    assert!(err.contains("embedded with model") && err.contains("bb"), "{err}");
+}
+
+/// A second backend: a fixed answer, to prove the routes, admission and JSON only need
+/// the trait.
+struct Canned {
+    searches: AtomicUsize,
+}
+
+impl SearchBackend for Canned {
+    fn info(&self) -> Value {
+        json!({"kind": "canned", "docs": 2, "dim": DIM, "metric": "cosine", "path": "/canned", "bytes": 0})
+    }
+    fn figures(&self) -> (u64, usize, u64) {
+        (2, DIM, 0)
+    }
+    fn model(&self) -> Option<ModelRecord> {
+        None
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>> {
+        self.searches.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            match req.query {
+                QueryInput::Stored(DocId::Str(s)) if s == "slow" => {
+                    Err(BackendError::Deadline { started: true })
+                }
+                QueryInput::Stored(_) => Err(BackendError::Unavailable("upstream down".into())),
+                _ => Ok(vec![
+                    ScoredDoc {
+                        id: DocId::Str("a".into()),
+                        score: 0.9,
+                        fields: (req.fields != FieldsWanted::None).then(|| b"{\"x\":1}".to_vec()),
+                    },
+                    ScoredDoc {
+                        id: DocId::Int(7),
+                        score: 0.5,
+                        fields: None,
+                    },
+                ]),
+            }
+        })
+    }
+    fn get(&self, id: DocId, _f: FieldsWanted) -> BoxFuture<'_, Result<Document, BackendError>> {
+        Box::pin(async move {
+            match id {
+                DocId::Str(s) if s == "a" => Ok(Document {
+                    id: DocId::Str(s),
+                    fields: b"{\"x\":1}".to_vec(),
+                }),
+                other => Err(BackendError::NotFound(format!("no {other}"))),
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_backend_behind_the_same_routes() {
+    let canned = Arc::new(Canned {
+        searches: AtomicUsize::new(0),
+    });
+    let mut c = ServerConfig::new(IndexSource::Backend(canned.clone()));
+    c.name = Some("remote".into());
+    c.threads = 1;
+    let s = TestServer::start(c).await;
+    let u = &s.url;
+    let (st, v) = post(&format!("{u}/collections/remote/search"), json!({"vector": vec![0.1; DIM], "fields": true})).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["hits"], json!([{"id": "a", "score": 0.9, "fields": {"x": 1}}, {"id": 7, "score": 0.5}]));
+    let (st, _) = post(&format!("{u}/search"), json!({"vector": vec![0.1; 3]})).await;
+    assert_eq!(st, 400, "the dimension is checked in front of any backend");
+    let (st, v) = post(&format!("{u}/search"), json!({"id": "slow"})).await;
+    assert_eq!((st, v["error"]["code"].clone()), (504, json!("deadline_exceeded")));
+    let (st, v) = post(&format!("{u}/search"), json!({"id": "x"})).await;
+    assert_eq!((st, v["error"]["code"].clone()), (503, json!("not_ready")));
+    let v: Value = client().get(format!("{u}/collections/remote/docs/a")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v, json!({"id": "a", "fields": {"x": 1}}));
+    let r = client().get(format!("{u}/collections/remote/docs/b")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(canned.searches.load(Ordering::SeqCst), 3);
+    let st: Value = client().get(format!("{u}/stats")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(st["requests"]["ok"].as_u64().unwrap() >= 1, true);
+    s.stop().await.unwrap();
+}
