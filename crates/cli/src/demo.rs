@@ -54,6 +54,15 @@ pub struct DemoArgs {
     /// Seed of the synthetic data.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// The collection path instead: synthetic documents with ids, text and typed fields,
+    /// ingested into a collection, served, fetched by id and searched with fields. Vectors
+    /// come from the synthetic generator unless --model is given.
+    #[arg(long)]
+    pub text: bool,
+    /// With --text: embed the documents' text and the query texts with this
+    /// sentence-transformers model directory, and ramp text queries.
+    #[arg(long, value_name = "DIR", requires = "text")]
+    pub model: Option<std::path::PathBuf>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
@@ -74,6 +83,9 @@ fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
 }
 
 pub fn demo(a: &DemoArgs) -> CmdResult {
+    if a.text {
+        return crate::demo_text::demo_text(a);
+    }
     let started = Instant::now();
     if a.n < 100 || a.dim == 0 || a.queries == 0 {
         return Err(CliError::Input(

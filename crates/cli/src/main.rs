@@ -4,6 +4,7 @@
 mod bench_memory;
 mod commands;
 mod demo;
+mod demo_text;
 mod text;
 mod util;
 

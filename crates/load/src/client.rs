@@ -469,6 +469,23 @@ pub async fn request_once(
     }
 }
 
+/// One request on a fresh connection: `(status, body)`, or what went wrong.
+pub async fn request_simple(
+    target: &Target,
+    method: &Method,
+    path: &str,
+    body: Option<&[u8]>,
+    timeout: std::time::Duration,
+) -> Result<(u16, Bytes), String> {
+    let deadline = Instant::now() + timeout;
+    let mut slot = None;
+    let mut timer = Timer::new(timeout);
+    let req = target.serialize_to(method, path, body.is_some(), body.unwrap_or_default());
+    request_once(&mut slot, target, &req, deadline, &mut timer)
+        .await
+        .map_err(|(kind, why)| why.unwrap_or_else(|| format!("{kind:?}")))
+}
+
 /// One-off GET on a fresh connection (used for `/stats`); None on any failure.
 pub async fn get_once(target: &Target, path: &str, timeout: std::time::Duration) -> Option<Bytes> {
     target.addr.as_ref().ok()?;

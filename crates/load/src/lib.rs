@@ -40,6 +40,29 @@ pub use stats::{ErrorKind, Percentiles, Spread};
 ///
 /// With `--fail-on-slo` and no passing step this returns
 /// [`LoadError::SloFailed`], which still carries the full report.
+/// One request to `url` (`http://host:port`) on a fresh connection, with a 10 s timeout:
+/// `(status, body)`. For checks around a run (readiness, a document), not for load.
+pub async fn simple_request(
+    url: &str,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> Result<(u16, Vec<u8>), LoadError> {
+    let endpoint = args::parse_endpoint(&format!("{method} {path}")).map_err(LoadError::usage)?;
+    let mut target = client::Target::new(url, &endpoint)?;
+    target.resolve().await;
+    client::request_simple(
+        &target,
+        &endpoint.method,
+        path,
+        body.as_deref(),
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .map(|(s, b)| (s, b.to_vec()))
+    .map_err(|m| LoadError::usage(format!("{method} {url}{path}: {m}")))
+}
+
 pub async fn run(args: &LoadArgs) -> Result<Report, LoadError> {
     runner::run_impl(args).await
 }
