@@ -11,6 +11,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
+use crate::ops::{embed_norm, Act, Attention, BiasAct, BiasResidualNorm};
 use crate::Error;
 
 /// The fields of a Hugging Face `config.json` that the forward pass uses.
@@ -44,30 +45,15 @@ fn default_act() -> String {
     "gelu".to_string()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Act {
-    /// Exact GELU, `x * Phi(x)` with erf (Hugging Face "gelu").
-    GeluErf,
-    /// The tanh approximation ("gelu_new", "gelu_pytorch_tanh", "gelu_fast").
-    GeluTanh,
-    Relu,
-}
-
 struct Linear {
     /// `(in, out)`, contiguous.
     w_t: Tensor,
-    b: Tensor,
-}
-
-impl Linear {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        x.matmul(&self.w_t)?.broadcast_add(&self.b)
-    }
+    b: Vec<f32>,
 }
 
 struct Norm {
-    g: Tensor,
-    b: Tensor,
+    g: Vec<f32>,
+    b: Vec<f32>,
 }
 
 struct Layer {
@@ -82,10 +68,10 @@ struct Layer {
 pub(crate) struct Bert {
     pub cfg: BertConfig,
     act: Act,
-    word: Tensor,
-    pos: Tensor,
+    word: Vec<f32>,
+    pos: Vec<f32>,
     /// Token type 0 row, `(h,)`.
-    type0: Tensor,
+    type0: Vec<f32>,
     emb_norm: Norm,
     layers: Vec<Layer>,
     device: Device,
@@ -132,14 +118,14 @@ impl Weights<'_> {
             ("weight", "bias")
         };
         Ok(Norm {
-            g: self.get(&format!("{prefix}.{g}"), &[h])?,
-            b: self.get(&format!("{prefix}.{b}"), &[h])?,
+            g: self.get(&format!("{prefix}.{g}"), &[h])?.to_vec1()?,
+            b: self.get(&format!("{prefix}.{b}"), &[h])?.to_vec1()?,
         })
     }
 
     fn linear(&self, prefix: &str, out: usize, inp: usize) -> Result<Linear, Error> {
         let w = self.get(&format!("{prefix}.weight"), &[out, inp])?;
-        let b = self.get(&format!("{prefix}.bias"), &[out])?;
+        let b = self.get(&format!("{prefix}.bias"), &[out])?.to_vec1()?;
         Ok(Linear {
             w_t: w.t()?.contiguous()?,
             b,
@@ -173,7 +159,9 @@ impl Bert {
             }
         }
         let h = cfg.hidden_size;
-        if cfg.num_attention_heads == 0 || h % cfg.num_attention_heads != 0 {
+        if cfg.num_attention_heads == 0
+            || (h / cfg.num_attention_heads) * cfg.num_attention_heads != h
+        {
             return Err(Error::Config {
                 path: file.with_file_name("config.json"),
                 msg: format!(
@@ -192,7 +180,9 @@ impl Bert {
             "embeddings.token_type_embeddings.weight",
             &[cfg.type_vocab_size, h],
         )?;
-        let type0 = types.get(0)?.contiguous()?;
+        let type0 = types.get(0)?.to_vec1()?;
+        let word = word.flatten_all()?.to_vec1()?;
+        let pos = pos.flatten_all()?.to_vec1()?;
         let emb_norm = w.norm("embeddings.LayerNorm", h)?;
         let i = cfg.intermediate_size;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
@@ -203,7 +193,7 @@ impl Bert {
             let v = w.linear(&format!("{p}.attention.self.value"), h, h)?;
             let qkv = Linear {
                 w_t: Tensor::cat(&[&q.w_t, &k.w_t, &v.w_t], 1)?.contiguous()?,
-                b: Tensor::cat(&[&q.b, &k.b, &v.b], 0)?.contiguous()?,
+                b: [q.b, k.b, v.b].concat(),
             };
             layers.push(Layer {
                 qkv,
@@ -242,52 +232,53 @@ impl Bert {
         let eps = self.cfg.layer_norm_eps as f32;
         let dev = &self.device;
 
-        let ids_t = Tensor::from_slice(ids, (b * s,), dev)?;
-        let x = self.word.embedding(&ids_t)?.reshape((b, s, h))?;
-        let pos = self.pos.narrow(0, 0, s)?;
-        let x = x.broadcast_add(&pos)?.broadcast_add(&self.type0)?;
-        let mut x = candle_nn::ops::layer_norm(&x, &self.emb_norm.g, &self.emb_norm.b, eps)?
-            .reshape((b * s, h))?;
-
-        // Additive key mask, (b, 1, 1, s): 0 for real tokens, a large negative for pads.
-        let mut mask = vec![0f32; b * s];
-        for (r, &n) in lens.iter().enumerate() {
-            for m in &mut mask[r * s + n..(r + 1) * s] {
-                *m = f32::MIN / 2.0;
-            }
-        }
-        let need_mask = lens.iter().any(|&n| n < s);
-        let mask = Tensor::from_vec(mask, (b, 1, 1, s), dev)?;
-        let scale = 1.0 / (hd as f64).sqrt();
-
+        let x = embed_norm(
+            ids,
+            lens,
+            s,
+            &self.word,
+            &self.pos,
+            &self.type0,
+            &self.emb_norm.g,
+            &self.emb_norm.b,
+            eps,
+        );
+        let mut x = Tensor::from_vec(x, (b * s, h), dev)?;
+        let attn = Attention {
+            lens,
+            s,
+            heads: nh,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
         for layer in &self.layers {
-            let qkv = layer.qkv.forward(&x)?; // (b*s, 3h)
-            let qkv = qkv.reshape((b, s, 3, nh, hd))?.permute((2, 0, 3, 1, 4))?; // (3,b,nh,s,hd)
-            let q = qkv.get(0)?.contiguous()?;
-            let k = qkv.get(1)?.contiguous()?;
-            let v = qkv.get(2)?.contiguous()?;
-            let mut scores = (q.matmul(&k.t()?)? * scale)?; // (b,nh,s,s)
-            if need_mask {
-                scores = scores.broadcast_add(&mask)?;
-            }
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let ctx = probs.matmul(&v)?; // (b,nh,s,hd)
-            let ctx = ctx.transpose(1, 2)?.contiguous()?.reshape((b * s, h))?;
-            let a = layer.attn_out.forward(&ctx)?;
-            let a = candle_nn::ops::layer_norm(
-                &(a + &x)?,
-                &layer.attn_norm.g,
-                &layer.attn_norm.b,
-                eps,
+            // (b*s, 3h): q | k | v per row.
+            let qkv = x.matmul(&layer.qkv.w_t)?.apply_op1_no_bwd(&BiasAct {
+                bias: &layer.qkv.b,
+                act: Act::None,
+            })?;
+            let ctx = qkv.apply_op1_no_bwd(&attn)?;
+            let a = ctx.matmul(&layer.attn_out.w_t)?.apply_op2_no_bwd(
+                &x,
+                &BiasResidualNorm {
+                    bias: &layer.attn_out.b,
+                    gamma: &layer.attn_norm.g,
+                    beta: &layer.attn_norm.b,
+                    eps,
+                },
             )?;
-            let i = layer.inter.forward(&a)?;
-            let i = match self.act {
-                Act::GeluErf => i.gelu_erf()?,
-                Act::GeluTanh => i.gelu()?,
-                Act::Relu => i.relu()?,
-            };
-            let o = layer.out.forward(&i)?;
-            x = candle_nn::ops::layer_norm(&(o + &a)?, &layer.out_norm.g, &layer.out_norm.b, eps)?;
+            let i = a.matmul(&layer.inter.w_t)?.apply_op1_no_bwd(&BiasAct {
+                bias: &layer.inter.b,
+                act: self.act,
+            })?;
+            x = i.matmul(&layer.out.w_t)?.apply_op2_no_bwd(
+                &a,
+                &BiasResidualNorm {
+                    bias: &layer.out.b,
+                    gamma: &layer.out_norm.g,
+                    beta: &layer.out_norm.b,
+                    eps,
+                },
+            )?;
         }
         x.flatten_all()?.to_vec1::<f32>()
     }

