@@ -45,8 +45,13 @@ impl Error {
         match self {
             Error::Input(_) | Error::Format { .. } | Error::Exists { .. } => true,
             Error::Engine(e) => !matches!(e, searchd_engine::Error::Io { .. }),
-            Error::Docs(e) => !matches!(e, searchd_docs::Error::Io { .. }),
-            Error::Io { .. } | Error::Embed(_) => false,
+            Error::Docs(searchd_docs::Error::Io { source, .. }) => {
+                source.kind() == std::io::ErrorKind::NotFound
+            }
+            Error::Docs(_) => true,
+            // A path that does not exist is the user's to fix, not a failing disk.
+            Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            Error::Embed(_) => false,
         }
     }
 }

@@ -242,9 +242,37 @@ fn file_meta(path: &Path) -> Result<FileMeta> {
     })
 }
 
+fn has_chunks(work: &Path) -> bool {
+    std::fs::read_dir(work).is_ok_and(|r| {
+        r.flatten().any(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("emb-") && n.ends_with(".f32")
+        })
+    })
+}
+
 /// Run an ingest. `embedder` is required when vectors come from text (neither
 /// `reader.vector_field` nor `vectors_file` is set).
+///
+/// When it fails, the checkpoint directory is kept only if it holds embedded chunks (the
+/// work worth resuming); otherwise it is removed, so a failed run leaves nothing behind.
 pub fn ingest(
+    cfg: &IngestConfig,
+    embedder: Option<&dyn Embed>,
+    events: &(dyn Fn(Event) + Sync),
+) -> Result<IngestReport> {
+    let result = ingest_inner(cfg, embedder, events);
+    if result.is_err() {
+        let work = checkpoint_dir(&cfg.out);
+        if work.exists() && !has_chunks(&work) {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+    }
+    result
+}
+
+fn ingest_inner(
     cfg: &IngestConfig,
     embedder: Option<&dyn Embed>,
     events: &(dyn Fn(Event) + Sync),
@@ -313,7 +341,7 @@ pub fn ingest(
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         if old.as_ref() != Some(&plan) {
-            if cfg.force || old.is_none() {
+            if cfg.force || old.is_none() || !has_chunks(&work) {
                 std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
             } else {
                 return Err(Error::Input(format!(
