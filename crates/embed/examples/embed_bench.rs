@@ -13,6 +13,34 @@ use std::time::Instant;
 
 use searchd_embed::{EmbedConfig, Embedder, TextKind};
 
+/// (name, user+system seconds) of every thread of this process, from /proc (Linux).
+fn thread_cpu() -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        let (Some(a), Some(b)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[a + 1..b].to_string();
+        let f: Vec<&str> = stat[b + 2..].split(' ').collect();
+        // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the ") ".
+        let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+            + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        out.push((name, ticks / 100.0));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn cpu_total() -> f64 {
+    thread_cpu().iter().map(|t| t.1).sum()
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut model = None;
     let mut data = None;
@@ -60,6 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let load_s = t0.elapsed().as_secs_f64();
     e.embed(&refs[..refs.len().min(64)], TextKind::Passage)?;
+    let cpu0 = cpu_total();
     let mut best = f64::INFINITY;
     let mut all = Vec::new();
     let mut out = None;
@@ -71,6 +100,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         best = best.min(s);
         out = Some(o);
     }
+    let cpu_s = cpu_total() - cpu0;
+    let wall: f64 = all.iter().sum();
     let out = out.ok_or("--repeat must be >= 1")?;
     if let Some(p) = out_vectors {
         let mut f = std::io::BufWriter::new(std::fs::File::create(p)?);
@@ -89,6 +120,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "batch": batch,
         "max_length": e.info().max_length,
         "load_seconds": load_s,
+        "cpu_seconds": cpu_s,
+        "cpu_seconds_per_wall_second": cpu_s / wall,
+        "thread_cpu_seconds": thread_cpu().into_iter().map(|(n, c)| serde_json::json!([n, c])).collect::<Vec<_>>(),
         "model": e.info().name,
         "checksum": e.info().checksum,
     });

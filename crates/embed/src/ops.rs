@@ -5,7 +5,9 @@
 //! showed ~40% of the time outside gemm. These kernels fuse each "bias (+ residual)
 //! + LayerNorm" and "bias + GELU" step into one pass, run rows in parallel on the current
 //! rayon pool, and do attention directly on the fused QKV rows, looking only at each
-//! sequence's real keys (so padding needs no mask and costs no work).
+//! sequence's real keys (so padding needs no mask and costs no work). Each row's work runs
+//! under `pulp::Arch::dispatch`, i.e. compiled for AVX2/FMA (or AVX-512, NEON) when the
+//! CPU has it, with a baseline fallback, all safe code.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape};
 use rayon::prelude::*;
@@ -85,26 +87,33 @@ impl CustomOp1 for BiasAct<'_> {
         }
         let mut out = vec![0f32; x.len()];
         let b = self.bias;
+        let arch = pulp::Arch::new();
         out.par_chunks_mut(n)
             .zip(x.par_chunks(n))
             .with_min_len(MIN_ROWS)
-            .for_each(|(o, x)| match self.act {
-                Act::None => o.iter_mut().zip(x).zip(b).for_each(|((o, x), b)| *o = x + b),
-                Act::GeluErf => o
-                    .iter_mut()
-                    .zip(x)
-                    .zip(b)
-                    .for_each(|((o, x), b)| *o = gelu_erf(x + b)),
-                Act::GeluTanh => o
-                    .iter_mut()
-                    .zip(x)
-                    .zip(b)
-                    .for_each(|((o, x), b)| *o = gelu_tanh(x + b)),
-                Act::Relu => o
-                    .iter_mut()
-                    .zip(x)
-                    .zip(b)
-                    .for_each(|((o, x), b)| *o = (x + b).max(0.0)),
+            .for_each(|(o, x)| {
+                arch.dispatch(|| match self.act {
+                    Act::None => o
+                        .iter_mut()
+                        .zip(x)
+                        .zip(b)
+                        .for_each(|((o, x), b)| *o = x + b),
+                    Act::GeluErf => o
+                        .iter_mut()
+                        .zip(x)
+                        .zip(b)
+                        .for_each(|((o, x), b)| *o = gelu_erf(x + b)),
+                    Act::GeluTanh => o
+                        .iter_mut()
+                        .zip(x)
+                        .zip(b)
+                        .for_each(|((o, x), b)| *o = gelu_tanh(x + b)),
+                    Act::Relu => o
+                        .iter_mut()
+                        .zip(x)
+                        .zip(b)
+                        .for_each(|((o, x), b)| *o = (x + b).max(0.0)),
+                })
             });
         Ok((CpuStorage::F32(out), l.shape().clone()))
     }
@@ -149,14 +158,17 @@ impl CustomOp2 for BiasResidualNorm<'_> {
             candle_core::bail!("{}: shapes {:?} {:?}", self.name(), l1.shape(), l2.shape());
         }
         let mut out = vec![0f32; x.len()];
+        let arch = pulp::Arch::new();
         out.par_chunks_mut(h)
             .zip(x.par_chunks(h).zip(r.par_chunks(h)))
             .with_min_len(MIN_ROWS)
             .for_each(|(o, (x, r))| {
-                for (((o, x), r), b) in o.iter_mut().zip(x).zip(r).zip(self.bias) {
-                    *o = x + b + r;
-                }
-                norm_row(o, self.gamma, self.beta, self.eps);
+                arch.dispatch(|| {
+                    for (((o, x), r), b) in o.iter_mut().zip(x).zip(r).zip(self.bias) {
+                        *o = x + b + r;
+                    }
+                    norm_row(o, self.gamma, self.beta, self.eps);
+                })
             });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
@@ -178,6 +190,7 @@ pub(crate) fn embed_norm(
 ) -> Vec<f32> {
     let h = type0.len();
     let mut out = vec![0f32; ids.len() * h];
+    let arch = pulp::Arch::new();
     out.par_chunks_mut(h)
         .enumerate()
         .with_min_len(MIN_ROWS)
@@ -192,7 +205,7 @@ pub(crate) fn embed_norm(
             for (((o, w), p), ty) in o.iter_mut().zip(w).zip(p).zip(type0) {
                 *o = w + p + ty;
             }
-            norm_row(o, gamma, beta, eps);
+            arch.dispatch(|| norm_row(o, gamma, beta, eps));
         });
     out
 }
@@ -237,11 +250,16 @@ impl CustomOp1 for Attention<'_> {
         let (rows, h3) = l.shape().dims2()?;
         let (s, nh) = (self.s, self.heads);
         if rows != self.lens.len() * s || h3 % (3 * nh) != 0 {
-            candle_core::bail!("attention: shape {:?} for {} x {s}", l.shape(), self.lens.len());
+            candle_core::bail!(
+                "attention: shape {:?} for {} x {s}",
+                l.shape(),
+                self.lens.len()
+            );
         }
         let h = h3 / 3;
         let hd = h / nh;
         let mut out = vec![0f32; rows * h];
+        let arch = pulp::Arch::new();
         out.par_chunks_mut(h)
             .enumerate()
             .with_min_len(4)
@@ -255,31 +273,33 @@ impl CustomOp1 for Attention<'_> {
                     }
                     let base = r * s;
                     let q_row = &qkv[row * h3..row * h3 + h];
-                    for head in 0..nh {
-                        let off = head * hd;
-                        let q = &q_row[off..off + hd];
-                        let mut m = f32::NEG_INFINITY;
-                        for (j, pj) in p[..len].iter_mut().enumerate() {
-                            let k0 = (base + j) * h3 + h + off;
-                            let sc = dot(q, &qkv[k0..k0 + hd]) * self.scale;
-                            *pj = sc;
-                            m = m.max(sc);
-                        }
-                        let mut z = 0f32;
-                        for pj in &mut p[..len] {
-                            *pj = (*pj - m).exp();
-                            z += *pj;
-                        }
-                        let inv = 1.0 / z;
-                        let o = &mut o[off..off + hd];
-                        for (j, &pj) in p[..len].iter().enumerate() {
-                            let v0 = (base + j) * h3 + 2 * h + off;
-                            let w = pj * inv;
-                            for (o, v) in o.iter_mut().zip(&qkv[v0..v0 + hd]) {
-                                *o += w * v;
+                    arch.dispatch(|| {
+                        for head in 0..nh {
+                            let off = head * hd;
+                            let q = &q_row[off..off + hd];
+                            let mut m = f32::NEG_INFINITY;
+                            for (j, pj) in p[..len].iter_mut().enumerate() {
+                                let k0 = (base + j) * h3 + h + off;
+                                let sc = dot(q, &qkv[k0..k0 + hd]) * self.scale;
+                                *pj = sc;
+                                m = m.max(sc);
+                            }
+                            let mut z = 0f32;
+                            for pj in &mut p[..len] {
+                                *pj = (*pj - m).exp();
+                                z += *pj;
+                            }
+                            let inv = 1.0 / z;
+                            let o = &mut o[off..off + hd];
+                            for (j, &pj) in p[..len].iter().enumerate() {
+                                let v0 = (base + j) * h3 + 2 * h + off;
+                                let w = pj * inv;
+                                for (o, v) in o.iter_mut().zip(&qkv[v0..v0 + hd]) {
+                                    *o += w * v;
+                                }
                             }
                         }
-                    }
+                    });
                 },
             );
         Ok((CpuStorage::F32(out), Shape::from((rows, h))))
