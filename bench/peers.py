@@ -10,7 +10,7 @@ Every library gets the same float32 base/queries (written once to bench/data/<da
 .npy), the same HNSW parameters (M=16, ef_construction=200) and the same thread count.
 Each library is built in one fresh subprocess and searched in another (so resident memory
 is the RSS delta of loading its saved index into a fresh process). searchd runs through
-its CLI (`target/release/searchd build|eval|gt`, contract in /work/shared/CONTRACTS.md).
+its CLI (`target/release/searchd build|eval|gt`, contract in docs/CONTRACTS.md).
 
 Recall@10 is tie-aware: a returned id counts when its exact score is at least the exact
 10th-best score minus 1e-6. Exact ground truth comes from `searchd gt` (k=100), checked
