@@ -118,10 +118,13 @@ pub struct IngestArgs {
     /// Texts per embedder call (progress is reported after each).
     #[arg(long, default_value_t = ingest::DEFAULT_BATCH)]
     pub batch: usize,
-    /// Threads for embedding and the index build (0 = one per core; 1 makes the build
-    /// deterministic).
+    /// Threads for embedding and the index build (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Threads of the index build alone (default: --threads). 1 makes the build
+    /// deterministic, so a resumed ingest gives a byte-identical collection.
+    #[arg(long, value_name = "N")]
+    pub build_threads: Option<usize>,
     /// Embedded documents per checkpoint: a run killed at any point and started again with
     /// the same command resumes from the last one.
     #[arg(long, default_value_t = ingest::DEFAULT_CHECKPOINT_EVERY, value_name = "N")]
@@ -287,7 +290,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
             ef_construction: a.ef_construction,
             seed: a.seed,
         },
-        threads: a.threads,
+        threads: a.build_threads.unwrap_or(a.threads),
         force: true,
         quantization,
         nlist: a.nlist,
@@ -381,6 +384,7 @@ pub fn embed_cmd(a: &EmbedArgs) -> CmdResult {
     let mut out = Vec::with_capacity(texts.len() * dim);
     let mut truncated = 0usize;
     let pb = util::bar(texts.len() as u64, "embed");
+    let t0 = Instant::now();
     for chunk in texts.chunks(a.batch.max(1)) {
         let refs: Vec<&str> = chunk.iter().map(|s| s.as_str()).collect();
         let e = model
@@ -392,10 +396,13 @@ pub fn embed_cmd(a: &EmbedArgs) -> CmdResult {
         pb.inc(chunk.len() as u64);
     }
     pb.finish_and_clear();
+    let secs = t0.elapsed().as_secs_f64();
     searchd_vecio::write_vectors(&a.out, &out, texts.len(), dim)?;
     println!(
-        "embedded {} texts ({} truncated to the {}-token window) into {} ({} x {dim})",
+        "embedded {} texts in {secs:.2}s ({:.1} texts/s, batches of {}; {} truncated to the {}-token window) into {} ({} x {dim})",
         texts.len(),
+        texts.len() as f64 / secs.max(1e-9),
+        a.batch,
         truncated,
         model.0.info().max_length,
         a.out.display(),
