@@ -57,13 +57,24 @@ def flops(lens, batch, h, inter, layers):
 # ---------------------------------------------------------------- numpy forward
 
 def erf(x, np):
-    # Abramowitz & Stegun 7.1.26 (|err| < 1.5e-7), vectorised.
-    s = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
-               + 0.254829592) * t * np.exp(-a * a)
-    return s * y
+    """erf for float32: the rational approximation on [-4, 4] that Eigen/XLA use (and
+    searchd-embed's kernel), evaluated in place to keep numpy's temporaries down."""
+    x = np.clip(x, -4.0, 4.0)
+    x2 = x * x
+    p = x2 * np.float32(-2.7261424e-10)
+    for c in (2.7706814e-08, -2.101024e-06, -5.6925064e-05, -7.3499063e-04, -2.9546e-03,
+              -1.6096033e-02):
+        p += np.float32(c)
+        if c != -1.6096033e-02:
+            p *= x2
+    p *= x
+    q = x2 * np.float32(-1.4566072e-05)
+    for c in (-2.1337406e-04, -1.682827e-03, -7.373329e-03):
+        q += np.float32(c)
+        q *= x2
+    q += np.float32(-1.426474e-02)
+    p /= q
+    return p
 
 
 class NumpyBert:
@@ -122,7 +133,7 @@ class NumpyBert:
         for L in self.layers:
             qkv = x @ L["wqkv"] + L["bqkv"]
             qkv = qkv.reshape(b, s, 3, nh, hd).transpose(2, 0, 3, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]
+            q, k, v = (np.ascontiguousarray(qkv[j]) for j in range(3))
             sc = (q @ k.transpose(0, 1, 3, 2)) * scale + mask
             sc = np.exp(sc - sc.max(-1, keepdims=True))
             sc /= sc.sum(-1, keepdims=True)
@@ -162,9 +173,11 @@ def run_numpy(args, texts):
 
         embed(texts[:64])
         t0 = time.perf_counter()
+        c0 = time.process_time()
         vecs = embed(texts)
         secs = time.perf_counter() - t0
-    return secs, vecs, info
+        cpu = time.process_time() - c0
+    return secs, cpu, vecs, info
 
 
 def run_torch_child(args):
@@ -178,13 +191,26 @@ def run_torch_child(args):
     m.max_seq_length = args.max_length
     m.encode(texts[:64], batch_size=args.batch)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     v = m.encode(texts, batch_size=args.batch, convert_to_numpy=True, normalize_embeddings=False)
     secs = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     np.save(args.torch_out, v.astype(np.float32))
-    print(json.dumps({"seconds": secs, "torch": torch.__version__,
+    print(json.dumps({"seconds": secs, "cpu_seconds": cpu, "torch": torch.__version__,
                       "torch_threads": torch.get_num_threads(),
                       "sentence_transformers": __import__("sentence_transformers").__version__,
                       "mkldnn": torch.backends.mkldnn.is_available()}))
+
+
+def lock_version(name):
+    try:
+        lines = open(os.path.join(ROOT, "Cargo.lock")).read().splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(lines):
+        if line == f'name = "{name}"' and i + 1 < len(lines):
+            return lines[i + 1].split('"')[1]
+    return None
 
 
 def cpu_info():
@@ -245,6 +271,7 @@ def main():
                 "min_cosine_vs_dataset": float((v * ref).sum(1).min())}
 
     rows = []
+    load_start = os.getloadavg()
 
     # Rust, in a child process so its thread pool does not share the process with OpenBLAS.
     rust_vec = "/tmp/embed_speed_rust.f32"
@@ -253,19 +280,22 @@ def main():
            "--max-length", str(args.max_length), "--out-vectors", rust_vec]
     print("running", " ".join(cmd), file=sys.stderr)
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    r["candle"] = lock_version("candle-core")
+    r["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
     rv = np.fromfile(rust_vec, np.float32).reshape(len(texts), h)
     rows.append(dict(engine="searchd-embed (Rust, candle)", seconds=r["seconds"],
+                     cpu_seconds=r.get("cpu_seconds"),
                      detail=f"candle {r.get('candle', '?')}, threads={r['threads']}", **acc(rv)))
 
     print("running numpy", file=sys.stderr)
-    secs, nv, info = run_numpy(args, texts)
+    secs, cpu, nv, info = run_numpy(args, texts)
     blas = [dict(internal_api=i.get("internal_api"), version=i.get("version"),
                  num_threads=i.get("num_threads"), architecture=i.get("architecture"),
                  threading_layer=i.get("threading_layer"), filepath=i.get("filepath"))
             for i in info if i.get("user_api") == "blas"]
     kern = ", ".join(f"{b['internal_api']} {b['version']} {b['architecture']} x{b['num_threads']}"
                      for b in blas)
-    rows.append(dict(engine="numpy forward (same weights)", seconds=secs,
+    rows.append(dict(engine="numpy forward (same weights)", seconds=secs, cpu_seconds=cpu,
                      detail=f"numpy {np.__version__}, {kern}", **acc(nv)))
 
     torch_meta = None
@@ -281,6 +311,7 @@ def main():
             tv = np.load(args.torch_out)
             tv /= np.linalg.norm(tv, axis=1, keepdims=True)
             rows.append(dict(engine="sentence-transformers (torch)", seconds=torch_meta["seconds"],
+                             cpu_seconds=torch_meta.get("cpu_seconds"),
                              detail=f"torch {torch_meta['torch']}, st {torch_meta['sentence_transformers']}, "
                                     f"set_num_threads({torch_meta['torch_threads']})", **acc(tv)))
         else:
@@ -292,6 +323,9 @@ def main():
         row["gflops"] = total_flops / row["seconds"] / 1e9
         row["pct_of_peak"] = 100.0 * row["gflops"] / peak
         row["speed_vs_numpy"] = np_secs / row["seconds"]
+        if row.get("cpu_seconds"):
+            row["passages_per_cpu_s"] = len(texts) / row["cpu_seconds"]
+            row["cpu_per_wall"] = row["cpu_seconds"] / row["seconds"]
 
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
@@ -308,6 +342,7 @@ def main():
                                                "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS",
                                                "OMP_NUM_THREADS"]},
         "blas": blas,
+        "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
         "versions": {"python": platform.python_version(), "numpy": np.__version__,
                      "tokenizers_py": tokenizers.__version__, "threadpoolctl": threadpoolctl.__version__,
                      "rust": r.get("rustc"), "candle": r.get("candle"), "torch": torch_meta},
@@ -325,13 +360,17 @@ def main():
           f"peak {peak:.1f} GFLOP/s for {cores} cores (2 FMA x 8 f32 x 2 flops x clock). "
           f"git {git[:10]}, {out['date']}.",
           "",
-          "| engine | seconds | passages/s | vs numpy | GFLOP/s | % peak | max abs diff vs data set | min cosine | detail |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+          "| engine | seconds | passages/s | vs numpy | GFLOP/s | % peak | CPU s | CPU/wall | passages/CPU-s | max abs diff vs data set | min cosine | detail |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
         md.append(f"| {row['engine']} | {row['seconds']:.2f} | {row['passages_per_s']:.0f} | "
                   f"{row['speed_vs_numpy']:.2f}x | {row['gflops']:.1f} | {row['pct_of_peak']:.0f}% | "
+                  f"{row.get('cpu_seconds') or 0:.1f} | {row.get('cpu_per_wall') or 0:.2f} | {row.get('passages_per_cpu_s') or 0:.0f} | "
                   f"{row['max_abs_diff_vs_dataset']:.1e} | {row['min_cosine_vs_dataset']:.6f} | {row['detail']} |")
-    md += ["", f"BLAS (threadpoolctl): {kern or 'none found'}. Env for the run: "
+    md += ["", f"Load average (1/5/15 min) at start {load_start}, at end {out['loadavg_end']} "
+           "(other jobs share this 2-core machine; CPU seconds and passages per CPU-second are "
+           "less sensitive to that than wall time).",
+           "", f"BLAS (threadpoolctl): {kern or 'none found'}. Env for the run: "
            + ", ".join(f"{k}={v}" for k, v in out["env"].items()) + ".",
            "", "Made by `bench/embed_speed.py`; the accuracy columns compare with the data set's "
            "float16 reference vectors (renormalised), so ~1e-4 is float16 rounding.", ""]
