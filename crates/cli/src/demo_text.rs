@@ -80,7 +80,8 @@ fn write_inputs(
 ) -> CmdResult<Option<Vec<f32>>> {
     let docs = dir.join("docs.jsonl");
     let mut f = std::io::BufWriter::new(
-        std::fs::File::create(&docs).map_err(|e| CliError::Io(format!("{}: {e}", docs.display())))?,
+        std::fs::File::create(&docs)
+            .map_err(|e| CliError::Io(format!("{}: {e}", docs.display())))?,
     );
     let mut rng = Rng(seed);
     let io = |e: std::io::Error| CliError::Io(format!("{}: {e}", docs.display()));
@@ -116,15 +117,21 @@ fn write_inputs(
     f.flush().map_err(io)?;
     let qpath = dir.join("queries.jsonl");
     let mut f = std::io::BufWriter::new(
-        std::fs::File::create(&qpath).map_err(|e| CliError::Io(format!("{}: {e}", qpath.display())))?,
+        std::fs::File::create(&qpath)
+            .map_err(|e| CliError::Io(format!("{}: {e}", qpath.display())))?,
     );
     for _ in 0..q {
         let topic = rng.below(TOPICS);
         let len = 2 + rng.below(3);
-        writeln!(f, "{}", serde_json::json!({"query": sentence(&mut rng, topic, len)}))
-            .map_err(|e| CliError::Io(format!("{}: {e}", qpath.display())))?;
+        writeln!(
+            f,
+            "{}",
+            serde_json::json!({"query": sentence(&mut rng, topic, len)})
+        )
+        .map_err(|e| CliError::Io(format!("{}: {e}", qpath.display())))?;
     }
-    f.flush().map_err(|e| CliError::Io(format!("{}: {e}", qpath.display())))?;
+    f.flush()
+        .map_err(|e| CliError::Io(format!("{}: {e}", qpath.display())))?;
     Ok(vectors)
 }
 
@@ -160,7 +167,11 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
             "--n must be at least 100 and --queries at least 1".into(),
         ));
     }
-    let dir = a.dir.join(if model.is_some() { "text-model" } else { "text" });
+    let dir = a.dir.join(if model.is_some() {
+        "text-model"
+    } else {
+        "text"
+    });
     std::fs::create_dir_all(&dir).map_err(|e| CliError::Io(format!("{}: {e}", dir.display())))?;
     step(&format!(
         "1/6 synthetic documents: {n} with ids, text, category, year, price, in_stock; {} query texts",
@@ -311,7 +322,7 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
         argv.extend(["--text-queries", tq.as_str()]);
     }
     let load_args = searchd_load::LoadArgs::try_parse_from(argv.iter().copied())
-    .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
+        .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
     let report = rt.block_on(searchd_load::run(&load_args));
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);
@@ -341,7 +352,11 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
         ),
         None => println!("\nno step met the SLO"),
     }
-    println!("reports: {} and {}", json_path.display(), html_path.display());
+    println!(
+        "reports: {} and {}",
+        json_path.display(),
+        html_path.display()
+    );
     summary("demo done", started);
     Ok(())
 }
@@ -369,9 +384,14 @@ async fn check_api(url: &str, first_id: &str, text: bool) -> CmdResult<Vec<Strin
     let (st, body) = get(format!("/collections/demo/docs/{first_id}")).await?;
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     if st != 200 || v["id"] != serde_json::json!(first_id) || !v["fields"]["text"].is_string() {
-        return Err(fail(format!("GET /collections/demo/docs/{first_id}: {st} {v}")));
+        return Err(fail(format!(
+            "GET /collections/demo/docs/{first_id}: {st} {v}"
+        )));
     }
-    out.push(format!("GET /collections/demo/docs/{first_id} -> 200, fields {}", v["fields"]));
+    out.push(format!(
+        "GET /collections/demo/docs/{first_id} -> 200, fields {}",
+        v["fields"]
+    ));
     let (st, _) = get("/collections/demo/docs/no-such-doc".into()).await?;
     if st != 404 {
         return Err(fail(format!("an unknown id answered {st}, not 404")));

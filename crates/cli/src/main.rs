@@ -96,16 +96,15 @@ fn main() {
         Command::Load(a) => commands::load(a),
         Command::Ingest(a) => text::ingest_cmd(a),
         Command::Embed(a) => text::embed_cmd(a),
-        Command::Serve(a) => text::serve_embedder(a.model.as_deref(), a.embed_threads).and_then(
-            |embedder| {
+        Command::Serve(a) => {
+            text::serve_embedder(a.model.as_deref(), a.embed_threads).and_then(|embedder| {
                 searchd_server::run_blocking_with(a, embedder).map_err(|e| match e {
-                    searchd_server::ServerError::Runtime(_) | searchd_server::ServerError::Io(_) => {
-                        util::CliError::Io(e.to_string())
-                    }
+                    searchd_server::ServerError::Runtime(_)
+                    | searchd_server::ServerError::Io(_) => util::CliError::Io(e.to_string()),
                     e => util::CliError::Input(e.to_string()),
                 })
-            },
-        ),
+            })
+        }
         Command::Demo(a) => demo::demo(a),
     };
     if let Err(e) = result {

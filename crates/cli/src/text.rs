@@ -20,7 +20,11 @@ use crate::util::{self, summary, CliError, CmdResult};
 pub struct ModelAdapter(pub Embedder);
 
 impl ModelAdapter {
-    pub fn load(dir: &std::path::Path, threads: usize, max_length: Option<usize>) -> CmdResult<ModelAdapter> {
+    pub fn load(
+        dir: &std::path::Path,
+        threads: usize,
+        max_length: Option<usize>,
+    ) -> CmdResult<ModelAdapter> {
         let cfg = EmbedConfig {
             threads,
             max_length,
@@ -213,7 +217,10 @@ impl Progress {
                     }
                     *self.bar.lock() = Some(b);
                 } else {
-                    eprintln!("ingest: {name} ({total} {})", if bytes { "bytes" } else { "documents" });
+                    eprintln!(
+                        "ingest: {name} ({total} {})",
+                        if bytes { "bytes" } else { "documents" }
+                    );
                 }
             }
             Event::Progress { done } => {
@@ -242,7 +249,9 @@ impl Progress {
                 }
             }
             Event::Resumed { docs, chunks } => {
-                eprintln!("ingest: resuming: {docs} documents already embedded ({chunks} checkpoints)");
+                eprintln!(
+                    "ingest: resuming: {docs} documents already embedded ({chunks} checkpoints)"
+                );
             }
             Event::Skipped { message } => eprintln!("ingest: skipped: {message}"),
         }
@@ -434,7 +443,8 @@ pub fn read_texts(path: &std::path::Path, field: &str) -> CmdResult<Vec<String>>
         .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| CliError::Input(format!("{}: line {}: {e}", path.display(), i + 1)))?;
+        let line =
+            line.map_err(|e| CliError::Input(format!("{}: line {}: {e}", path.display(), i + 1)))?;
         if line.trim().is_empty() {
             continue;
         }

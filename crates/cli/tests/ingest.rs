@@ -68,8 +68,12 @@ const WORDS: [&str; 16] = [
 fn write_docs(path: &Path, n: usize) {
     let mut f = std::fs::File::create(path).unwrap();
     for i in 0..n {
-        let text: Vec<&str> = (0..5 + i % 7).map(|j| WORDS[(i * 3 + j * 5) % 16]).collect();
-        let v: Vec<f32> = (0..8).map(|j| ((i * 8 + j) as f32 * 0.7).sin() + 1.2).collect();
+        let text: Vec<&str> = (0..5 + i % 7)
+            .map(|j| WORDS[(i * 3 + j * 5) % 16])
+            .collect();
+        let v: Vec<f32> = (0..8)
+            .map(|j| ((i * 8 + j) as f32 * 0.7).sin() + 1.2)
+            .collect();
         let id = if i % 2 == 0 {
             serde_json::json!(format!("d{i}"))
         } else {
@@ -92,8 +96,17 @@ fn ingest_given_vectors_then_serve_and_fetch() {
     let out = d.path().join("coll");
     let json = d.path().join("ingest.json");
     let s = ok(&[
-        "ingest", "--docs", p(&docs), "--out", p(&out), "--vector-field", "v", "--threads", "1",
-        "--json", p(&json),
+        "ingest",
+        "--docs",
+        p(&docs),
+        "--out",
+        p(&out),
+        "--vector-field",
+        "v",
+        "--threads",
+        "1",
+        "--json",
+        p(&json),
     ]);
     assert!(s.contains("ingested 300 documents"), "{s}");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -101,7 +114,15 @@ fn ingest_given_vectors_then_serve_and_fetch() {
     assert_eq!(report["docs"], 300);
     // An existing output is refused; --force replaces it.
     refused(
-        &["ingest", "--docs", p(&docs), "--out", p(&out), "--vector-field", "v"],
+        &[
+            "ingest",
+            "--docs",
+            p(&docs),
+            "--out",
+            p(&out),
+            "--vector-field",
+            "v",
+        ],
         "already exists",
     );
 
@@ -109,7 +130,13 @@ fn ingest_given_vectors_then_serve_and_fetch() {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let mut child = Command::new(bin())
-        .args(["serve", "--collection", &format!("mine={}", p(&out)), "--addr", &addr])
+        .args([
+            "serve",
+            "--collection",
+            &format!("mine={}", p(&out)),
+            "--addr",
+            &addr,
+        ])
         .env("SEARCHD_LOG", "warn")
         .stderr(Stdio::null())
         .spawn()
@@ -121,7 +148,10 @@ fn ingest_given_vectors_then_serve_and_fetch() {
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["id"], "d4");
     assert_eq!(v["fields"]["n"], 4);
-    assert!(v["fields"].get("v").is_none(), "the vector is not a stored field");
+    assert!(
+        v["fields"].get("v").is_none(),
+        "the vector is not a stored field"
+    );
     let (st, _) = http("GET", &url, "/collections/mine/docs/7", None);
     assert_eq!(st, 200);
     let (st, body) = http(
@@ -147,10 +177,26 @@ fn bad_documents_and_flags_are_refused() {
     let bad = d.path().join("bad.jsonl");
     let out = d.path().join("o");
     let cases: [(&str, &[&str], &str); 6] = [
-        ("{\"id\": 1, \"v\": [1, 2]}\n{\"id\": 1, \"v\": [1, 2]}\n", &["--vector-field", "v"], "line 2"),
-        ("{\"id\": 1, \"v\": [1, 2]}\n{\"v\": [1, 2]}\n", &["--vector-field", "v"], "line 2"),
-        ("{\"id\": 1, \"v\": [1, 2]}\n{\"id\": 2, \"v\": [1]}\n", &["--vector-field", "v"], "dimensions"),
-        ("{\"id\": 1, \"text\": 5}\n", &["--vector-field", "v"], "text"),
+        (
+            "{\"id\": 1, \"v\": [1, 2]}\n{\"id\": 1, \"v\": [1, 2]}\n",
+            &["--vector-field", "v"],
+            "line 2",
+        ),
+        (
+            "{\"id\": 1, \"v\": [1, 2]}\n{\"v\": [1, 2]}\n",
+            &["--vector-field", "v"],
+            "line 2",
+        ),
+        (
+            "{\"id\": 1, \"v\": [1, 2]}\n{\"id\": 2, \"v\": [1]}\n",
+            &["--vector-field", "v"],
+            "dimensions",
+        ),
+        (
+            "{\"id\": 1, \"text\": 5}\n",
+            &["--vector-field", "v"],
+            "text",
+        ),
         ("{\"id\": 1, \"text\": \"a\"}\n", &[], "--model"),
         ("not json\n", &["--vector-field", "v"], "line 1"),
     ];
@@ -162,14 +208,30 @@ fn bad_documents_and_flags_are_refused() {
         assert!(!out.exists(), "nothing half-written for {content:?}");
     }
     refused(
-        &["ingest", "--docs", p(&d.path().join("missing.jsonl")), "--out", p(&out), "--vector-field", "v"],
+        &[
+            "ingest",
+            "--docs",
+            p(&d.path().join("missing.jsonl")),
+            "--out",
+            p(&out),
+            "--vector-field",
+            "v",
+        ],
         "missing.jsonl",
     );
     let empty_model = d.path().join("model");
     std::fs::create_dir(&empty_model).unwrap();
     std::fs::write(&bad, "{\"id\": 1, \"text\": \"a\"}\n").unwrap();
     refused(
-        &["ingest", "--docs", p(&bad), "--out", p(&out), "--model", p(&empty_model)],
+        &[
+            "ingest",
+            "--docs",
+            p(&bad),
+            "--out",
+            p(&out),
+            "--model",
+            p(&empty_model),
+        ],
         "config.json",
     );
 }
@@ -182,8 +244,21 @@ fn kill_during_ingest_then_resume_yields_the_same_collection() {
     write_docs(&docs, 400);
     let common = |out: &Path| -> Vec<String> {
         [
-            "ingest", "--docs", p(&docs), "--out", p(out), "--model", p(&model),
-            "--checkpoint-every", "40", "--batch", "20", "--threads", "1", "--m", "8",
+            "ingest",
+            "--docs",
+            p(&docs),
+            "--out",
+            p(out),
+            "--model",
+            p(&model),
+            "--checkpoint-every",
+            "40",
+            "--batch",
+            "20",
+            "--threads",
+            "1",
+            "--m",
+            "8",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -205,13 +280,28 @@ fn kill_during_ingest_then_resume_yields_the_same_collection() {
     let t = Instant::now();
     loop {
         let n = std::fs::read_dir(&work)
-            .map(|r| r.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".f32")).count())
+            .map(|r| {
+                r.filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".f32")
+                })
+                .count()
+            })
             .unwrap_or(0);
         if n >= 2 {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(300), "no checkpoints appeared");
-        assert!(child.try_wait().unwrap().is_none(), "the ingest ended before it was killed");
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "no checkpoints appeared"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the ingest ended before it was killed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL
@@ -224,7 +314,12 @@ fn kill_during_ingest_then_resume_yields_the_same_collection() {
     assert!(err.contains("resuming"), "{err}");
     assert!(!work.exists(), "checkpoints removed after the commit");
     // Same documents, ids, vectors and (one build thread) graph: byte-identical files.
-    for f in ["seg-000000/ids.bin", "seg-000000/docs.bin", "seg-000000/index/vectors.bin", "seg-000000/index/graph.bin"] {
+    for f in [
+        "seg-000000/ids.bin",
+        "seg-000000/docs.bin",
+        "seg-000000/index/vectors.bin",
+        "seg-000000/index/graph.bin",
+    ] {
         assert_eq!(
             std::fs::read(clean.join(f)).unwrap(),
             std::fs::read(out.join(f)).unwrap(),
@@ -240,19 +335,52 @@ fn embed_writes_a_matrix_and_text_queries_are_served() {
     let docs = d.path().join("docs.jsonl");
     write_docs(&docs, 60);
     let q = d.path().join("q.jsonl");
-    std::fs::write(&q, "{\"query\": \"tide moon\"}\n{\"query\": \"copper thunder\"}\n").unwrap();
+    std::fs::write(
+        &q,
+        "{\"query\": \"tide moon\"}\n{\"query\": \"copper thunder\"}\n",
+    )
+    .unwrap();
     let npy = d.path().join("q.npy");
     let s = ok(&[
-        "embed", "--model", p(&model), "--input", p(&q), "--text-field", "query", "--out", p(&npy),
-        "--kind", "query",
+        "embed",
+        "--model",
+        p(&model),
+        "--input",
+        p(&q),
+        "--text-field",
+        "query",
+        "--out",
+        p(&npy),
+        "--kind",
+        "query",
     ]);
     assert!(s.contains("embedded 2 texts"), "{s}");
     let out = d.path().join("c");
-    ok(&["ingest", "--docs", p(&docs), "--out", p(&out), "--model", p(&model), "--index", "flat"]);
+    ok(&[
+        "ingest",
+        "--docs",
+        p(&docs),
+        "--out",
+        p(&out),
+        "--model",
+        p(&model),
+        "--index",
+        "flat",
+    ]);
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let mut child = Command::new(bin())
-        .args(["serve", "--collection", p(&out), "--model", p(&model), "--addr", &addr, "--queries", p(&npy)])
+        .args([
+            "serve",
+            "--collection",
+            p(&out),
+            "--model",
+            p(&model),
+            "--addr",
+            &addr,
+            "--queries",
+            p(&npy),
+        ])
         .env("SEARCHD_LOG", "warn")
         .stderr(Stdio::null())
         .spawn()
@@ -260,13 +388,23 @@ fn embed_writes_a_matrix_and_text_queries_are_served() {
     let url = format!("http://{addr}");
     wait_ready(&url);
     // The text query and the same query embedded offline (qidx) give the same hits.
-    let (st, a) = http("POST", &url, "/search", Some(r#"{"text": "tide moon", "k": 5}"#));
+    let (st, a) = http(
+        "POST",
+        &url,
+        "/search",
+        Some(r#"{"text": "tide moon", "k": 5}"#),
+    );
     assert_eq!(st, 200, "{a}");
     let (st, b) = http("POST", &url, "/search", Some(r#"{"qidx": 0, "k": 5}"#));
     assert_eq!(st, 200, "{b}");
     let ids = |s: &str| -> Vec<serde_json::Value> {
         let v: serde_json::Value = serde_json::from_str(s).unwrap();
-        v["hits"].as_array().unwrap().iter().map(|h| h["id"].clone()).collect()
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].clone())
+            .collect()
     };
     assert_eq!(ids(&a), ids(&b));
     let _ = child.kill();
@@ -308,6 +446,10 @@ fn http(method: &str, url: &str, path: &str, body: Option<&str>) -> (u16, String
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     let status: u16 = resp.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("").to_string();
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
     (status, body)
 }

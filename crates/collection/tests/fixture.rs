@@ -41,13 +41,19 @@ fn version_1_collection_still_opens() {
     }
     let c = Collection::open(&dir, &LoadOptions::default()).unwrap();
     let m = c.manifest().unwrap();
-    assert_eq!((m.format, m.docs, m.dim, m.id_kind), (1, 4, 4, IdKind::Mixed));
+    assert_eq!(
+        (m.format, m.docs, m.dim, m.id_kind),
+        (1, 4, 4, IdKind::Mixed)
+    );
     assert_eq!(m.name, "fixture");
     let src = |id: DocId| {
         let r = c.lookup(&id).unwrap();
         String::from_utf8(c.source(r).unwrap().unwrap()).unwrap()
     };
-    assert_eq!(src(DocId::Str("alpha".into())), r#"{"title":"First","n":1.50}"#);
+    assert_eq!(
+        src(DocId::Str("alpha".into())),
+        r#"{"title":"First","n":1.50}"#
+    );
     assert_eq!(src(DocId::Int(7)), r#"{"title":"Seven","tags":["x", "y"]}"#);
     assert_eq!(
         src(DocId::Str("gamma".into())),
@@ -57,7 +63,10 @@ fn version_1_collection_still_opens() {
     let hits = c
         .search(&[0.0, 1.0, 0.0, 0.0], &SearchParams::new(2, 2), None)
         .unwrap();
-    let ids: Vec<_> = hits.iter().map(|h| c.doc_id(h.doc).unwrap().clone()).collect();
+    let ids: Vec<_> = hits
+        .iter()
+        .map(|h| c.doc_id(h.doc).unwrap().clone())
+        .collect();
     assert_eq!(ids, vec![DocId::Int(7), DocId::Int(42)]);
     assert!((hits[1].score - 0.8).abs() < 1e-6);
 }

@@ -29,9 +29,9 @@ impl HashEmbedder {
 fn hash_vec(text: &str) -> Vec<f32> {
     let mut v = vec![0.01f32; DIM];
     for w in text.split_whitespace() {
-        let h = w
-            .bytes()
-            .fold(1469598103934665603u64, |h, b| (h ^ b as u64).wrapping_mul(1099511628211));
+        let h = w.bytes().fold(1469598103934665603u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(1099511628211)
+        });
         v[(h % DIM as u64) as usize] += 1.0;
         v[((h >> 20) % DIM as u64) as usize] -= 0.5;
     }
@@ -70,7 +70,9 @@ const WORDS: [&str; 12] = [
 fn write_docs(path: &Path, n: usize) {
     let mut f = std::fs::File::create(path).unwrap();
     for i in 0..n {
-        let text: Vec<&str> = (0..6).map(|j| WORDS[(i * 7 + j * 5 + i / 3) % 12]).collect();
+        let text: Vec<&str> = (0..6)
+            .map(|j| WORDS[(i * 7 + j * 5 + i / 3) % 12])
+            .collect();
         let id = if i % 3 == 0 {
             format!("\"doc-{i}\"")
         } else {
@@ -119,13 +121,22 @@ fn jsonl_round_trip_with_a_model() {
     let m = c.manifest().unwrap();
     assert_eq!(m.id_kind, IdKind::Mixed);
     assert_eq!(m.model.as_ref().unwrap().checksum, "0123abcd");
-    assert_eq!(m.fields, vec!["none", "ok", "price", "tags", "text", "when"]);
+    assert_eq!(
+        m.fields,
+        vec!["none", "ok", "price", "tags", "text", "when"]
+    );
     // Stored fields come back byte for byte ("1.50" stays "1.50").
     let r = c.lookup(&DocId::Str("doc-3".into())).unwrap();
     let src = String::from_utf8(c.source(r).unwrap().unwrap()).unwrap();
-    assert!(src.contains(r#""price":1.50"#) || src.contains(r#""price": 1.50"#), "{src}");
+    assert!(
+        src.contains(r#""price":1.50"#) || src.contains(r#""price": 1.50"#),
+        "{src}"
+    );
     assert!(src.contains(r#""tags""#), "{src}");
-    assert!(!src.contains(r#""id""#), "the id is not a stored field: {src}");
+    assert!(
+        !src.contains(r#""id""#),
+        "the id is not a stored field: {src}"
+    );
     // Integer ids found by integer and by their string spelling (URL paths).
     let a = c.lookup(&DocId::Int(1001)).unwrap();
     assert_eq!(c.lookup(&DocId::Str("1001".into())), Some(a));
@@ -135,11 +146,18 @@ fn jsonl_round_trip_with_a_model() {
     let texts: Vec<String> = std::fs::read_to_string(&docs)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     let mut found = 0;
     for (i, t) in texts.iter().enumerate() {
-        let hits = c.search(&hash_vec(t), &SearchParams::new(1, 64), None).unwrap();
+        let hits = c
+            .search(&hash_vec(t), &SearchParams::new(1, 64), None)
+            .unwrap();
         let want = c
             .lookup(&if i % 3 == 0 {
                 DocId::Str(format!("doc-{i}"))
@@ -157,7 +175,11 @@ fn jsonl_round_trip_with_a_model() {
     assert!(found >= 40, "only {found} of 60 found themselves");
     // "More like this" leaves the query document out.
     let hits = c
-        .search(&c.vector(a).unwrap().unwrap(), &SearchParams::new(5, 64), Some(a))
+        .search(
+            &c.vector(a).unwrap().unwrap(),
+            &SearchParams::new(5, 64),
+            Some(a),
+        )
         .unwrap();
     assert!(hits.iter().all(|h| h.doc != a));
 }
@@ -169,17 +191,33 @@ fn interrupted_embedding_resumes_and_yields_the_same_collection() {
     write_docs(&docs, 50);
     // Reference: one uninterrupted run.
     let clean = dir.path().join("clean");
-    ingest(&config(&docs, &clean), Some(&HashEmbedder::new(None)), &quiet).unwrap();
+    ingest(
+        &config(&docs, &clean),
+        Some(&HashEmbedder::new(None)),
+        &quiet,
+    )
+    .unwrap();
 
     // Crash inside the 3rd chunk (chunks of 7 docs, 3 texts per call: call 7 is in chunk 3).
     let out = dir.path().join("coll");
-    let err = ingest(&config(&docs, &out), Some(&HashEmbedder::new(Some(7))), &quiet).unwrap_err();
+    let err = ingest(
+        &config(&docs, &out),
+        Some(&HashEmbedder::new(Some(7))),
+        &quiet,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("simulated crash"), "{err}");
     assert!(!out.exists(), "nothing half-written at the output path");
     let work = checkpoint_dir(&out);
     let chunks = std::fs::read_dir(&work)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("emb-"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("emb-")
+        })
         .count();
     assert_eq!(chunks, 2, "two whole chunks were checkpointed");
     // A torn temporary file (as a kill -9 mid-write leaves) is ignored.
@@ -207,7 +245,10 @@ fn interrupted_embedding_resumes_and_yields_the_same_collection() {
     for w in WORDS {
         let q = hash_vec(w);
         let p = SearchParams::new(10, 32);
-        assert_eq!(a.search(&q, &p, None).unwrap(), b.search(&q, &p, None).unwrap());
+        assert_eq!(
+            a.search(&q, &p, None).unwrap(),
+            b.search(&q, &p, None).unwrap()
+        );
     }
 }
 
@@ -217,10 +258,18 @@ fn checkpoints_of_another_input_are_refused_unless_forced() {
     let docs = dir.path().join("docs.jsonl");
     write_docs(&docs, 30);
     let out = dir.path().join("coll");
-    let _ = ingest(&config(&docs, &out), Some(&HashEmbedder::new(Some(4))), &quiet).unwrap_err();
+    let _ = ingest(
+        &config(&docs, &out),
+        Some(&HashEmbedder::new(Some(4))),
+        &quiet,
+    )
+    .unwrap_err();
     write_docs(&docs, 31);
     let err = ingest(&config(&docs, &out), Some(&HashEmbedder::new(None)), &quiet).unwrap_err();
-    assert!(err.to_string().contains("checkpoints of another ingest"), "{err}");
+    assert!(
+        err.to_string().contains("checkpoints of another ingest"),
+        "{err}"
+    );
     let mut c = config(&docs, &out);
     c.force = true;
     let r = ingest(&c, Some(&HashEmbedder::new(None)), &quiet).unwrap();
@@ -252,7 +301,10 @@ fn given_vectors_and_a_flat_index() {
     let hits = coll.search(&v, &SearchParams::new(1, 1), None).unwrap();
     assert_eq!(hits[0].doc, r7);
     let src = String::from_utf8(coll.source(r7).unwrap().unwrap()).unwrap();
-    assert!(!src.contains("emb"), "the vector is not a stored field: {src}");
+    assert!(
+        !src.contains("emb"),
+        "the vector is not a stored field: {src}"
+    );
 }
 
 fn ingest_err(lines: &[&str], setup: impl Fn(&mut IngestConfig), model: bool) -> String {
@@ -272,9 +324,14 @@ fn ingest_err(lines: &[&str], setup: impl Fn(&mut IngestConfig), model: bool) ->
 #[test]
 fn bad_documents_are_named() {
     let vec_field = |c: &mut IngestConfig| c.reader.vector_field = Some("v".into());
-    let cases: Vec<(Vec<&str>, Box<dyn Fn(&mut IngestConfig)>, bool, &str)> = vec![
+    type Setup = Box<dyn Fn(&mut IngestConfig)>;
+    let cases: Vec<(Vec<&str>, Setup, bool, &str)> = vec![
         (
-            vec![r#"{"id": 1, "text": "a"}"#, r#"{"id": 2, "text": "b"}"#, r#"{"id": 1, "text": "c"}"#],
+            vec![
+                r#"{"id": 1, "text": "a"}"#,
+                r#"{"id": 2, "text": "b"}"#,
+                r#"{"id": 1, "text": "c"}"#,
+            ],
             Box::new(|_| {}),
             true,
             "line 3",
@@ -285,8 +342,18 @@ fn bad_documents_are_named() {
             true,
             "line 2",
         ),
-        (vec![r#"{"id": "", "text": "a"}"#], Box::new(|_| {}), true, "empty"),
-        (vec![r#"{"id": 1, "text": 12}"#], Box::new(|_| {}), true, "text"),
+        (
+            vec![r#"{"id": "", "text": "a"}"#],
+            Box::new(|_| {}),
+            true,
+            "empty",
+        ),
+        (
+            vec![r#"{"id": 1, "text": 12}"#],
+            Box::new(|_| {}),
+            true,
+            "text",
+        ),
         (vec![r#"{"id": 1}"#], Box::new(|_| {}), true, "needs text"),
         (
             vec![r#"{"id": 1, "v": [1, 2]}"#, r#"{"id": 2, "v": [1, 2, 3]}"#],
@@ -294,13 +361,26 @@ fn bad_documents_are_named() {
             false,
             "3 dimensions",
         ),
-        (vec![r#"{"id": 1, "v": [1, "x"]}"#], Box::new(vec_field), false, "line 1"),
-        (vec![r#"{"id": 1, "text": "a"}"#], Box::new(|_| {}), false, "--model"),
+        (
+            vec![r#"{"id": 1, "v": [1, "x"]}"#],
+            Box::new(vec_field),
+            false,
+            "line 1",
+        ),
+        (
+            vec![r#"{"id": 1, "text": "a"}"#],
+            Box::new(|_| {}),
+            false,
+            "--model",
+        ),
         (vec![], Box::new(|_| {}), true, "no documents"),
     ];
     for (lines, setup, model, want) in cases {
         let msg = ingest_err(&lines, setup, model);
-        assert!(msg.contains(want), "{lines:?}: {msg:?} should mention {want:?}");
+        assert!(
+            msg.contains(want),
+            "{lines:?}: {msg:?} should mention {want:?}"
+        );
     }
 }
 

@@ -141,7 +141,11 @@ impl BodySet {
                 serde_json::from_str(t).map_err(|e| bad(format!("not valid JSON: {e}")))?;
             let text = match v.get(field) {
                 Some(serde_json::Value::String(x)) => x.clone(),
-                Some(other) => return Err(bad(format!("field {field:?} must be a string, got {other}"))),
+                Some(other) => {
+                    return Err(bad(format!(
+                        "field {field:?} must be a string, got {other}"
+                    )))
+                }
                 None => return Err(bad(format!("field {field:?} is missing"))),
             };
             let mut body = serde_json::json!({"text": text, "k": k});

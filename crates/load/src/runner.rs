@@ -763,7 +763,9 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
     let search = args.endpoint.is_search();
     let bodies = match (&args.body_file, search) {
         (None, true) if args.text_queries.is_some() => BodySet::from_text_queries(
-            args.text_queries.as_deref().unwrap_or(std::path::Path::new("")),
+            args.text_queries
+                .as_deref()
+                .unwrap_or(std::path::Path::new("")),
             &args.text_field,
             args.k,
             args.ef,
