@@ -2,12 +2,12 @@
 //!
 //! candle's element-wise ops run one at a time, single-threaded, each allocating a new
 //! buffer, and its `gelu_erf` calls scalar libm `erff`; profiling the plain-candle version
-//! showed ~40% of the time outside gemm. These kernels fuse each "bias (+ residual)
-//! + LayerNorm" and "bias + GELU" step into one pass, run rows in parallel on the current
-//! rayon pool, and do attention directly on the fused QKV rows, looking only at each
-//! sequence's real keys (so padding needs no mask and costs no work). Each row's work runs
-//! under `pulp::Arch::dispatch`, i.e. compiled for AVX2/FMA (or AVX-512, NEON) when the
-//! CPU has it, with a baseline fallback, all safe code.
+//! showed ~40% of the time outside gemm. These kernels fuse each bias-residual-LayerNorm
+//! and each bias-GELU step into one pass, run rows in parallel on the current rayon pool,
+//! and do attention directly on the fused QKV rows, looking only at each sequence's real
+//! keys (so padding needs no mask and costs no work). Each row's work runs under
+//! `pulp::Arch::dispatch`, i.e. compiled for AVX2/FMA (or AVX-512, NEON) when the CPU has
+//! it, with a baseline fallback, all safe code.
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape};
 use rayon::prelude::*;
