@@ -554,6 +554,13 @@ impl Embedder {
             }
         }
         drop(encs);
+        let vocab = self.bert.cfg.vocab_size;
+        if let Some(&bad) = seqs.iter().flatten().find(|&&id| id as usize >= vocab) {
+            return Err(Error::Tokenizer(format!(
+                "token id {bad} is outside the model's vocab_size {vocab} (tokenizer.json \
+                 does not match config.json)"
+            )));
+        }
 
         // Longest first, stable so equal lengths keep input order.
         let mut order: Vec<usize> = (0..seqs.len()).collect();

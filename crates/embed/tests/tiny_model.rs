@@ -737,3 +737,24 @@ fn unsupported_module_and_bad_config_values() {
         Error::InvalidConfig(_)
     ));
 }
+
+#[test]
+fn token_id_outside_vocab_is_an_error_not_a_panic() {
+    let d = good_dir("big-id");
+    let p = d.0.join("tokenizer.json");
+    let mut t: serde_json::Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
+    t["added_tokens"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+        "id": 100, "special": false, "content": "zzextra", "single_word": false,
+        "lstrip": false, "rstrip": false, "normalized": false}));
+    fs::write(&p, t.to_string()).unwrap();
+    let e = Embedder::load(&d.0, &EmbedConfig::default()).unwrap();
+    assert!(e.embed(&["the cat"], TextKind::Passage).is_ok());
+    let err = e
+        .embed(&["the zzextra cat"], TextKind::Passage)
+        .unwrap_err();
+    assert!(matches!(err, Error::Tokenizer(_)), "{err}");
+    assert!(err.to_string().contains("vocab_size"), "{err}");
+}
