@@ -562,10 +562,14 @@ fn ingest_inner(
             let chunk = match slot.take() {
                 Some(v) => v,
                 None => {
-                    let mut v = Vec::with_capacity((hi - lo) * d);
-                    for b in (lo..hi).step_by(cfg.batch) {
-                        let e = (b + cfg.batch).min(hi);
-                        let batch: Vec<&str> = texts[b..e].iter().map(|s| s.as_str()).collect();
+                    // Embed the chunk's texts shortest first (by bytes, a proxy for tokens),
+                    // so the embedder's batches hold texts of similar length and little
+                    // padding, then put the rows back in document order.
+                    let mut order: Vec<usize> = (lo..hi).collect();
+                    order.sort_by_key(|&i| (texts[i].len(), i));
+                    let mut v = vec![0f32; (hi - lo) * d];
+                    for part in order.chunks(cfg.batch) {
+                        let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
                         let out = emb.embed_passages(&batch).map_err(Error::Embed)?;
                         if out.len() != batch.len() * d {
                             return Err(Error::Embed(format!(
@@ -574,9 +578,12 @@ fn ingest_inner(
                                 batch.len()
                             )));
                         }
-                        v.extend_from_slice(&out);
-                        done += (e - b) as u64;
-                        embedded += (e - b) as u64;
+                        for (j, &i) in part.iter().enumerate() {
+                            v[(i - lo) * d..(i - lo + 1) * d]
+                                .copy_from_slice(&out[j * d..(j + 1) * d]);
+                        }
+                        done += part.len() as u64;
+                        embedded += part.len() as u64;
                         events(Event::Progress { done });
                     }
                     write_chunk(&chunk_path(&work, c), hi - lo, d, &v)?;
