@@ -416,3 +416,93 @@ fn an_existing_output_is_refused_without_force() {
     ingest(&c, Some(&HashEmbedder::new(None)), &quiet).unwrap();
     assert!(Collection::open(&out, &LoadOptions::default()).is_ok());
 }
+
+mod parquet_input {
+    use std::fs::File;
+    use std::sync::Arc;
+
+    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, FloatType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
+    use searchd_collection::ingest::{ingest, IngestConfig};
+    use searchd_collection::{Collection, DocId, IdKind};
+    use searchd_engine::{IndexKind, LoadOptions, SearchParams};
+
+    /// Levels of an OPTIONAL LIST of REQUIRED elements, every row present and non-empty.
+    fn list_levels(rows: &[usize]) -> (Vec<i16>, Vec<i16>) {
+        let (mut def, mut rep) = (vec![], vec![]);
+        for &len in rows {
+            for i in 0..len {
+                def.push(2);
+                rep.push(i16::from(i > 0));
+            }
+        }
+        (def, rep)
+    }
+
+    #[test]
+    fn parquet_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("docs.parquet");
+        let schema = Arc::new(
+            parse_message_type(
+                "message doc {
+                  REQUIRED INT64 id;
+                  REQUIRED BYTE_ARRAY text (UTF8);
+                  OPTIONAL group v (LIST) { REPEATED group list { REQUIRED FLOAT element; } }
+                  OPTIONAL DOUBLE price;
+                  OPTIONAL group tags (LIST) { REPEATED group list { REQUIRED BYTE_ARRAY element (UTF8); } }
+                }",
+            )
+            .unwrap(),
+        );
+        let n = 30usize;
+        let mut w = SerializedFileWriter::new(
+            File::create(&path).unwrap(),
+            schema,
+            Arc::new(WriterProperties::builder().build()),
+        )
+        .unwrap();
+        let mut rg = w.next_row_group().unwrap();
+        let ids: Vec<i64> = (0..n as i64).map(|i| 100 + i).collect();
+        let texts: Vec<ByteArray> = (0..n).map(|i| ByteArray::from(format!("text {i}").as_str())).collect();
+        let vecs: Vec<f32> = (0..n * 4).map(|k| ((k * 7 % 11) as f32) + 0.5).collect();
+        let prices: Vec<f64> = (0..n).map(|i| i as f64 * 0.25).collect();
+        let tags: Vec<ByteArray> = (0..n * 2).map(|k| ByteArray::from(format!("t{}", k % 3).as_str())).collect();
+        let mut col = rg.next_column().unwrap().unwrap();
+        col.typed::<Int64Type>().write_batch(&ids, None, None).unwrap();
+        col.close().unwrap();
+        let mut col = rg.next_column().unwrap().unwrap();
+        col.typed::<ByteArrayType>().write_batch(&texts, None, None).unwrap();
+        col.close().unwrap();
+        let (def, rep) = list_levels(&vec![4; n]);
+        let mut col = rg.next_column().unwrap().unwrap();
+        col.typed::<FloatType>().write_batch(&vecs, Some(&def), Some(&rep)).unwrap();
+        col.close().unwrap();
+        let mut col = rg.next_column().unwrap().unwrap();
+        col.typed::<DoubleType>().write_batch(&prices, Some(&vec![1; n]), None).unwrap();
+        col.close().unwrap();
+        let (def, rep) = list_levels(&vec![2; n]);
+        let mut col = rg.next_column().unwrap().unwrap();
+        col.typed::<ByteArrayType>().write_batch(&tags, Some(&def), Some(&rep)).unwrap();
+        col.close().unwrap();
+        rg.close().unwrap();
+        w.close().unwrap();
+
+        let out = dir.path().join("coll");
+        let mut c = IngestConfig::new(&path, &out);
+        c.reader.vector_field = Some("v".into());
+        c.build.kind = IndexKind::Flat;
+        let r = ingest(&c, None, &|_| {}).unwrap();
+        assert_eq!((r.docs, r.dim), (n as u64, 4));
+        let coll = Collection::open(&out, &LoadOptions::default()).unwrap();
+        assert_eq!(coll.manifest().unwrap().id_kind, IdKind::Int);
+        let d = coll.lookup(&DocId::Int(107)).unwrap();
+        let src: serde_json::Value = serde_json::from_slice(&coll.source(d).unwrap().unwrap()).unwrap();
+        assert_eq!(src, serde_json::json!({"text": "text 7", "price": 1.75, "tags": ["t2", "t0"]}));
+        let v = coll.vector(d).unwrap().unwrap().to_vec();
+        let hits = coll.search(&v, &SearchParams::new(1, 1), None).unwrap();
+        assert_eq!(coll.doc_id(hits[0].doc), Some(&DocId::Int(107)));
+    }
+}
