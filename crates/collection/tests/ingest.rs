@@ -466,26 +466,40 @@ mod parquet_input {
         .unwrap();
         let mut rg = w.next_row_group().unwrap();
         let ids: Vec<i64> = (0..n as i64).map(|i| 100 + i).collect();
-        let texts: Vec<ByteArray> = (0..n).map(|i| ByteArray::from(format!("text {i}").as_str())).collect();
+        let texts: Vec<ByteArray> = (0..n)
+            .map(|i| ByteArray::from(format!("text {i}").as_str()))
+            .collect();
         let vecs: Vec<f32> = (0..n * 4).map(|k| ((k * 7 % 11) as f32) + 0.5).collect();
         let prices: Vec<f64> = (0..n).map(|i| i as f64 * 0.25).collect();
-        let tags: Vec<ByteArray> = (0..n * 2).map(|k| ByteArray::from(format!("t{}", k % 3).as_str())).collect();
+        let tags: Vec<ByteArray> = (0..n * 2)
+            .map(|k| ByteArray::from(format!("t{}", k % 3).as_str()))
+            .collect();
         let mut col = rg.next_column().unwrap().unwrap();
-        col.typed::<Int64Type>().write_batch(&ids, None, None).unwrap();
+        col.typed::<Int64Type>()
+            .write_batch(&ids, None, None)
+            .unwrap();
         col.close().unwrap();
         let mut col = rg.next_column().unwrap().unwrap();
-        col.typed::<ByteArrayType>().write_batch(&texts, None, None).unwrap();
+        col.typed::<ByteArrayType>()
+            .write_batch(&texts, None, None)
+            .unwrap();
         col.close().unwrap();
         let (def, rep) = list_levels(&vec![4; n]);
         let mut col = rg.next_column().unwrap().unwrap();
-        col.typed::<FloatType>().write_batch(&vecs, Some(&def), Some(&rep)).unwrap();
+        col.typed::<FloatType>()
+            .write_batch(&vecs, Some(&def), Some(&rep))
+            .unwrap();
         col.close().unwrap();
         let mut col = rg.next_column().unwrap().unwrap();
-        col.typed::<DoubleType>().write_batch(&prices, Some(&vec![1; n]), None).unwrap();
+        col.typed::<DoubleType>()
+            .write_batch(&prices, Some(&vec![1; n]), None)
+            .unwrap();
         col.close().unwrap();
         let (def, rep) = list_levels(&vec![2; n]);
         let mut col = rg.next_column().unwrap().unwrap();
-        col.typed::<ByteArrayType>().write_batch(&tags, Some(&def), Some(&rep)).unwrap();
+        col.typed::<ByteArrayType>()
+            .write_batch(&tags, Some(&def), Some(&rep))
+            .unwrap();
         col.close().unwrap();
         rg.close().unwrap();
         w.close().unwrap();
@@ -499,8 +513,12 @@ mod parquet_input {
         let coll = Collection::open(&out, &LoadOptions::default()).unwrap();
         assert_eq!(coll.manifest().unwrap().id_kind, IdKind::Int);
         let d = coll.lookup(&DocId::Int(107)).unwrap();
-        let src: serde_json::Value = serde_json::from_slice(&coll.source(d).unwrap().unwrap()).unwrap();
-        assert_eq!(src, serde_json::json!({"text": "text 7", "price": 1.75, "tags": ["t2", "t0"]}));
+        let src: serde_json::Value =
+            serde_json::from_slice(&coll.source(d).unwrap().unwrap()).unwrap();
+        assert_eq!(
+            src,
+            serde_json::json!({"text": "text 7", "price": 1.75, "tags": ["t2", "t0"]})
+        );
         let v = coll.vector(d).unwrap().unwrap().to_vec();
         let hits = coll.search(&v, &SearchParams::new(1, 1), None).unwrap();
         assert_eq!(coll.doc_id(hits[0].doc), Some(&DocId::Int(107)));
