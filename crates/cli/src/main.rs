@@ -14,7 +14,9 @@ use clap::{Parser, Subcommand};
 ///
 /// Typical workflow on your own vectors: `gt` (exact neighbours), `build` (index),
 /// `eval` (recall and speed per ef), `serve` (HTTP API), `load` (capacity ramp).
-/// `searchd demo` runs all of it on built-in synthetic data.
+/// On your own documents: `ingest` (JSONL/Parquet to a collection, embedding the text with
+/// `--model`), `serve --collection DIR --model DIR`, `load --text-queries`.
+/// `searchd demo` runs all of it on built-in synthetic data (`demo --text` for documents).
 #[derive(Parser, Debug)]
 #[command(name = "searchd", version, about, long_about)]
 struct Cli {
