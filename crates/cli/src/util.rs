@@ -36,7 +36,12 @@ impl CliError {
 impl From<searchd_vecio::Error> for CliError {
     fn from(e: searchd_vecio::Error) -> Self {
         match e {
-            searchd_vecio::Error::Io { .. } => CliError::Io(e.to_string()),
+            // A missing file is the user's path, not a failing disk.
+            searchd_vecio::Error::Io { ref source, .. }
+                if source.kind() != std::io::ErrorKind::NotFound =>
+            {
+                CliError::Io(e.to_string())
+            }
             e => CliError::Input(e.to_string()),
         }
     }
