@@ -454,11 +454,7 @@ fn ingest_inner(
                     std::collections::BTreeMap<String, serde::de::IgnoredAny>,
                 >(&doc.source)
                 {
-                    for k in map.into_keys() {
-                        if !fields.contains(&k) {
-                            fields.insert(k);
-                        }
-                    }
+                    fields.extend(map.into_keys());
                 }
                 store.add(&doc.source)?;
                 match &doc.id {
@@ -617,9 +613,13 @@ fn ingest_inner(
     let build_seconds = t_build.elapsed().as_secs_f64();
 
     // Phase 4: ids, manifest, rename into place.
-    crate::ids::write(&seg_dir.join("ids.bin"), &ids)?;
+    let (ids_bytes, ids_crc) = crate::ids::write(&seg_dir.join("ids.bin"), &ids)?;
     let files = vec![
-        file_meta(&seg_dir.join("ids.bin"))?,
+        FileMeta {
+            name: "ids.bin".into(),
+            bytes: ids_bytes,
+            crc32: ids_crc,
+        },
         file_meta(&seg_dir.join("docs.bin"))?,
     ];
     let name = cfg.name.clone().unwrap_or_else(|| {

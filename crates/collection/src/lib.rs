@@ -415,6 +415,14 @@ impl Collection {
         Ok(all)
     }
 
+    /// Bytes of every segment's index files and stored documents.
+    pub fn bytes(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.index.info().bytes + s.store.as_ref().map_or(0, |st| st.bytes()))
+            .sum()
+    }
+
     /// What the collection is, for `/stats` and logs.
     pub fn info(&self) -> serde_json::Value {
         let first = self.segments.first().map(|s| s.index.info());
@@ -429,7 +437,7 @@ impl Collection {
             "model": self.model(),
             "text_field": self.manifest.as_ref().and_then(|m| m.text_field.clone()),
             "fields": self.manifest.as_ref().map(|m| m.fields.clone()),
-            "bytes": self.segments.iter().map(|s| s.index.info().bytes + s.store.as_ref().map_or(0, |st| st.bytes())).sum::<u64>(),
+            "bytes": self.bytes(),
         })
     }
 }

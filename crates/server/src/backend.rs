@@ -222,8 +222,8 @@ impl SearchBackend for LocalBackend {
         self.coll.info()
     }
     fn figures(&self) -> (u64, usize, u64) {
-        let bytes = self.coll.info()["bytes"].as_u64().unwrap_or(0);
-        (self.coll.len() as u64, self.coll.dim(), bytes)
+        // Called on every search (for the dimension check): no JSON built here.
+        (self.coll.len() as u64, self.coll.dim(), self.coll.bytes())
     }
     fn model(&self) -> Option<ModelRecord> {
         self.coll.model().cloned()
