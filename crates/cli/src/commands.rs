@@ -344,15 +344,25 @@ impl OpenArgs {
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// Index directory.
-    #[arg(long)]
-    pub index: PathBuf,
+    /// Index directory (ANN evaluation: recall against exact neighbours).
+    #[arg(
+        long,
+        required_unless_present = "collection",
+        conflicts_with = "collection"
+    )]
+    pub index: Option<PathBuf>,
     /// Query vectors.
-    #[arg(long)]
-    pub queries: PathBuf,
+    #[arg(long, required_unless_present = "collection")]
+    pub queries: Option<PathBuf>,
     /// Exact neighbour ids (from `searchd gt`).
-    #[arg(long)]
-    pub gt: PathBuf,
+    #[arg(long, required_unless_present = "collection")]
+    pub gt: Option<PathBuf>,
+    /// Collection directory (quality lab: nDCG@10, MRR@10, recall@100 per retrieval mode
+    /// against `--qrels` judgements; writes `searchd.quality.v1`).
+    #[arg(long, value_name = "DIR", requires = "qrels")]
+    pub collection: Option<PathBuf>,
+    #[command(flatten)]
+    pub quality: crate::quality::QualityArgs,
     /// Neighbours per query.
     #[arg(long, default_value_t = 10)]
     pub k: usize,
@@ -376,16 +386,29 @@ pub struct EvalArgs {
 }
 
 pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
+    if let Some(c) = &a.collection {
+        // One --ef value is used as given; the default sweep means the server's default.
+        let ef = match a.ef.as_slice() {
+            [one] => *one as usize,
+            _ => searchd_server::DEFAULT_EF,
+        };
+        return crate::quality::run(c, &a.quality, ef, a.threads, a.json.as_deref());
+    }
+    let (Some(index_dir), Some(queries_path), Some(gt_path)) = (&a.index, &a.queries, &a.gt) else {
+        return Err(CliError::Input(
+            "give --index, --queries and --gt (ANN recall), or --collection and --qrels (retrieval quality)".into(),
+        ));
+    };
     let started = Instant::now();
     let opts = a.open.options();
-    let index = Index::open(&a.index, &opts)?;
+    let index = Index::open(index_dir, &opts)?;
     // Recall is checked against the float32 vectors; when the searching index was opened
     // without them, a second handle reads them from disk (outside the resident set).
     let checker = if index.has_vectors() {
         None
     } else {
         Some(Index::open(
-            &a.index,
+            index_dir,
             &LoadOptions {
                 vectors: VectorPlacement::Disk,
                 ..opts
@@ -406,12 +429,12 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
             )));
         }
     }
-    let queries = load_vectors(&a.queries, "test")?;
-    let gt = searchd_vecio::read_ids(&a.gt)?;
+    let queries = load_vectors(queries_path, "test")?;
+    let gt = searchd_vecio::read_ids(gt_path)?;
     if queries.dim() != index.dim() {
         return Err(CliError::Input(format!(
             "{} has {} dimensions, the index has {}",
-            a.queries.display(),
+            queries_path.display(),
             queries.dim(),
             index.dim()
         )));
@@ -419,16 +442,16 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
     if gt.n < queries.n() {
         return Err(CliError::Input(format!(
             "{} has {} rows, {} has {} queries",
-            a.gt.display(),
+            gt_path.display(),
             gt.n,
-            a.queries.display(),
+            queries_path.display(),
             queries.n()
         )));
     }
     if gt.k < a.k {
         return Err(CliError::Input(format!(
             "{} has {} neighbours per query, --k is {}",
-            a.gt.display(),
+            gt_path.display(),
             gt.k,
             a.k
         )));
@@ -446,14 +469,14 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
     {
         return Err(CliError::Input(format!(
             "{}: id {bad} is out of range for an index of {} vectors",
-            a.gt.display(),
+            gt_path.display(),
             index.len()
         )));
     }
     let info = index.info();
     println!(
         "index {} ({} x {}, {}, {}), {} queries, k={}",
-        a.index.display(),
+        index_dir.display(),
         info.n,
         info.dim,
         info.kind.name(),

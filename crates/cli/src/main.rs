@@ -5,6 +5,7 @@ mod bench_memory;
 mod commands;
 mod demo;
 mod demo_text;
+mod quality;
 mod text;
 mod util;
 
@@ -100,7 +101,8 @@ fn main() {
         Command::Embed(a) => text::embed_cmd(a),
         Command::Serve(a) => {
             text::serve_embedder(a.model.as_deref(), a.embed_threads).and_then(|embedder| {
-                searchd_server::run_blocking_with(a, embedder).map_err(|e| match e {
+                let reranker = text::serve_reranker(a.rerank_model.as_deref(), a.embed_threads)?;
+                searchd_server::run_blocking_with(a, embedder, reranker).map_err(|e| match e {
                     searchd_server::ServerError::Runtime(_)
                     | searchd_server::ServerError::Io(_) => util::CliError::Io(e.to_string()),
                     e => util::CliError::Input(e.to_string()),

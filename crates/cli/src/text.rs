@@ -151,6 +151,18 @@ pub struct IngestArgs {
     /// Write what the run did as JSON (`searchd.ingest.v1`).
     #[arg(long, value_name = "F")]
     pub json: Option<PathBuf>,
+    /// Build a BM25 (lexical) index of the text field, for `mode` lexical and hybrid
+    /// (the default when documents have text).
+    #[arg(long, overrides_with = "no_lexical")]
+    pub lexical: bool,
+    /// Do not build the lexical index.
+    #[arg(long)]
+    pub no_lexical: bool,
+    /// Analyzer of the lexical index: `standard` (Elasticsearch's: Unicode words,
+    /// lowercased, no stemming, no stop words) or `english` (standard + English stop words
+    /// + Porter2 stemming). Recorded in the collection.
+    #[arg(long, default_value = "standard", value_name = "NAME")]
+    pub analyzer: String,
 }
 
 fn reader_config(
@@ -309,6 +321,20 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
     cfg.skip_bad = a.skip_bad;
     cfg.force = a.force;
     cfg.name = a.name.clone();
+    let analyzer: searchd_collection::Analyzer = a.analyzer.parse().map_err(|_| {
+        CliError::Input(format!(
+            "unknown --analyzer {:?} (standard, english)",
+            a.analyzer
+        ))
+    })?;
+    cfg.lexical = if a.no_lexical && !a.lexical {
+        None
+    } else {
+        Some(searchd_collection::LexicalConfig {
+            analyzer,
+            ..Default::default()
+        })
+    };
     let model = match &a.model {
         Some(dir) => Some(ModelAdapter::load(dir, a.threads, a.max_length)?),
         None => None,
@@ -322,7 +348,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
     progress.done();
     let report = report.map_err(collection_error)?;
     println!(
-        "ingested {} documents ({} skipped) of {} dimensions into {} in {:.1}s (read {:.1}s, embed {:.1}s{}, build {:.1}s), {}",
+        "ingested {} documents ({} skipped) of {} dimensions into {} in {:.1}s (read {:.1}s, embed {:.1}s{}, lexical {:.1}s, build {:.1}s), {}",
         report.docs,
         report.skipped,
         report.dim,
@@ -335,6 +361,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
         } else {
             String::new()
         },
+        report.lexical_seconds,
         report.build_seconds,
         util::human_bytes(report.bytes)
     );
@@ -419,6 +446,46 @@ pub fn embed_cmd(a: &EmbedArgs) -> CmdResult {
     );
     summary("embed done", started);
     Ok(())
+}
+
+/// A cross-encoder (`--rerank-model`) as the server and `searchd eval` need it.
+pub struct RerankAdapter(pub searchd_embed::CrossEncoder);
+
+impl RerankAdapter {
+    pub fn load(dir: &std::path::Path, threads: usize) -> CmdResult<RerankAdapter> {
+        let cfg = EmbedConfig {
+            threads,
+            ..EmbedConfig::default()
+        };
+        searchd_embed::CrossEncoder::load(dir, &cfg)
+            .map(RerankAdapter)
+            .map_err(|e| CliError::Input(format!("--rerank-model {}: {e}", dir.display())))
+    }
+}
+
+impl searchd_server::TextRerank for RerankAdapter {
+    fn info(&self) -> serde_json::Value {
+        let i = self.0.info();
+        serde_json::json!({"name": i.name, "checksum": i.checksum, "max_length": i.max_length,
+            "activation": i.activation, "threads": self.0.threads()})
+    }
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, String> {
+        self.0.score(query, passages).map_err(|e| e.to_string())
+    }
+}
+
+/// Load `--rerank-model` for `serve`, if given.
+pub fn serve_reranker(
+    model: Option<&std::path::Path>,
+    threads: Option<usize>,
+) -> CmdResult<Option<Arc<dyn searchd_server::TextRerank>>> {
+    match model {
+        None => Ok(None),
+        Some(dir) => Ok(Some(Arc::new(RerankAdapter::load(
+            dir,
+            threads.unwrap_or(0),
+        )?))),
+    }
 }
 
 /// Load `--model` for `serve`, if given.

@@ -22,6 +22,8 @@ pub enum Error {
     Input(String),
     #[error("embedder: {0}")]
     Embed(String),
+    #[error(transparent)]
+    Lexical(#[from] searchd_lexical::Error),
     #[error("{path} already exists; pass --force to replace it")]
     Exists { path: PathBuf },
 }
@@ -52,6 +54,7 @@ impl Error {
             // A path that does not exist is the user's to fix, not a failing disk.
             Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
             Error::Embed(_) => false,
+            Error::Lexical(_) => false,
         }
     }
 }

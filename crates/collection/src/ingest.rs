@@ -10,8 +10,10 @@
 //!    finished chunk is written atomically as `OUT.ingest/emb-NNNNNN.f32` (a checksummed
 //!    file); a resumed run loads the chunks it finds and embeds only the rest. This is the
 //!    slow part, and the only one worth checkpointing.
-//! 3. **build**: the vector index of the segment (any kind and codes `searchd build` makes).
-//! 4. **commit**: `ids.bin`, `collection.json`, then the staging directory is renamed to
+//! 3. **lexical** (with a text field, unless turned off): the segment's BM25 index of the
+//!    text field ([`searchd_lexical`]), rows in document order.
+//! 4. **build**: the vector index of the segment (any kind and codes `searchd build` makes).
+//! 5. **commit**: `ids.bin`, `collection.json`, then the staging directory is renamed to
 //!    `OUT` and the checkpoint directory removed. `OUT` never exists half-written.
 //!
 //! `OUT.ingest/plan.json` records what the checkpoints belong to (input file size, mtime and
@@ -60,6 +62,9 @@ pub struct IngestConfig {
     pub force: bool,
     /// Collection name recorded in the manifest (default: the directory name).
     pub name: Option<String>,
+    /// Build a BM25 index of the text field (default: yes, with the `standard` analyzer).
+    /// Ignored when there is no text field.
+    pub lexical: Option<searchd_lexical::LexicalConfig>,
 }
 
 /// Default `checkpoint_every`.
@@ -80,6 +85,7 @@ impl IngestConfig {
             skip_bad: false,
             force: false,
             name: None,
+            lexical: Some(searchd_lexical::LexicalConfig::default()),
         }
     }
 }
@@ -115,6 +121,7 @@ pub struct IngestReport {
     pub read_seconds: f64,
     pub embed_seconds: f64,
     pub build_seconds: f64,
+    pub lexical_seconds: f64,
     pub total_seconds: f64,
     pub bytes: u64,
     pub model: Option<ModelRecord>,
@@ -318,6 +325,11 @@ fn ingest_inner(
         ));
     }
     let model = embedder.map(|e| e.record());
+    let lexical = cfg
+        .lexical
+        .as_ref()
+        .filter(|_| cfg.reader.text_field.is_some());
+    let keep_texts = embedder.is_some() || lexical.is_some();
     let work = checkpoint_dir(out);
     let stage = work.join("stage");
 
@@ -392,6 +404,7 @@ fn ingest_inner(
     let mut fields: BTreeSet<String> = BTreeSet::new();
     let mut skipped = 0u64;
     let mut n_in_file = 0usize;
+    let mut n_text = 0usize;
     let (mut n_int, mut n_str) = (0u64, 0u64);
     let docs_name = cfg.docs.display().to_string();
     let mut last_report = Instant::now();
@@ -466,7 +479,8 @@ fn ingest_inner(
                 if let Some(v) = vector {
                     vectors.extend_from_slice(&v);
                 }
-                if embedder.is_some() {
+                if keep_texts {
+                    n_text += usize::from(doc.text.is_some());
                     texts.push(doc.text.unwrap_or_default());
                 }
             }
@@ -588,12 +602,45 @@ fn ingest_inner(
             };
             vectors.extend_from_slice(&chunk);
         }
-        drop(texts);
     }
     let embed_seconds = t_embed.elapsed().as_secs_f64();
     let dim = dim.unwrap_or(0);
 
-    // Phase 3: the segment's index.
+    // Phase 3: the segment's lexical index.
+    let t_lex = Instant::now();
+    // Documents without any text get no lexical index (it could match nothing).
+    let lexical_meta = match lexical.filter(|_| n_text > 0) {
+        None => None,
+        Some(lcfg) => {
+            events(Event::Phase {
+                name: "lexical",
+                total: n as u64,
+                bytes: false,
+            });
+            let ldir = seg_dir.join("lexical");
+            let mut w = searchd_lexical::LexicalWriter::create(&ldir, lcfg)?;
+            for (row, t) in texts.iter().enumerate() {
+                w.add(row as u32, t)?;
+                if row % 10_000 == 9_999 {
+                    events(Event::Progress {
+                        done: row as u64 + 1,
+                    });
+                }
+            }
+            let meta = w.finish()?;
+            events(Event::Progress { done: n as u64 });
+            Some(crate::LexicalSegment {
+                dir: "lexical".into(),
+                analyzer: meta.analyzer,
+                docs: meta.docs,
+                bytes: meta.bytes,
+            })
+        }
+    };
+    drop(texts);
+    let lexical_seconds = t_lex.elapsed().as_secs_f64();
+
+    // Phase 4: the segment's vector index.
     let t_build = Instant::now();
     events(Event::Phase {
         name: "build",
@@ -612,7 +659,7 @@ fn ingest_inner(
     drop(vectors);
     let build_seconds = t_build.elapsed().as_secs_f64();
 
-    // Phase 4: ids, manifest, rename into place.
+    // Phase 5: ids, manifest, rename into place.
     let (ids_bytes, ids_crc) = crate::ids::write(&seg_dir.join("ids.bin"), &ids)?;
     let files = vec![
         FileMeta {
@@ -648,6 +695,7 @@ fn ingest_inner(
             name: seg_name.into(),
             docs: n as u64,
             files,
+            lexical: lexical_meta.clone(),
         }],
         ingest: serde_json::json!({
             "source": cfg.docs,
@@ -657,6 +705,7 @@ fn ingest_inner(
                       "m": cfg.build.hnsw.m, "ef_construction": cfg.build.hnsw.ef_construction},
             "stored_bytes": store_info.bytes,
             "stored_raw_bytes": store_info.raw_bytes,
+            "lexical": lexical_meta.as_ref().map(|l| serde_json::json!({"analyzer": l.analyzer.to_string(), "bytes": l.bytes, "seconds": lexical_seconds})),
         }),
     };
     let mpath = stage.join(MANIFEST);
@@ -695,8 +744,9 @@ fn ingest_inner(
         read_seconds,
         embed_seconds,
         build_seconds,
+        lexical_seconds,
         total_seconds,
-        bytes: built.bytes + store_info.bytes,
+        bytes: built.bytes + store_info.bytes + lexical_meta.as_ref().map_or(0, |l| l.bytes),
         model,
     })
 }

@@ -8,6 +8,7 @@
 //! DIR/seg-000000/index/      the segment's vector index: an index directory as `searchd build` writes it
 //! DIR/seg-000000/ids.bin     the users' ids in row order ([`ids`])
 //! DIR/seg-000000/docs.bin    stored fields, compressed in blocks, mapped ([`searchd_docs::StoreReader`])
+//! DIR/seg-000000/lexical/    optional: BM25 index of the text field ([`searchd_lexical`], tantivy)
 //! ```
 //!
 //! Row `r` of a segment is the same document in all three files: the index returns rows
@@ -23,6 +24,7 @@
 //! [`ingest`] makes collections from JSONL or Parquet, with checkpoints.
 
 mod error;
+pub mod fusion;
 mod ids;
 pub mod ingest;
 
@@ -35,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Result};
 pub use searchd_docs::DocId;
+pub use searchd_lexical::{Analyzer, LexicalConfig};
 
 /// File name of a collection's manifest.
 pub const MANIFEST: &str = "collection.json";
@@ -86,6 +89,21 @@ pub struct SegmentMeta {
     pub docs: u64,
     /// `ids.bin` and `docs.bin` (the index directory has its own manifest and checksums).
     pub files: Vec<FileMeta>,
+    /// The segment's BM25 index of the text field, if it has one. Absent in collections
+    /// made without one (or before lexical indexes existed): they open, and lexical and
+    /// hybrid searches on them are refused with a clear message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lexical: Option<LexicalSegment>,
+}
+
+/// A segment's lexical index, as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LexicalSegment {
+    /// Directory under the segment (`lexical`).
+    pub dir: String,
+    pub analyzer: Analyzer,
+    pub docs: u64,
+    pub bytes: u64,
 }
 
 /// `collection.json`.
@@ -152,12 +170,52 @@ pub struct DocHit {
     pub score: f32,
 }
 
+/// What a lexical search found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LexicalResult {
+    pub hits: Vec<DocHit>,
+    /// Distinct query terms searched for (0: the text had no indexable words).
+    pub terms: usize,
+    /// The query text or its terms were cut to the documented limits.
+    pub truncated: bool,
+}
+
+/// What [`Collection::search_hybrid`] found, with the time of each stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HybridResult {
+    pub hits: Vec<fusion::Fused>,
+    pub dense_us: u64,
+    pub lexical_us: u64,
+    pub fuse_us: u64,
+    /// The query text was cut to the lexical limits.
+    pub truncated: bool,
+}
+
+/// Which side of a hybrid search failed.
+#[derive(Debug)]
+pub enum HybridError {
+    Dense(SearchError),
+    Lexical(Error),
+}
+
+impl std::fmt::Display for HybridError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HybridError::Dense(e) => write!(f, "dense side: {e}"),
+            HybridError::Lexical(e) => write!(f, "lexical side: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HybridError {}
+
 /// One immutable segment: an index, the ids of its rows, and (for collections) their
 /// stored fields.
 pub struct Segment {
     index: Arc<Index>,
     ids: ids::IdMap,
     store: Option<searchd_docs::StoreReader>,
+    lexical: Option<searchd_lexical::LexicalIndex>,
 }
 
 impl Segment {
@@ -169,6 +227,9 @@ impl Segment {
     }
     pub fn is_empty(&self) -> bool {
         self.ids.len() == 0
+    }
+    pub fn lexical(&self) -> Option<&searchd_lexical::LexicalIndex> {
+        self.lexical.as_ref()
     }
 }
 
@@ -222,6 +283,7 @@ impl Collection {
                 index,
                 ids: ids::IdMap::rows(n),
                 store: None,
+                lexical: None,
             }],
         }
     }
@@ -282,10 +344,29 @@ impl Collection {
                     ),
                 ));
             }
+            let lexical = match &meta.lexical {
+                None => None,
+                Some(lm) => {
+                    let lex = searchd_lexical::LexicalIndex::open(&sdir.join(&lm.dir))?;
+                    if lex.len() != docs || lex.meta().analyzer != lm.analyzer {
+                        return Err(Error::format(
+                            sdir.join(&lm.dir),
+                            format!(
+                                "lexical index holds {} documents analysed as {}, the manifest says {docs} as {}",
+                                lex.len(),
+                                lex.meta().analyzer,
+                                lm.analyzer
+                            ),
+                        ));
+                    }
+                    Some(lex)
+                }
+            };
             segments.push(Segment {
                 index: Arc::new(index),
                 ids,
                 store: Some(store),
+                lexical,
             });
         }
         Ok(Collection {
@@ -326,6 +407,124 @@ impl Collection {
     pub fn has_fields(&self) -> bool {
         self.segments.iter().any(|s| s.store.is_some())
     }
+    /// Whether every segment has a lexical (BM25) index, so lexical and hybrid search work.
+    pub fn has_lexical(&self) -> bool {
+        !self.segments.is_empty() && self.segments.iter().all(|s| s.lexical.is_some())
+    }
+    /// The analyzer of the lexical index, if there is one.
+    pub fn analyzer(&self) -> Option<Analyzer> {
+        self.segments
+            .first()
+            .and_then(|s| s.lexical.as_ref())
+            .map(|l| l.meta().analyzer)
+    }
+
+    /// Why lexical search cannot run here, or `Ok`.
+    pub fn check_lexical(&self) -> Result<()> {
+        if self.has_lexical() {
+            return Ok(());
+        }
+        Err(Error::Input(if self.manifest.is_none() {
+            "this is a bare vector index: it has no text and no lexical index; use mode \"dense\""
+                .into()
+        } else {
+            format!(
+                "collection {} has no lexical index (it was ingested without a text field or with --no-lexical); \
+                 use mode \"dense\", or ingest it again with --lexical",
+                self.manifest.as_ref().map_or("", |m| m.name.as_str())
+            )
+        }))
+    }
+
+    /// BM25 top-`k` over all segments, best first (see [`searchd_lexical::LexicalIndex::search`]).
+    /// `allow` (segment, row) restricts the rows that may be returned.
+    pub fn search_lexical(
+        &self,
+        query: &str,
+        k: usize,
+        allow: Option<&(dyn Fn(DocRef) -> bool + Sync)>,
+    ) -> Result<LexicalResult> {
+        self.check_lexical()?;
+        let mut out = LexicalResult::default();
+        for (i, seg) in self.segments.iter().enumerate() {
+            let Some(lex) = &seg.lexical else { continue };
+            let seg_allow = allow.map(|f| {
+                move |row: u32| {
+                    f(DocRef {
+                        segment: i as u32,
+                        row: row as u64,
+                    })
+                }
+            });
+            let r = lex.search(
+                query,
+                k,
+                seg_allow
+                    .as_ref()
+                    .map(|f| f as &(dyn Fn(u32) -> bool + Sync)),
+            )?;
+            out.terms = out.terms.max(r.terms);
+            out.truncated |= r.truncated;
+            out.hits
+                .extend(r.hits.into_iter().map(|(row, score)| DocHit {
+                    doc: DocRef {
+                        segment: i as u32,
+                        row: row as u64,
+                    },
+                    score,
+                }));
+        }
+        if self.segments.len() > 1 {
+            out.hits.sort_by(|a, b| {
+                b.score
+                    .total_cmp(&a.score)
+                    .then_with(|| (a.doc.segment, a.doc.row).cmp(&(b.doc.segment, b.doc.row)))
+            });
+            out.hits.truncate(k);
+        }
+        Ok(out)
+    }
+
+    /// Dense and lexical retrieval of the same query, fused: the first `window` (at least
+    /// `params.k`) hits of each side go into [`fusion::fuse`], which keeps `params.k`. The
+    /// two sides run one after the other on the calling thread.
+    pub fn search_hybrid(
+        &self,
+        text: &str,
+        vector: &[f32],
+        params: &SearchParams<'_>,
+        how: &fusion::Fusion,
+        window: usize,
+    ) -> std::result::Result<HybridResult, HybridError> {
+        let window = window.max(params.k);
+        let t = std::time::Instant::now();
+        let mut p = *params;
+        p.k = window;
+        p.ef = p.ef.max(window);
+        let dense = self.search(vector, &p, None).map_err(HybridError::Dense)?;
+        let dense_us = t.elapsed().as_micros() as u64;
+        if params
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            return Err(HybridError::Dense(SearchError::DeadlineExceeded));
+        }
+        let t = std::time::Instant::now();
+        let lexical = self
+            .search_lexical(text, window, None)
+            .map_err(HybridError::Lexical)?;
+        let lexical_us = t.elapsed().as_micros() as u64;
+        let t = std::time::Instant::now();
+        let hits = fusion::fuse(&dense, &lexical.hits, how, window, params.k);
+        Ok(HybridResult {
+            hits,
+            dense_us,
+            lexical_us,
+            fuse_us: t.elapsed().as_micros() as u64,
+            truncated: lexical.truncated,
+        })
+    }
+
     /// Whether every segment opened its float32 vectors (search by stored id needs them).
     pub fn has_vectors(&self) -> bool {
         self.segments.iter().all(|s| s.index.has_vectors())
@@ -419,7 +618,11 @@ impl Collection {
     pub fn bytes(&self) -> u64 {
         self.segments
             .iter()
-            .map(|s| s.index.info().bytes + s.store.as_ref().map_or(0, |st| st.bytes()))
+            .map(|s| {
+                s.index.info().bytes
+                    + s.store.as_ref().map_or(0, |st| st.bytes())
+                    + s.lexical.as_ref().map_or(0, |l| l.bytes())
+            })
             .sum()
     }
 
@@ -437,6 +640,7 @@ impl Collection {
             "model": self.model(),
             "text_field": self.manifest.as_ref().and_then(|m| m.text_field.clone()),
             "fields": self.manifest.as_ref().map(|m| m.fields.clone()),
+            "lexical": self.analyzer().map(|a| serde_json::json!({"analyzer": a.to_string(), "field": self.manifest.as_ref().and_then(|m| m.text_field.clone())})),
             "bytes": self.bytes(),
         })
     }

@@ -14,18 +14,21 @@ use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use searchd_collection::fusion::{self, Fusion, Normalize};
 use searchd_collection::{Collection, DocId};
 use searchd_engine::{LoadOptions, SearchError, MAX_K};
 use searchd_vecio::Vectors;
 use serde::Deserialize;
 
 use crate::backend::{
-    BackendError, FieldsWanted, LocalBackend, QueryInput, ScoredDoc, SearchBackend, SearchRequest,
+    select_fields, BackendError, FieldsWanted, LocalBackend, QueryInput, ScoredDoc, SearchBackend,
+    SearchRequest, StageTimes,
 };
 use crate::embedq::{Batcher, EmbedFailure};
 use crate::error::{ApiError, Code, Tagged, JSON};
 use crate::pool::{Admission, Pool};
-use crate::stats::{process_stats, IndexFigures, Stats};
+use crate::rerank::{RerankFailure, Reranker, MAX_RERANK_TOP};
+use crate::stats::{process_stats, IndexFigures, Stage, Stats};
 
 /// Largest `ef` a request may ask for.
 pub const MAX_EF: usize = 4096;
@@ -68,6 +71,7 @@ pub(crate) struct App {
     pub admission: Admission,
     pub pool: Arc<Pool>,
     pub embedder: Option<Batcher>,
+    pub reranker: Option<Reranker>,
     pub stats: Arc<Stats>,
     pub reload_lock: tokio::sync::Mutex<()>,
 }
@@ -211,6 +215,8 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
         "requests": s.totals(),
         "collections": collections,
         "embedder": app.embedder.as_ref().map(|b| serde_json::json!({"model": b.record, "batching": b.stats.json()})),
+        "reranker": app.reranker.as_ref().map(|r| r.info()),
+        "stages": s.stages(),
         "inflight": app.inflight(),
         "queued": app.admission.queued(),
         "running": app.pool.running(),
@@ -374,6 +380,10 @@ struct SearchBody {
     #[serde(default)]
     mode: Option<String>,
     #[serde(default)]
+    fusion: Option<serde_json::Value>,
+    #[serde(default)]
+    rerank: Option<serde_json::Value>,
+    #[serde(default)]
     filter: Option<serde_json::Value>,
 }
 
@@ -400,11 +410,178 @@ enum QuerySpec {
     Text(String),
 }
 
+/// How a search retrieves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Dense,
+    Lexical,
+    Hybrid,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Dense => "dense",
+            Mode::Lexical => "lexical",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
 struct SearchSpec {
     query: QuerySpec,
     k: usize,
     ef: usize,
     fields: FieldsWanted,
+    /// As asked; `None` picks the default for the query and collection.
+    mode: Option<Mode>,
+    fusion: Fusion,
+    /// Candidates from each side of a hybrid search.
+    window: usize,
+    /// Rerank the top this many hits.
+    rerank: Option<usize>,
+}
+
+/// The fusion of a hybrid search when the request gives none: RRF with rank constant 60
+/// over 100 candidates per side (README "Lexical and hybrid search" gives the measurements
+/// behind this choice).
+pub const DEFAULT_FUSION: Fusion = fusion::DEFAULT_FUSION;
+
+fn number(name: &str, v: &serde_json::Value) -> Result<f64, ApiError> {
+    v.as_f64()
+        .filter(|x| x.is_finite())
+        .ok_or_else(|| ApiError::invalid(format!("{name} must be a number, got {v}")))
+}
+
+fn object<'a>(
+    name: &str,
+    v: &'a serde_json::Value,
+    keys: &[&str],
+) -> Result<&'a serde_json::Map<String, serde_json::Value>, ApiError> {
+    let Some(o) = v.as_object() else {
+        return Err(ApiError::invalid(format!(
+            "{name} must be an object, got {v}"
+        )));
+    };
+    if let Some(bad) = o.keys().find(|k| !keys.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "{name}: unknown key {bad:?} (known: {})",
+            keys.join(", ")
+        )));
+    }
+    Ok(o)
+}
+
+fn int_in(name: &str, v: &serde_json::Value, lo: u64, hi: u64) -> Result<usize, ApiError> {
+    match v {
+        serde_json::Value::Number(n) => ranged(name, n, lo, hi),
+        other => Err(ApiError::invalid(format!(
+            "{name} must be an integer between {lo} and {hi}, got {other}"
+        ))),
+    }
+}
+
+/// `fusion`: `{"method": "rrf", "k": 60, "window": 100}` or `{"method": "weighted",
+/// "weights": {"dense": 0.7, "lexical": 0.3}, "normalize": "minmax"|"zscore", "window": 100}`.
+fn parse_fusion(v: Option<&serde_json::Value>) -> Result<(Fusion, usize), ApiError> {
+    let Some(v) = v else {
+        return Ok((DEFAULT_FUSION, fusion::DEFAULT_WINDOW));
+    };
+    let o = object(
+        "fusion",
+        v,
+        &["method", "k", "window", "weights", "normalize"],
+    )?;
+    let window = match o.get("window") {
+        Some(w) => int_in("fusion.window", w, 1, fusion::MAX_WINDOW as u64)?,
+        None => fusion::DEFAULT_WINDOW,
+    };
+    let method = match o.get("method") {
+        None => "rrf",
+        Some(serde_json::Value::String(m)) => m.as_str(),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "fusion.method must be \"rrf\" or \"weighted\", got {other}"
+            )))
+        }
+    };
+    let f = match method {
+        "rrf" => {
+            if let Some(k) = ["weights", "normalize"]
+                .iter()
+                .find(|k| o.contains_key(**k))
+            {
+                return Err(ApiError::invalid(format!(
+                    "fusion.{k} applies to method \"weighted\", not \"rrf\""
+                )));
+            }
+            Fusion::Rrf {
+                rank_constant: match o.get("k") {
+                    Some(k) => int_in("fusion.k", k, 1, 1_000_000)? as u32,
+                    None => fusion::DEFAULT_RANK_CONSTANT,
+                },
+            }
+        }
+        "weighted" | "linear" => {
+            if o.contains_key("k") {
+                return Err(ApiError::invalid(
+                    "fusion.k (the RRF rank constant) applies to method \"rrf\", not \"weighted\"",
+                ));
+            }
+            let (dense, lexical) = match o.get("weights") {
+                None => (0.5, 0.5),
+                Some(w) => {
+                    let wo = object("fusion.weights", w, &["dense", "lexical"])?;
+                    let get = |side: &str| match wo.get(side) {
+                        Some(x) => number(&format!("fusion.weights.{side}"), x),
+                        None => Ok(0.0),
+                    };
+                    (get("dense")?, get("lexical")?)
+                }
+            };
+            let normalize = match o.get("normalize") {
+                None => Normalize::MinMax,
+                Some(serde_json::Value::String(n)) => Normalize::parse(n).ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "fusion.normalize must be \"minmax\" or \"zscore\", got {n:?}"
+                    ))
+                })?,
+                Some(other) => {
+                    return Err(ApiError::invalid(format!(
+                        "fusion.normalize must be \"minmax\" or \"zscore\", got {other}"
+                    )))
+                }
+            };
+            Fusion::Weighted {
+                dense: dense as f32,
+                lexical: lexical as f32,
+                normalize,
+            }
+        }
+        m => {
+            return Err(ApiError::invalid(format!(
+                "unknown fusion method {m:?}; methods are \"rrf\" and \"weighted\""
+            )))
+        }
+    };
+    f.validate().map_err(ApiError::invalid)?;
+    Ok((f, window))
+}
+
+/// `rerank`: `{"top": N}` with 1 <= N <= MAX_RERANK_TOP.
+fn parse_rerank(v: Option<&serde_json::Value>) -> Result<Option<usize>, ApiError> {
+    match v {
+        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => Ok(None),
+        Some(v) => {
+            let o = object("rerank", v, &["top"])?;
+            match o.get("top") {
+                None => Err(ApiError::invalid(
+                    "rerank needs \"top\": how many of the first hits to rerank",
+                )),
+                Some(t) => Ok(Some(int_in("rerank.top", t, 1, MAX_RERANK_TOP as u64)?)),
+            }
+        }
+    }
 }
 
 /// Longest query text accepted, in bytes (the embedder's window is far shorter; this only
@@ -479,17 +656,27 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
         Some(n) => ranged("ef", n, 1, MAX_EF as u64)?,
         None => default_ef,
     };
-    match b.mode.as_deref() {
-        None | Some("dense") => {}
-        Some(m @ ("lexical" | "hybrid")) => {
-            return Err(ApiError::invalid(format!(
-                "mode {m:?} needs a lexical index, which this collection does not have; use mode \"dense\""
-            )))
-        }
+    let mode = match b.mode.as_deref() {
+        None => None,
+        Some("dense") => Some(Mode::Dense),
+        Some("lexical") => Some(Mode::Lexical),
+        Some("hybrid") => Some(Mode::Hybrid),
         Some(m) => {
             return Err(ApiError::invalid(format!(
                 "unknown mode {m:?}; modes are \"dense\", \"lexical\" and \"hybrid\""
             )))
+        }
+    };
+    if b.fusion.is_some() && mode.is_some_and(|m| m != Mode::Hybrid) {
+        return Err(ApiError::invalid("fusion applies to mode \"hybrid\" only"));
+    }
+    let (fusion, window) = parse_fusion(b.fusion.as_ref())?;
+    let rerank = parse_rerank(b.rerank.as_ref())?;
+    if let Some(top) = rerank {
+        if top < k {
+            return Err(ApiError::invalid(format!(
+                "rerank.top ({top}) must be at least k ({k}): the reply is the first k of the reranked hits"
+            )));
         }
     }
     if b.filter.is_some() {
@@ -521,11 +708,28 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
     } else {
         unreachable!("exactly one was given")
     };
+    if !matches!(query, QuerySpec::Text(_)) {
+        if let Some(m @ (Mode::Lexical | Mode::Hybrid)) = mode {
+            return Err(ApiError::invalid(format!(
+                "mode {:?} searches text: give \"text\", not a vector, qidx or id",
+                m.name()
+            )));
+        }
+        if rerank.is_some() {
+            return Err(ApiError::invalid(
+                "rerank scores (query text, document text) pairs: it needs a \"text\" query",
+            ));
+        }
+    }
     Ok(SearchSpec {
         query,
         k,
         ef,
         fields,
+        mode,
+        fusion,
+        window,
+        rerank,
     })
 }
 
@@ -541,9 +745,14 @@ fn arrival_of(req: &Request) -> Instant {
 /// What a search answered, for the reply.
 pub(crate) struct Answer {
     pub hits: Vec<ScoredDoc>,
+    pub mode: Mode,
     pub embed_us: u64,
     pub search_us: u64,
+    pub stages: StageTimes,
+    pub rerank_us: u64,
     pub truncated: bool,
+    /// The query text was cut to the lexical limits.
+    pub lexical_truncated: bool,
     /// Texts embedded together with this one (0 for vector queries).
     pub embed_batch: usize,
 }
@@ -599,6 +808,47 @@ fn overloaded(app: &App) -> ApiError {
     )
 }
 
+/// The mode a text query runs in: as asked when the collection and server can, else the
+/// default (hybrid with a model and a lexical index, dense with a model only, lexical with
+/// a lexical index only).
+fn text_mode(
+    asked: Option<Mode>,
+    backend: &dyn SearchBackend,
+    has_model: bool,
+) -> Result<Mode, ApiError> {
+    let lexical = backend.can_search_text();
+    let no_model = "text queries in mode \"dense\" or \"hybrid\" need a model: start the server with --model DIR";
+    match asked {
+        Some(Mode::Dense) if !has_model => Err(ApiError::invalid(no_model)),
+        Some(Mode::Dense) => Ok(Mode::Dense),
+        Some(Mode::Lexical) => lexical.map(|_| Mode::Lexical).map_err(ApiError::invalid),
+        Some(Mode::Hybrid) => {
+            lexical.map_err(ApiError::invalid)?;
+            if has_model {
+                Ok(Mode::Hybrid)
+            } else {
+                Err(ApiError::invalid(no_model))
+            }
+        }
+        None => match (has_model, lexical.is_ok()) {
+            (true, true) => Ok(Mode::Hybrid),
+            (true, false) => Ok(Mode::Dense),
+            (false, true) => Ok(Mode::Lexical),
+            (false, false) => Err(ApiError::invalid(
+                "text queries need a model (start the server with --model DIR) or a collection with a lexical index",
+            )),
+        },
+    }
+}
+
+/// The stored text of a hit (for rerank): the string value of `field` in its fields.
+fn hit_text(fields: Option<&[u8]>, field: &str) -> String {
+    fields
+        .and_then(|f| serde_json::from_slice::<serde_json::Value>(f).ok())
+        .and_then(|v| v.get(field).and_then(|t| t.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
 async fn search_inner(
     app: &App,
     slot: &Slot,
@@ -618,11 +868,30 @@ async fn search_inner(
     let mut embed_us = 0u64;
     let mut truncated = false;
     let mut embed_batch = 0usize;
-    // Admission control: a place at once, or 503 at once. Text queries hold it while they
-    // are embedded, so text and vector requests share one budget.
     let (query, text) = match spec.query {
         QuerySpec::Text(t) => (None, Some(t)),
         other => (Some(other), None),
+    };
+    let mode = match &text {
+        Some(_) => text_mode(spec.mode, &**backend, app.embedder.is_some())?,
+        None => Mode::Dense,
+    };
+    // Rerank reads each hit's stored text; it needs the model and the field.
+    let rerank = match spec.rerank {
+        None => None,
+        Some(top) => {
+            let Some(reranker) = &app.reranker else {
+                return Err(ApiError::invalid(
+                    "rerank needs a cross-encoder: start the server with --rerank-model DIR",
+                ));
+            };
+            let Some(field) = backend.text_field() else {
+                return Err(ApiError::invalid(
+                    "rerank reads each hit's stored text, and this collection has no text field",
+                ));
+            };
+            Some((reranker, top, field))
+        }
     };
     let query = match query {
         None => None,
@@ -670,9 +939,12 @@ async fn search_inner(
         }
         Some(QuerySpec::Text(_)) => unreachable!("text was taken out above"),
     };
+    // Admission control: a place at once, or 503 at once. Text queries hold it while they
+    // are embedded (and reranked), so text and vector requests share one budget.
     let permit = app.admission.try_admit().ok_or_else(|| overloaded(app))?;
-    let query = match (query, text) {
+    let query = match (query, text.clone()) {
         (Some(q), _) => q,
+        (None, Some(t)) if mode == Mode::Lexical => QueryInput::Lexical(t),
         (None, Some(t)) => {
             let Some(batcher) = &app.embedder else {
                 return Err(ApiError::invalid(
@@ -680,12 +952,16 @@ async fn search_inner(
                 ));
             };
             let t0 = Instant::now();
-            let e = batcher.embed(t, deadline).await.map_err(|f| match f {
-                EmbedFailure::Busy => overloaded(app),
-                EmbedFailure::Deadline => deadline_error(app, true),
-                EmbedFailure::Failed(m) => ApiError::new(Code::Internal, m),
-            })?;
+            let e = batcher
+                .embed(t.clone(), deadline)
+                .await
+                .map_err(|f| match f {
+                    EmbedFailure::Busy => overloaded(app),
+                    EmbedFailure::Deadline => deadline_error(app, true),
+                    EmbedFailure::Failed(m) => ApiError::new(Code::Internal, m),
+                })?;
             embed_us = t0.elapsed().as_micros() as u64;
+            app.stats.record_stage(Stage::Embed, embed_us);
             truncated = e.truncated;
             embed_batch = e.batch;
             if e.vector.len() != dim {
@@ -694,28 +970,95 @@ async fn search_inner(
                     e.vector.len()
                 )));
             }
-            QueryInput::Vector(e.vector)
+            if mode == Mode::Hybrid {
+                QueryInput::Hybrid {
+                    text: t,
+                    vector: e.vector,
+                    fusion: spec.fusion,
+                    window: spec.window,
+                }
+            } else {
+                QueryInput::Vector(e.vector)
+            }
         }
         (None, None) => unreachable!("one query was given"),
     };
+    let (k, fields) = match &rerank {
+        // Retrieve the reranked window, with every stored field (the text is read from
+        // them; the reply's fields are selected afterwards).
+        Some((_, top, _)) => (*top, FieldsWanted::All),
+        None => (spec.k, spec.fields.clone()),
+    };
     let t1 = Instant::now();
-    let hits = backend
+    let out = backend
         .search(SearchRequest {
             query,
-            k: spec.k,
+            k,
             ef: spec.ef,
             oversample: app.cfg.oversample,
-            fields: spec.fields,
+            fields,
             deadline,
             permit: Some(permit),
         })
         .await
         .map_err(|e| backend_error(app, e))?;
+    let search_us = t1.elapsed().as_micros() as u64;
+    for (stage, us) in [
+        (Stage::Dense, out.stages.dense_us),
+        (Stage::Lexical, out.stages.lexical_us),
+        (Stage::Fuse, out.stages.fuse_us),
+    ] {
+        if us > 0 || (stage == Stage::Fuse && mode == Mode::Hybrid) {
+            app.stats.record_stage(stage, us);
+        }
+    }
+    let mut hits = out.hits;
+    let mut rerank_us = 0;
+    if let (Some((reranker, _, field)), Some(text)) = (rerank, text) {
+        // The admission place was released with the search; rerank is bounded by the
+        // reranker's one-at-a-time turn and the deadline instead.
+        let passages: Vec<String> = hits
+            .iter()
+            .map(|h| hit_text(h.fields.as_deref(), &field))
+            .collect();
+        let t2 = Instant::now();
+        let scores = reranker
+            .score(text, passages, deadline)
+            .await
+            .map_err(|f| match f {
+                RerankFailure::Deadline => ApiError::new(
+                    Code::DeadlineExceeded,
+                    format!(
+                        "the rerank stage could not finish within the deadline ({} ms)",
+                        app.cfg.timeout.as_millis()
+                    ),
+                ),
+                RerankFailure::Failed(m) => ApiError::new(Code::Internal, m),
+            })?;
+        rerank_us = t2.elapsed().as_micros() as u64;
+        app.stats.record_stage(Stage::Rerank, rerank_us);
+        hits = crate::rerank::reorder(hits, &scores)
+            .into_iter()
+            .take(spec.k)
+            .map(|(mut h, s)| {
+                h.score = s;
+                h.fields = match &spec.fields {
+                    FieldsWanted::All => h.fields,
+                    w => h.fields.as_deref().and_then(|f| select_fields(f, w)),
+                };
+                h
+            })
+            .collect();
+    }
     Ok(Answer {
         hits,
+        mode,
         embed_us,
-        search_us: t1.elapsed().as_micros() as u64,
+        search_us,
+        stages: out.stages,
+        rerank_us,
         truncated,
+        lexical_truncated: out.lexical_truncated,
         embed_batch,
     })
 }
@@ -741,7 +1084,9 @@ fn write_id(out: &mut Vec<u8>, id: &DocId, ints: &mut itoa::Buffer) {
     }
 }
 
-/// `{"hits":[{"id":..,"score":..[,"fields":{..}]}],"took_us":..,"timings_us":{..}}`
+const LEXICAL_TRUNCATED: &[u8] = b"\"the query text is longer than lexical search reads (4096 characters, 256 distinct terms); the rest was ignored\"";
+
+/// `{"hits":[{"id":..,"score":..[,"fields":{..}]}],"took_us":..,"timings_us":{..},"mode":..}`
 /// written directly into one buffer.
 pub(crate) fn answer_json(a: &Answer, took_us: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + a.hits.len() * 40);
@@ -772,15 +1117,34 @@ pub(crate) fn answer_json(a: &Answer, took_us: u64) -> Vec<u8> {
     out.extend_from_slice(ints.format(a.embed_us).as_bytes());
     out.extend_from_slice(b",\"search\":");
     out.extend_from_slice(ints.format(a.search_us).as_bytes());
+    for (name, us) in [
+        (&b",\"dense\":"[..], a.stages.dense_us),
+        (b",\"lexical\":", a.stages.lexical_us),
+        (b",\"fuse\":", a.stages.fuse_us),
+        (b",\"rerank\":", a.rerank_us),
+    ] {
+        out.extend_from_slice(name);
+        out.extend_from_slice(ints.format(us).as_bytes());
+    }
     out.push(b'}');
+    out.extend_from_slice(b",\"mode\":\"");
+    out.extend_from_slice(a.mode.name().as_bytes());
+    out.push(b'"');
     if a.embed_batch > 0 {
         out.extend_from_slice(b",\"embed_batch\":");
         out.extend_from_slice(ints.format(a.embed_batch).as_bytes());
     }
+    let mut warnings: Vec<&[u8]> = Vec::new();
     if a.truncated {
-        out.extend_from_slice(
-            b",\"warnings\":[\"the query text is longer than the model's window and was truncated\"]",
-        );
+        warnings.push(b"\"the query text is longer than the model's window and was truncated\"");
+    }
+    if a.lexical_truncated {
+        warnings.push(LEXICAL_TRUNCATED);
+    }
+    if !warnings.is_empty() {
+        out.extend_from_slice(b",\"warnings\":[");
+        out.extend_from_slice(&warnings.join(&b","[..]));
+        out.push(b']');
     }
     out.push(b'}');
     out

@@ -11,7 +11,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use searchd_collection::{Collection, DocId, ModelRecord};
+use searchd_collection::fusion::Fusion;
+use searchd_collection::{Collection, DocHit, DocId, HybridError, ModelRecord};
 use searchd_engine::{SearchError, SearchParams};
 use searchd_vecio::Vectors;
 
@@ -28,6 +29,16 @@ pub enum QueryInput {
     Row(Arc<Vectors>, usize),
     /// The stored vector of this document, which is left out of the hits.
     Stored(DocId),
+    /// BM25 over the text field.
+    Lexical(String),
+    /// Dense (`vector`, embedded from `text`) and lexical (`text`) retrieval, fused.
+    Hybrid {
+        text: String,
+        vector: Vec<f32>,
+        fusion: Fusion,
+        /// Candidates taken from each side (raised to `k`).
+        window: usize,
+    },
 }
 
 /// Which stored fields a hit or a get returns.
@@ -50,6 +61,32 @@ pub struct SearchRequest {
     pub deadline: Instant,
     /// The admission place; the backend drops it when the work is done, before replying.
     pub permit: Option<Permit>,
+}
+
+/// Time spent in each stage of a search, in microseconds (0 when the stage did not run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    pub dense_us: u64,
+    pub lexical_us: u64,
+    pub fuse_us: u64,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchOutput {
+    pub hits: Vec<ScoredDoc>,
+    pub stages: StageTimes,
+    /// The query text was cut to the lexical limits (`searchd_lexical::MAX_QUERY_CHARS`).
+    pub lexical_truncated: bool,
+}
+
+impl From<Vec<ScoredDoc>> for SearchOutput {
+    fn from(hits: Vec<ScoredDoc>) -> SearchOutput {
+        SearchOutput {
+            hits,
+            ..SearchOutput::default()
+        }
+    }
 }
 
 /// One hit: the document's own id, a higher-is-better score, fields if asked.
@@ -98,7 +135,16 @@ pub trait SearchBackend: Send + Sync + 'static {
     fn can_search_by_id(&self) -> Result<(), String> {
         Ok(())
     }
-    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>>;
+    /// Whether lexical (BM25) search works here (`mode` lexical and hybrid); `Err` says why
+    /// not. Default: it does not.
+    fn can_search_text(&self) -> Result<(), String> {
+        Err("this collection has no lexical index; use mode \"dense\"".into())
+    }
+    /// The stored field that holds each document's text (what rerank reads).
+    fn text_field(&self) -> Option<String> {
+        None
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>>;
     fn get(&self, id: DocId, fields: FieldsWanted)
         -> BoxFuture<'_, Result<Document, BackendError>>;
 }
@@ -166,34 +212,11 @@ fn storage_error(e: &SearchError) -> BackendError {
     }
 }
 
-fn search_local(
+fn to_scored(
     coll: &Collection,
-    query: QueryInput,
-    k: usize,
-    ef: usize,
-    oversample: Option<f32>,
-    deadline: Instant,
+    hits: Vec<DocHit>,
     fields: &FieldsWanted,
 ) -> Result<Vec<ScoredDoc>, BackendError> {
-    let mut params = SearchParams::new(k, ef.max(k));
-    params.deadline = Some(deadline);
-    params.oversample = oversample;
-    let hits = match query {
-        QueryInput::Vector(v) => coll.search(&v, &params, None),
-        QueryInput::Row(m, i) => coll.search(m.row(i), &params, None),
-        QueryInput::Stored(id) => {
-            let Some(r) = coll.lookup(&id) else {
-                return Err(not_found(coll, &id));
-            };
-            let v = match coll.vector(r) {
-                Ok(Some(v)) => v,
-                Ok(None) => return Err(not_found(coll, &id)),
-                Err(e) => return Err(storage_error(&e)),
-            };
-            coll.search(&v, &params, Some(r))
-        }
-    }
-    .map_err(|e| storage_error(&e))?;
     hits.into_iter()
         .map(|h| {
             let id = coll
@@ -215,6 +238,122 @@ fn search_local(
             })
         })
         .collect()
+}
+
+fn lexical_error(e: searchd_collection::Error) -> BackendError {
+    if e.is_input() {
+        BackendError::Invalid(e.to_string())
+    } else {
+        BackendError::Internal(e.to_string())
+    }
+}
+
+fn micros(t: Instant) -> u64 {
+    t.elapsed().as_micros() as u64
+}
+
+struct Local<'a> {
+    coll: &'a Collection,
+    k: usize,
+    ef: usize,
+    oversample: Option<f32>,
+    deadline: Instant,
+}
+
+impl Local<'_> {
+    fn dense(&self, query: &[f32], k: usize) -> Result<Vec<DocHit>, BackendError> {
+        let mut params = SearchParams::new(k, self.ef.max(k));
+        params.deadline = Some(self.deadline);
+        params.oversample = self.oversample;
+        self.coll
+            .search(query, &params, None)
+            .map_err(|e| storage_error(&e))
+    }
+
+    fn run(&self, query: QueryInput) -> Result<(Vec<DocHit>, StageTimes, bool), BackendError> {
+        let coll = self.coll;
+        let mut st = StageTimes::default();
+        let t = Instant::now();
+        let dense = |hits| {
+            let st = StageTimes {
+                dense_us: micros(t),
+                ..StageTimes::default()
+            };
+            Ok((hits, st, false))
+        };
+        match query {
+            QueryInput::Vector(v) => dense(self.dense(&v, self.k)?),
+            QueryInput::Row(m, i) => dense(self.dense(m.row(i), self.k)?),
+            QueryInput::Stored(id) => {
+                let Some(r) = coll.lookup(&id) else {
+                    return Err(not_found(coll, &id));
+                };
+                let v = match coll.vector(r) {
+                    Ok(Some(v)) => v,
+                    Ok(None) => return Err(not_found(coll, &id)),
+                    Err(e) => return Err(storage_error(&e)),
+                };
+                let mut params = SearchParams::new(self.k, self.ef.max(self.k));
+                params.deadline = Some(self.deadline);
+                params.oversample = self.oversample;
+                dense(
+                    coll.search(&v, &params, Some(r))
+                        .map_err(|e| storage_error(&e))?,
+                )
+            }
+            QueryInput::Lexical(text) => {
+                let r = coll
+                    .search_lexical(&text, self.k, None)
+                    .map_err(lexical_error)?;
+                st.lexical_us = micros(t);
+                Ok((r.hits, st, r.truncated))
+            }
+            QueryInput::Hybrid {
+                text,
+                vector,
+                fusion,
+                window,
+            } => {
+                let mut params = SearchParams::new(self.k, self.ef.max(self.k));
+                params.deadline = Some(self.deadline);
+                params.oversample = self.oversample;
+                let r = coll
+                    .search_hybrid(&text, &vector, &params, &fusion, window)
+                    .map_err(|e| match e {
+                        HybridError::Dense(e) => storage_error(&e),
+                        HybridError::Lexical(e) => lexical_error(e),
+                    })?;
+                st.dense_us = r.dense_us;
+                st.lexical_us = r.lexical_us;
+                st.fuse_us = r.fuse_us;
+                Ok((r.hits.iter().map(|f| f.hit()).collect(), st, r.truncated))
+            }
+        }
+    }
+}
+
+fn search_local(
+    coll: &Collection,
+    query: QueryInput,
+    k: usize,
+    ef: usize,
+    oversample: Option<f32>,
+    deadline: Instant,
+    fields: &FieldsWanted,
+) -> Result<SearchOutput, BackendError> {
+    let local = Local {
+        coll,
+        k,
+        ef,
+        oversample,
+        deadline,
+    };
+    let (hits, stages, lexical_truncated) = local.run(query)?;
+    Ok(SearchOutput {
+        hits: to_scored(coll, hits, fields)?,
+        stages,
+        lexical_truncated,
+    })
 }
 
 impl SearchBackend for LocalBackend {
@@ -239,7 +378,13 @@ impl SearchBackend for LocalBackend {
             )
         }
     }
-    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>> {
+    fn can_search_text(&self) -> Result<(), String> {
+        self.coll.check_lexical().map_err(|e| e.to_string())
+    }
+    fn text_field(&self) -> Option<String> {
+        self.coll.manifest()?.text_field.clone()
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
         let coll = self.coll.clone();
         Box::pin(async move {
             let SearchRequest {

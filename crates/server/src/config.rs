@@ -102,6 +102,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
 
+    /// Cross-encoder model directory (a Hugging Face BertForSequenceClassification with one
+    /// label, e.g. cross-encoder/ms-marco-MiniLM-L-6-v2) for `"rerank": {"top": N}`.
+    #[arg(long, value_name = "DIR")]
+    pub rerank_model: Option<PathBuf>,
+
     /// Text queries: how long the batcher waits for more texts after the first, in
     /// microseconds.
     #[arg(long, default_value_t = 2000, value_name = "US")]
@@ -245,6 +250,8 @@ pub struct ServerConfig {
     pub more: Vec<(String, IndexSource)>,
     /// Embedder for text queries.
     pub embedder: Option<Arc<dyn TextEmbed>>,
+    /// Cross-encoder for `rerank` (none: rerank requests are refused with 400).
+    pub reranker: Option<Arc<dyn crate::rerank::TextRerank>>,
     /// Text queries: batching window and largest batch.
     pub embed_window: Duration,
     pub embed_batch: usize,
@@ -295,6 +302,7 @@ impl ServerConfig {
             name: None,
             more: Vec::new(),
             embedder: None,
+            reranker: None,
             embed_window: crate::embedq::DEFAULT_EMBED_WINDOW,
             embed_batch: crate::embedq::DEFAULT_EMBED_BATCH,
             load: LoadOptions::default(),

@@ -60,6 +60,7 @@ mod embedq;
 mod error;
 mod net;
 mod pool;
+mod rerank;
 mod stats;
 
 use std::future::Future;
@@ -73,10 +74,11 @@ use tokio::net::TcpListener;
 
 pub use backend::{
     BackendError, BoxFuture, Document, FieldsWanted, LocalBackend, QueryInput, ScoredDoc,
-    SearchBackend, SearchRequest,
+    SearchBackend, SearchOutput, SearchRequest, StageTimes,
 };
 pub use embedq::{TextEmbed, DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
 pub use pool::Permit;
+pub use rerank::{TextRerank, MAX_RERANK_TOP};
 
 pub use api::{DEFAULT_K, MAX_EF};
 pub use config::{
@@ -182,6 +184,7 @@ where
         admission: pool::Admission::new(config.max_inflight, config.queue),
         pool,
         embedder,
+        reranker: config.reranker.clone().map(rerank::Reranker::new),
         stats: stats::Stats::new(),
         reload_lock: tokio::sync::Mutex::new(()),
     });
@@ -304,7 +307,13 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     fn can_search_by_id(&self) -> Result<(), String> {
         (**self).can_search_by_id()
     }
-    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>> {
+    fn can_search_text(&self) -> Result<(), String> {
+        (**self).can_search_text()
+    }
+    fn text_field(&self) -> Option<String> {
+        (**self).text_field()
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
         (**self).search(req)
     }
     fn get(
@@ -423,16 +432,19 @@ pub async fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Sen
 /// bind `--addr`, install SIGTERM/SIGINT handling and serve until a signal; returns `Ok`
 /// after a graceful drain.
 pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
-    run_blocking_with(args, None)
+    run_blocking_with(args, None, None)
 }
 
-/// [`run_blocking`] with an embedder for text queries (the binary loads `--model`).
+/// [`run_blocking`] with an embedder for text queries (the binary loads `--model`) and a
+/// cross-encoder for rerank (`--rerank-model`).
 pub fn run_blocking_with(
     args: &ServeArgs,
     embedder: Option<Arc<dyn TextEmbed>>,
+    reranker: Option<Arc<dyn TextRerank>>,
 ) -> Result<(), ServerError> {
     let mut config = ServerConfig::from_args(args)?;
     config.embedder = embedder;
+    config.reranker = reranker;
     if let Err(e) = raise_nofile_limit() {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram as PromHistogram;
 use prometheus_client::registry::Registry;
@@ -65,6 +66,45 @@ impl Window {
     }
 }
 
+/// A stage of a search, timed separately (`/stats` `stages`, `/metrics`
+/// `searchd_search_stage_duration_seconds{stage=...}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Embed,
+    Dense,
+    Lexical,
+    Fuse,
+    Rerank,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 5] = [
+        Stage::Embed,
+        Stage::Dense,
+        Stage::Lexical,
+        Stage::Fuse,
+        Stage::Rerank,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Embed => "embed",
+            Stage::Dense => "dense",
+            Stage::Lexical => "lexical",
+            Stage::Fuse => "fuse",
+            Stage::Rerank => "rerank",
+        }
+    }
+}
+
+const STAGE_BUCKETS: [f64; 16] = [
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0,
+];
+
+fn stage_histogram() -> PromHistogram {
+    PromHistogram::new(STAGE_BUCKETS)
+}
+
 /// Everything counted about requests.
 pub(crate) struct Stats {
     started: Instant,
@@ -73,6 +113,10 @@ pub(crate) struct Stats {
     window: Mutex<Window>,
     /// Latency of every `/search` answer, whatever its status.
     search_seconds: PromHistogram,
+    /// Time in each stage, per stage (every search that ran it).
+    stage_seconds: Family<Vec<(String, String)>, PromHistogram, fn() -> PromHistogram>,
+    /// The last minute of each stage's times, for `/stats`.
+    stage_window: [Mutex<Window>; Stage::ALL.len()],
     pub registry: Registry,
 }
 
@@ -96,12 +140,21 @@ impl Stats {
             "Time from the arrival of a POST /search request to its reply, any status",
             search_seconds.clone(),
         );
+        let stage_seconds: Family<Vec<(String, String)>, PromHistogram, fn() -> PromHistogram> =
+            Family::new_with_constructor(stage_histogram);
+        registry.register(
+            "searchd_search_stage_duration_seconds",
+            "Time spent in one stage of a search (embed, dense, lexical, fuse, rerank)",
+            stage_seconds.clone(),
+        );
         Arc::new(Stats {
             started: Instant::now(),
             by_code: std::array::from_fn(|_| AtomicU64::new(0)),
             reloads: AtomicU64::new(0),
             window: Mutex::new(Window::new()),
             search_seconds,
+            stage_seconds,
+            stage_window: std::array::from_fn(|_| Mutex::new(Window::new())),
             registry,
         })
     }
@@ -126,6 +179,39 @@ impl Stats {
             let second = arrival.saturating_duration_since(self.started).as_secs();
             self.window.lock().record(second, took.as_micros() as u64);
         }
+    }
+
+    /// Record the time one stage of a search took.
+    pub fn record_stage(&self, stage: Stage, us: u64) {
+        self.stage_seconds
+            .get_or_create(&vec![("stage".to_string(), stage.name().to_string())])
+            .observe(us as f64 / 1e6);
+        let second = self.uptime().as_secs();
+        self.stage_window[stage as usize]
+            .lock()
+            .record(second, us.max(1));
+    }
+
+    /// `/stats` `stages`: per stage over the last minute, `{count, p50_ms, p99_ms}`.
+    pub fn stages(&self) -> serde_json::Value {
+        let now = self.uptime().as_secs();
+        let mut o = serde_json::Map::new();
+        for st in Stage::ALL {
+            let h = self.stage_window[st as usize].lock().merged(now);
+            let n = h.len();
+            let ms = |q: f64| {
+                if n == 0 {
+                    0.0
+                } else {
+                    h.value_at_quantile(q) as f64 / 1000.0
+                }
+            };
+            o.insert(
+                st.name().into(),
+                serde_json::json!({"count": n, "p50_ms": ms(0.5), "p99_ms": ms(0.99), "mean_ms": if n == 0 { 0.0 } else { h.mean() / 1000.0 }}),
+            );
+        }
+        serde_json::Value::Object(o)
     }
 
     /// Percentiles and throughput of successful searches over the last minute.

@@ -13,7 +13,7 @@ use searchd_collection::ingest::{ingest, Embed, IngestConfig};
 use searchd_collection::{DocId, ModelRecord};
 use searchd_server::{
     BackendError, BoxFuture, Document, FieldsWanted, IndexSource, QueryInput, ScoredDoc,
-    SearchBackend, SearchRequest, ServerConfig, TextEmbed,
+    SearchBackend, SearchOutput, SearchRequest, ServerConfig, TextEmbed,
 };
 use serde_json::{json, Value};
 
@@ -344,7 +344,7 @@ impl SearchBackend for Canned {
     fn model(&self) -> Option<ModelRecord> {
         None
     }
-    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<Vec<ScoredDoc>, BackendError>> {
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
         self.searches.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             match req.query {
@@ -363,7 +363,8 @@ impl SearchBackend for Canned {
                         score: 0.5,
                         fields: None,
                     },
-                ]),
+                ]
+                .into()),
             }
         })
     }
