@@ -1,7 +1,8 @@
 //! A compact BERT encoder forward pass on candle-core / candle-nn (CPU, f32).
 //!
-//! Only what a sentence-transformers encoder needs: embeddings (word + position + token
-//! type 0) with LayerNorm, then `num_hidden_layers` post-LN transformer blocks. Q, K and V
+//! Only what a sentence-transformers encoder or a cross-encoder needs: embeddings (word +
+//! position + token type; type 0 throughout unless segment ids are given) with LayerNorm,
+//! then `num_hidden_layers` post-LN transformer blocks. Q, K and V
 //! are fused into one `(h, 3h)` matmul at load time and every weight is stored transposed
 //! and contiguous, so each linear layer is one gemm over all `batch x seq` rows.
 
@@ -70,8 +71,8 @@ pub(crate) struct Bert {
     act: Act,
     word: Vec<f32>,
     pos: Vec<f32>,
-    /// Token type 0 row, `(h,)`.
-    type0: Vec<f32>,
+    /// Token type table, `(type_vocab_size, h)` row-major.
+    types: Vec<f32>,
     emb_norm: Norm,
     layers: Vec<Layer>,
     device: Device,
@@ -180,7 +181,13 @@ impl Bert {
             "embeddings.token_type_embeddings.weight",
             &[cfg.type_vocab_size, h],
         )?;
-        let type0 = types.get(0)?.to_vec1()?;
+        if cfg.type_vocab_size == 0 {
+            return Err(Error::Config {
+                path: file.with_file_name("config.json"),
+                msg: "type_vocab_size must be positive".into(),
+            });
+        }
+        let types = types.flatten_all()?.to_vec1()?;
         let word = word.flatten_all()?.to_vec1()?;
         let pos = pos.flatten_all()?.to_vec1()?;
         let emb_norm = w.norm("embeddings.LayerNorm", h)?;
@@ -209,7 +216,7 @@ impl Bert {
             act,
             word,
             pos,
-            type0,
+            types,
             emb_norm,
             layers,
             device: Device::Cpu,
@@ -217,14 +224,41 @@ impl Bert {
     }
 
     /// Runs the encoder on `b` sequences of `s` token ids each (row-major `ids`, padded
-    /// with anything), `lens[r]` real tokens in row `r`. Returns the last hidden state,
-    /// `b x s x h` row-major.
+    /// with anything), `lens[r]` real tokens in row `r`, all of token type 0. Returns the
+    /// last hidden state, `b x s x h` row-major.
     pub(crate) fn forward(
         &self,
         ids: &[u32],
         lens: &[usize],
         s: usize,
     ) -> candle_core::Result<Vec<f32>> {
+        self.run(ids, None, lens, s, false)?
+            .flatten_all()?
+            .to_vec1::<f32>()
+    }
+
+    /// Like [`Bert::forward`] with per-token segment ids (`type_ids`, same layout as `ids`,
+    /// each `< type_vocab_size`), returning only the `[CLS]` (position 0) row of the last
+    /// hidden state per sequence, `b x h` row-major. The last layer's attention output and
+    /// feed-forward run on those `b` rows only; every layer before it is needed in full.
+    pub(crate) fn forward_cls(
+        &self,
+        ids: &[u32],
+        type_ids: &[u32],
+        lens: &[usize],
+        s: usize,
+    ) -> candle_core::Result<Tensor> {
+        self.run(ids, Some(type_ids), lens, s, true)
+    }
+
+    fn run(
+        &self,
+        ids: &[u32],
+        type_ids: Option<&[u32]>,
+        lens: &[usize],
+        s: usize,
+        cls_only: bool,
+    ) -> candle_core::Result<Tensor> {
         let b = lens.len();
         let h = self.cfg.hidden_size;
         let nh = self.cfg.num_attention_heads;
@@ -234,31 +268,47 @@ impl Bert {
 
         let x = embed_norm(
             ids,
+            type_ids,
             lens,
             s,
             &self.word,
             &self.pos,
-            &self.type0,
+            &self.types,
             &self.emb_norm.g,
             &self.emb_norm.b,
             eps,
         );
         let mut x = Tensor::from_vec(x, (b * s, h), dev)?;
-        let attn = Attention {
-            lens,
-            s,
-            heads: nh,
-            scale: 1.0 / (hd as f32).sqrt(),
+        // Row 0 of each sequence out of `(b*s, h)`.
+        let cls_rows = |x: &Tensor| -> candle_core::Result<Tensor> {
+            x.reshape((b, s, h))?
+                .narrow(1, 0, 1)?
+                .contiguous()?
+                .reshape((b, h))
         };
-        for layer in &self.layers {
+        let n_layers = self.layers.len();
+        if cls_only && n_layers == 0 {
+            return cls_rows(&x);
+        }
+        for (li, layer) in self.layers.iter().enumerate() {
+            let last_cls = cls_only && li + 1 == n_layers;
+            let attn = Attention {
+                lens,
+                s,
+                heads: nh,
+                scale: 1.0 / (hd as f32).sqrt(),
+                cls_only: last_cls,
+            };
             // (b*s, 3h): q | k | v per row.
             let qkv = x.matmul(&layer.qkv.w_t)?.apply_op1_no_bwd(&BiasAct {
                 bias: &layer.qkv.b,
                 act: Act::None,
             })?;
+            // (b*s, h), or (b, h) for the [CLS] rows only.
             let ctx = qkv.apply_op1_no_bwd(&attn)?;
+            let resid = if last_cls { cls_rows(&x)? } else { x };
             let a = ctx.matmul(&layer.attn_out.w_t)?.apply_op2_no_bwd(
-                &x,
+                &resid,
                 &BiasResidualNorm {
                     bias: &layer.attn_out.b,
                     gamma: &layer.attn_norm.g,
@@ -280,7 +330,7 @@ impl Bert {
                 },
             )?;
         }
-        x.flatten_all()?.to_vec1::<f32>()
+        Ok(x)
     }
 
     /// Padded-window sanity: the largest sequence the position table allows.

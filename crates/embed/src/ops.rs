@@ -174,21 +174,24 @@ impl CustomOp2 for BiasResidualNorm<'_> {
     }
 }
 
-/// Embedding lookup: `LayerNorm(word[id] + pos[t] + type0)` for `b x s` ids; pad rows
-/// (t >= len) are left zero (nothing reads them: attention only looks at real keys).
+/// Embedding lookup: `LayerNorm(word[id] + pos[t] + types[type_id])` for `b x s` ids;
+/// `types` is the `(type_vocab, h)` table and `type_ids` the per-token segment ids
+/// (`None` = all 0, what a single-text encoder uses). Pad rows (t >= len) are left zero
+/// (nothing reads them: attention only looks at real keys).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn embed_norm(
     ids: &[u32],
+    type_ids: Option<&[u32]>,
     lens: &[usize],
     s: usize,
     word: &[f32],
     pos: &[f32],
-    type0: &[f32],
+    types: &[f32],
     gamma: &[f32],
     beta: &[f32],
     eps: f32,
 ) -> Vec<f32> {
-    let h = type0.len();
+    let h = gamma.len();
     let mut out = vec![0f32; ids.len() * h];
     let arch = pulp::Arch::new();
     out.par_chunks_mut(h)
@@ -202,7 +205,9 @@ pub(crate) fn embed_norm(
             let id = ids[row] as usize;
             let w = &word[id * h..(id + 1) * h];
             let p = &pos[t * h..(t + 1) * h];
-            for (((o, w), p), ty) in o.iter_mut().zip(w).zip(p).zip(type0) {
+            let tid = type_ids.map_or(0, |ty| ty[row] as usize);
+            let ty = &types[tid * h..(tid + 1) * h];
+            for (((o, w), p), ty) in o.iter_mut().zip(w).zip(p).zip(ty) {
                 *o = w + p + ty;
             }
             arch.dispatch(|| norm_row(o, gamma, beta, eps));
@@ -233,11 +238,14 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// `[q | k | v]` per row, heads contiguous inside each; output the context `(b*s, h)`
 /// before the output projection. Query row `t` of sequence `r` attends to keys
 /// `0..lens[r]` only (the same as an additive -inf mask on pads); pad query rows give 0.
+/// With `cls_only` only query row 0 of each sequence is computed and the output is
+/// `(b, h)` (a classifier head reads nothing else from the last layer).
 pub(crate) struct Attention<'a> {
     pub lens: &'a [usize],
     pub s: usize,
     pub heads: usize,
     pub scale: f32,
+    pub cls_only: bool,
 }
 
 impl CustomOp1 for Attention<'_> {
@@ -258,20 +266,26 @@ impl CustomOp1 for Attention<'_> {
         }
         let h = h3 / 3;
         let hd = h / nh;
-        let mut out = vec![0f32; rows * h];
+        let out_rows = if self.cls_only { self.lens.len() } else { rows };
+        let mut out = vec![0f32; out_rows * h];
         let arch = pulp::Arch::new();
         out.par_chunks_mut(h)
             .enumerate()
             .with_min_len(4)
             .for_each_init(
                 || vec![0f32; s],
-                |p, (row, o)| {
-                    let (r, t) = (row / s, row % s);
+                |p, (orow, o)| {
+                    let (r, t) = if self.cls_only {
+                        (orow, 0)
+                    } else {
+                        (orow / s, orow % s)
+                    };
                     let len = self.lens[r];
                     if t >= len {
                         return;
                     }
                     let base = r * s;
+                    let row = base + t;
                     let q_row = &qkv[row * h3..row * h3 + h];
                     arch.dispatch(|| {
                         for head in 0..nh {
@@ -302,7 +316,7 @@ impl CustomOp1 for Attention<'_> {
                     });
                 },
             );
-        Ok((CpuStorage::F32(out), Shape::from((rows, h))))
+        Ok((CpuStorage::F32(out), Shape::from((out_rows, h))))
     }
 }
 
