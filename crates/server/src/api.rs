@@ -440,6 +440,8 @@ struct SearchSpec {
     window: usize,
     /// Rerank the top this many hits.
     rerank: Option<usize>,
+    /// The text was cut to [`MAX_TEXT_CHARS`].
+    text_cut: bool,
 }
 
 /// The fusion of a hybrid search when the request gives none: RRF with rank constant 60
@@ -584,9 +586,11 @@ fn parse_rerank(v: Option<&serde_json::Value>) -> Result<Option<usize>, ApiError
     }
 }
 
-/// Longest query text accepted, in bytes (the embedder's window is far shorter; this only
-/// bounds the tokenizer's work).
-pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+/// Query texts longer than this many characters are cut to it (with a warning in the
+/// reply) before they are embedded or analysed, so a huge text costs bounded work. The
+/// embedder's window (256 tokens for MiniLM) and lexical search (4096 characters, 256
+/// distinct terms) read less than this anyway.
+pub const MAX_TEXT_CHARS: usize = 8192;
 
 /// A document id from JSON: an unsigned integer or a non-empty string.
 fn doc_id(name: &str, v: &serde_json::Value) -> Result<DocId, ApiError> {
@@ -685,6 +689,7 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
         ));
     }
     let fields = parse_fields(b.fields.as_ref())?;
+    let mut text_cut = false;
     let query = if let Some(v) = b.vector {
         QuerySpec::Vector(v.into_iter().map(|x| x as f32).collect())
     } else if let Some(q) = &b.qidx {
@@ -698,12 +703,13 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
         if t.trim().is_empty() {
             return Err(ApiError::invalid("text is empty"));
         }
-        if t.len() > MAX_TEXT_BYTES {
-            return Err(ApiError::invalid(format!(
-                "text is {} bytes; the limit is {MAX_TEXT_BYTES}",
-                t.len()
-            )));
-        }
+        let t = match t.char_indices().nth(MAX_TEXT_CHARS) {
+            Some((cut, _)) => {
+                text_cut = true;
+                &t[..cut]
+            }
+            None => t,
+        };
         QuerySpec::Text(t.to_string())
     } else {
         unreachable!("exactly one was given")
@@ -730,6 +736,7 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
         fusion,
         window,
         rerank,
+        text_cut,
     })
 }
 
@@ -753,6 +760,8 @@ pub(crate) struct Answer {
     pub truncated: bool,
     /// The query text was cut to the lexical limits.
     pub lexical_truncated: bool,
+    /// The query text was cut to [`MAX_TEXT_CHARS`].
+    pub text_cut: bool,
     /// Texts embedded together with this one (0 for vector queries).
     pub embed_batch: usize,
 }
@@ -1037,6 +1046,15 @@ async fn search_inner(
             })?;
         rerank_us = t2.elapsed().as_micros() as u64;
         app.stats.record_stage(Stage::Rerank, rerank_us);
+        if Instant::now() > deadline {
+            return Err(ApiError::new(
+                Code::DeadlineExceeded,
+                format!(
+                    "the rerank stage finished after the deadline ({} ms); lower rerank.top",
+                    app.cfg.timeout.as_millis()
+                ),
+            ));
+        }
         hits = crate::rerank::reorder(hits, &scores)
             .into_iter()
             .take(spec.k)
@@ -1059,6 +1077,7 @@ async fn search_inner(
         rerank_us,
         truncated,
         lexical_truncated: out.lexical_truncated,
+        text_cut: spec.text_cut,
         embed_batch,
     })
 }
@@ -1137,6 +1156,11 @@ pub(crate) fn answer_json(a: &Answer, took_us: u64) -> Vec<u8> {
     let mut warnings: Vec<&[u8]> = Vec::new();
     if a.truncated {
         warnings.push(b"\"the query text is longer than the model's window and was truncated\"");
+    }
+    if a.text_cut {
+        warnings.push(
+            b"\"the query text is longer than 8192 characters; only the first 8192 were used\"",
+        );
     }
     if a.lexical_truncated {
         warnings.push(LEXICAL_TRUNCATED);

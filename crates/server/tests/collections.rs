@@ -85,7 +85,8 @@ const TEXTS: [&str; 6] = [
     "moon and tide and harbor lights",
 ];
 
-fn make_collection(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+/// A collection of `TEXTS`; with `lexical`, also its BM25 index (the ingest default).
+fn make_collection(dir: &std::path::Path, name: &str, lexical: bool) -> std::path::PathBuf {
     let docs = dir.join(format!("{name}.jsonl"));
     let mut f = std::fs::File::create(&docs).unwrap();
     for (i, t) in TEXTS.iter().enumerate() {
@@ -106,6 +107,9 @@ fn make_collection(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     let mut c = IngestConfig::new(&docs, &out);
     c.build.threads = 1;
     c.build.kind = searchd_engine::IndexKind::Flat;
+    if !lexical {
+        c.lexical = None;
+    }
     ingest(
         &c,
         Some(&Hash {
@@ -119,8 +123,9 @@ fn make_collection(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
 }
 
 fn config(dir: &std::path::Path, embed: Option<Arc<dyn TextEmbed>>) -> ServerConfig {
-    let a = make_collection(dir, "books");
-    let b = make_collection(dir, "poems");
+    // books has a lexical index, poems has not.
+    let a = make_collection(dir, "books", true);
+    let b = make_collection(dir, "poems", false);
     let mut c = ServerConfig::new(IndexSource::Path(a));
     c.name = Some("books".into());
     c.more = vec![("poems".into(), IndexSource::Path(b))];
@@ -244,14 +249,12 @@ async fn text_search_docs_and_fields() {
         (json!({"text": "   "}), "empty"),
         (json!({"text": 5}), "must be a string"),
         (json!({"text": "a", "vector": [1.0]}), "exactly one"),
-        (json!({"text": "a", "mode": "lexical"}), "lexical index"),
         (json!({"text": "a", "mode": "fuzzy"}), "unknown mode"),
         (json!({"text": "a", "fields": 3}), "fields must be"),
         (
             json!({"text": "a", "filter": {"term": {"year": 1}}}),
             "filter",
         ),
-        (json!({"text": "x".repeat(70_000)}), "limit"),
         (json!({"id": -3}), "document id"),
     ] {
         let (st, v) = post(&format!("{u}/collections/books/search"), body.clone()).await;
@@ -259,6 +262,30 @@ async fn text_search_docs_and_fields() {
         let m = v["error"]["message"].as_str().unwrap();
         assert!(m.contains(want), "{body}: {m:?} should mention {want:?}");
     }
+    // Lexical and hybrid need the lexical index, which poems lacks; the message names it.
+    for mode in ["lexical", "hybrid"] {
+        let (st, v) = post(
+            &format!("{u}/collections/poems/search"),
+            json!({"text": "tide", "mode": mode}),
+        )
+        .await;
+        assert_eq!(st, 400, "{v}");
+        let m = v["error"]["message"].as_str().unwrap();
+        assert!(m.contains("no lexical index"), "{m}");
+    }
+    // Text on poems defaults to dense (model, no lexical index), on books to hybrid.
+    let (_, v) = post(
+        &format!("{u}/collections/poems/search"),
+        json!({"text": "tide"}),
+    )
+    .await;
+    assert_eq!(v["mode"], json!("dense"), "{v}");
+    let (_, v) = post(
+        &format!("{u}/collections/books/search"),
+        json!({"text": "tide"}),
+    )
+    .await;
+    assert_eq!(v["mode"], json!("hybrid"), "{v}");
 
     // Concurrent text queries are batched.
     let before = embed.batches.load(Ordering::SeqCst);
@@ -306,12 +333,31 @@ async fn text_search_docs_and_fields() {
 async fn text_without_a_model_and_a_model_mismatch() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(config(dir.path(), None)).await;
-    let (st, v) = post(&format!("{}/search", s.url), json!({"text": "tide"})).await;
+    // poems has no lexical index: a text query needs the model.
+    let (st, v) = post(
+        &format!("{}/collections/poems/search", s.url),
+        json!({"text": "tide"}),
+    )
+    .await;
     assert_eq!(st, 400);
     assert!(
         v["error"]["message"].as_str().unwrap().contains("--model"),
         "{v}"
     );
+    // books has one: without a model, text is searched lexically; dense and hybrid are
+    // refused naming --model.
+    let (st, v) = post(&format!("{}/search", s.url), json!({"text": "tide"})).await;
+    assert_eq!((st, v["mode"].clone()), (200, json!("lexical")), "{v}");
+    assert_eq!(v["hits"][0]["id"], json!("doc-0"), "{v}");
+    for mode in ["dense", "hybrid"] {
+        let (st, v) = post(
+            &format!("{}/search", s.url),
+            json!({"text": "tide", "mode": mode}),
+        )
+        .await;
+        assert_eq!(st, 400, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("--model"));
+    }
     s.stop().await.unwrap();
 
     // Collections embedded by model "aa" refuse a server whose model is "bb".
