@@ -90,6 +90,11 @@ pub struct LoadArgs {
     #[arg(long, default_value = "query")]
     pub text_field: String,
 
+    /// Add "mode" to --text-queries bodies: dense, lexical or hybrid (the server's
+    /// default for the collection otherwise). Lexical answers may hold fewer than k hits.
+    #[arg(long, value_name = "MODE", value_parser = ["dense", "lexical", "hybrid"], requires = "text_queries")]
+    pub text_mode: Option<String>,
+
     /// Hits asked for in generated bodies ("k"); each answer must have exactly
     /// min(k, n) hits.
     #[arg(long, default_value_t = 10)]

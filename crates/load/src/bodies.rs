@@ -112,13 +112,14 @@ impl BodySet {
         Ok(s)
     }
 
-    /// `{"text": T, "k": k}` (plus `"ef"`) for the string field `field` of each line of a
+    /// `{"text": T, "k": k}` (plus `"ef"` and `"mode"`) for the string field `field` of each line of a
     /// JSONL file; line i (blank lines skipped) counts as query row i for `--gt`.
     pub fn from_text_queries(
         path: &Path,
         field: &str,
         k: u32,
         ef: Option<u32>,
+        mode: Option<&str>,
     ) -> Result<Self, LoadError> {
         let f = std::fs::File::open(path).map_err(|source| LoadError::Input {
             path: path.to_path_buf(),
@@ -151,6 +152,9 @@ impl BodySet {
             let mut body = serde_json::json!({"text": text, "k": k});
             if let Some(ef) = ef {
                 body["ef"] = ef.into();
+            }
+            if let Some(m) = mode {
+                body["mode"] = m.into();
             }
             let row = s.bodies.len() as u32;
             s.bodies

@@ -61,6 +61,9 @@ pub struct Config {
     pub body_file: Option<String>,
     /// `--text-queries` file (text bodies), when given.
     pub text_queries: Option<String>,
+    /// `--text-mode` (the `mode` of text bodies), when given.
+    #[serde(default)]
+    pub text_mode: Option<String>,
     /// Number of distinct bodies rotated over.
     pub bodies: usize,
     pub k: u32,

@@ -769,6 +769,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             &args.text_field,
             args.k,
             args.ef,
+            args.text_mode.as_deref(),
         )?,
         (Some(p), _) => BodySet::from_file(p)?,
         (None, true) => BodySet::generated(args.queries, args.k, args.ef),
@@ -846,7 +847,9 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         target: target.clone(),
         bodies,
         requests,
-        check: if search {
+        check: if search && args.text_mode.as_deref() == Some("lexical") {
+            Check::SearchUpTo
+        } else if search {
             Check::Search
         } else {
             Check::StatusOnly
@@ -978,6 +981,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             pick: args.pick.to_string(),
             body_file: args.body_file.as_ref().map(|p| p.display().to_string()),
             text_queries: args.text_queries.as_ref().map(|p| p.display().to_string()),
+            text_mode: args.text_mode.clone(),
             bodies: pick_n,
             k: args.k,
             ef: args.ef,

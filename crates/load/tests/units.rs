@@ -258,6 +258,37 @@ fn response_checker() {
         check_response(Check::Search, 503, good, 3, None, &mut ids),
         Err(ErrorKind::Http503)
     );
+    // Lexical answers: up to k hits (3 of 10 is fine, 0 too), never more, still sorted.
+    assert_eq!(
+        check_response(Check::SearchUpTo, 200, good, 10, None, &mut ids),
+        Ok(())
+    );
+    assert_eq!(
+        check_response(Check::SearchUpTo, 200, good, 2, None, &mut ids),
+        Err(ErrorKind::WrongCount)
+    );
+    assert_eq!(
+        check_response(
+            Check::SearchUpTo,
+            200,
+            br#"{"hits":[],"took_us":1}"#,
+            10,
+            None,
+            &mut ids
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        check_response(
+            Check::SearchUpTo,
+            200,
+            br#"{"hits":[{"id":1,"score":0.1},{"id":2,"score":0.9}],"took_us":1}"#,
+            10,
+            None,
+            &mut ids
+        ),
+        Err(ErrorKind::Unsorted)
+    );
 }
 
 #[test]
