@@ -7,6 +7,9 @@
 //!     --model "$(cat .ci/.model-dir)" --data ../shared/datasets/dev-gcide-50k \
 //!     [--threads 2,1] [--ns 10,20,50,100] [--batch 32] [--max-length 512] \
 //!     [--seconds 20] [--min-samples 30] [--max-samples 400] [--warmup 3]
+//!
+//! Calls rotate over the (N, threads) cells; sampling stops after `--max-samples`
+//! rounds, or once there are `--min-samples` rounds and `--seconds` x cells have passed.
 //! ```
 //!
 //! The model directory (an all-MiniLM-L6-v2 sentence-transformers dir) gives the encoder
@@ -263,8 +266,7 @@ fn main() -> Res<()> {
         }
     }
 
-    // One encoder per thread count, loaded up front; for each N the thread counts run
-    // back to back, so machine noise hits them alike.
+    // One encoder per thread count, loaded up front.
     let encoders = threads
         .iter()
         .map(|&t| {
@@ -278,43 +280,53 @@ fn main() -> Res<()> {
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let mut runs = Vec::new();
+    // Cells (N, threads) are interleaved call by call: every round makes one call per
+    // cell, so load from other jobs on the machine is spread over all cells alike.
+    let cells: Vec<(usize, usize)> = ns
+        .iter()
+        .flat_map(|&n| (0..encoders.len()).map(move |e| (n, e)))
+        .collect();
     let mut k = 0usize;
-    for &n in &ns {
-        for ce in &encoders {
-            for _ in 0..warmup {
-                let (q, ps) = pick(k, n);
-                ce.score(q, &ps)?;
-                k += 1;
-            }
-            let mut lat = Vec::new();
-            let cpu0 = cpu_total();
-            let start = Instant::now();
-            while lat.len() < max_samples
-                && (lat.len() < min_samples || start.elapsed().as_secs_f64() < seconds)
-            {
-                let (q, ps) = pick(k, n);
-                let t1 = Instant::now();
-                let s = ce.score(q, &ps)?;
-                lat.push(t1.elapsed().as_secs_f64() * 1e3);
-                assert_eq!(s.len(), n);
-                k += 1;
-            }
-            let wall = start.elapsed().as_secs_f64();
-            let cpu = cpu_total() - cpu0;
-            let busy: f64 = lat.iter().sum::<f64>() / 1e3;
-            lat.sort_by(|a, b| a.total_cmp(b));
-            let mean = lat.iter().sum::<f64>() / lat.len() as f64;
-            let r = serde_json::json!({
-                "threads": ce.threads(), "n": n, "samples": lat.len(),
-                "p50_ms": pct(&lat, 50.0), "p90_ms": pct(&lat, 90.0), "p99_ms": pct(&lat, 99.0),
-                "mean_ms": mean, "min_ms": lat[0], "max_ms": lat[lat.len() - 1],
-                "pairs_per_s": (n * lat.len()) as f64 / busy,
-                "cpu_seconds_per_wall_second": cpu / wall,
-            });
-            eprintln!("{r}");
-            runs.push(r);
+    for _ in 0..warmup {
+        for &(n, e) in &cells {
+            let (q, ps) = pick(k, n);
+            encoders[e].score(q, &ps)?;
+            k += 1;
         }
+    }
+    let mut lat: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
+    let mut cpu: Vec<f64> = vec![0.0; cells.len()];
+    let budget = seconds * cells.len() as f64;
+    let start = Instant::now();
+    let mut rounds = 0;
+    while rounds < max_samples && (rounds < min_samples || start.elapsed().as_secs_f64() < budget) {
+        for (c, &(n, e)) in cells.iter().enumerate() {
+            let (q, ps) = pick(k, n);
+            let cpu0 = cpu_total();
+            let t1 = Instant::now();
+            let s = encoders[e].score(q, &ps)?;
+            lat[c].push(t1.elapsed().as_secs_f64() * 1e3);
+            cpu[c] += cpu_total() - cpu0;
+            assert_eq!(s.len(), n);
+            k += 1;
+        }
+        rounds += 1;
+    }
+    let mut runs = Vec::new();
+    for (c, &(n, e)) in cells.iter().enumerate() {
+        let lat = &mut lat[c];
+        let busy: f64 = lat.iter().sum::<f64>() / 1e3;
+        lat.sort_by(|a, b| a.total_cmp(b));
+        let mean = lat.iter().sum::<f64>() / lat.len() as f64;
+        let r = serde_json::json!({
+            "threads": encoders[e].threads(), "n": n, "samples": lat.len(),
+            "p50_ms": pct(lat, 50.0), "p90_ms": pct(lat, 90.0), "p99_ms": pct(lat, 99.0),
+            "mean_ms": mean, "min_ms": lat[0], "max_ms": lat[lat.len() - 1],
+            "pairs_per_s": (n * lat.len()) as f64 / busy,
+            "cpu_seconds_per_wall_second": cpu[c] / busy,
+        });
+        eprintln!("{r}");
+        runs.push(r);
     }
     let _ = std::fs::remove_dir_all(&tmp);
     println!(

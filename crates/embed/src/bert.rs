@@ -12,7 +12,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use crate::ops::{embed_norm, Act, Attention, BiasAct, BiasResidualNorm};
+use crate::ops::{embed_norm, Act, Attention, BiasAct, BiasResidualNorm, Seqs};
 use crate::Error;
 
 /// The fields of a Hugging Face `config.json` that the forward pass uses.
@@ -232,34 +232,53 @@ impl Bert {
         lens: &[usize],
         s: usize,
     ) -> candle_core::Result<Vec<f32>> {
-        self.run(ids, None, lens, s, false)?
+        let starts: Vec<usize> = (0..lens.len()).map(|r| r * s).collect();
+        let seqs = Seqs {
+            starts: &starts,
+            lens,
+            rows: lens.len() * s,
+        };
+        self.run(ids, None, seqs, false)?
             .flatten_all()?
             .to_vec1::<f32>()
     }
 
-    /// Like [`Bert::forward`] with per-token segment ids (`type_ids`, same layout as `ids`,
-    /// each `< type_vocab_size`), returning only the `[CLS]` (position 0) row of the last
-    /// hidden state per sequence, `b x h` row-major. The last layer's attention output and
-    /// feed-forward run on those `b` rows only; every layer before it is needed in full.
-    pub(crate) fn forward_cls(
+    /// Runs the encoder on packed sequences: `ids` and `type_ids` (each `< vocab_size` /
+    /// `< type_vocab_size`) are the `lens[0]` tokens of sequence 0, then the `lens[1]` of
+    /// sequence 1, and so on, with no padding. Returns only the first (`[CLS]`) row of
+    /// the last hidden state per sequence, `(b, h)`. The last layer's attention output
+    /// and feed-forward run on those `b` rows only; every layer before it is needed in
+    /// full.
+    pub(crate) fn forward_cls_packed(
         &self,
         ids: &[u32],
         type_ids: &[u32],
         lens: &[usize],
-        s: usize,
     ) -> candle_core::Result<Tensor> {
-        self.run(ids, Some(type_ids), lens, s, true)
+        let mut starts = Vec::with_capacity(lens.len());
+        let mut rows = 0;
+        for &l in lens {
+            starts.push(rows);
+            rows += l;
+        }
+        if ids.len() != rows || type_ids.len() != rows || lens.contains(&0) {
+            candle_core::bail!("packed forward: {} ids for lens {lens:?}", ids.len());
+        }
+        let seqs = Seqs {
+            starts: &starts,
+            lens,
+            rows,
+        };
+        self.run(ids, Some(type_ids), seqs, true)
     }
 
     fn run(
         &self,
         ids: &[u32],
         type_ids: Option<&[u32]>,
-        lens: &[usize],
-        s: usize,
+        seqs: Seqs<'_>,
         cls_only: bool,
     ) -> candle_core::Result<Tensor> {
-        let b = lens.len();
         let h = self.cfg.hidden_size;
         let nh = self.cfg.num_attention_heads;
         let hd = h / nh;
@@ -269,8 +288,7 @@ impl Bert {
         let x = embed_norm(
             ids,
             type_ids,
-            lens,
-            s,
+            seqs,
             &self.word,
             &self.pos,
             &self.types,
@@ -278,14 +296,11 @@ impl Bert {
             &self.emb_norm.b,
             eps,
         );
-        let mut x = Tensor::from_vec(x, (b * s, h), dev)?;
-        // Row 0 of each sequence out of `(b*s, h)`.
-        let cls_rows = |x: &Tensor| -> candle_core::Result<Tensor> {
-            x.reshape((b, s, h))?
-                .narrow(1, 0, 1)?
-                .contiguous()?
-                .reshape((b, h))
-        };
+        let mut x = Tensor::from_vec(x, (seqs.rows, h), dev)?;
+        // The first row of each sequence out of `(rows, h)`.
+        let first: Vec<u32> = seqs.starts.iter().map(|&st| st as u32).collect();
+        let first = Tensor::from_vec(first, seqs.starts.len(), dev)?;
+        let cls_rows = |x: &Tensor| x.index_select(&first, 0);
         let n_layers = self.layers.len();
         if cls_only && n_layers == 0 {
             return cls_rows(&x);
@@ -293,18 +308,17 @@ impl Bert {
         for (li, layer) in self.layers.iter().enumerate() {
             let last_cls = cls_only && li + 1 == n_layers;
             let attn = Attention {
-                lens,
-                s,
+                seqs,
                 heads: nh,
                 scale: 1.0 / (hd as f32).sqrt(),
                 cls_only: last_cls,
             };
-            // (b*s, 3h): q | k | v per row.
+            // (rows, 3h): q | k | v per row.
             let qkv = x.matmul(&layer.qkv.w_t)?.apply_op1_no_bwd(&BiasAct {
                 bias: &layer.qkv.b,
                 act: Act::None,
             })?;
-            // (b*s, h), or (b, h) for the [CLS] rows only.
+            // (rows, h), or (b, h) for the [CLS] rows only.
             let ctx = qkv.apply_op1_no_bwd(&attn)?;
             let resid = if last_cls { cls_rows(&x)? } else { x };
             let a = ctx.matmul(&layer.attn_out.w_t)?.apply_op2_no_bwd(

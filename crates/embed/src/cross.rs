@@ -389,26 +389,37 @@ impl CrossEncoder {
         let mut order: Vec<usize> = (0..seqs.len()).collect();
         order.sort_by(|&a, &b| seqs[b].0.len().cmp(&seqs[a].0.len()));
 
+        // Packed batches: the pairs' tokens back to back, no padding anywhere (the pairs
+        // of one query vary a lot in length, so padding to the longest would more than
+        // double the rows; measured 1.7x-2.6x on GCIDE top-N lists). At most
+        // `batch_size` pairs and `batch_size * min(128, window)` tokens per forward.
         let h = self.bert.cfg.hidden_size;
         let max_batch_tokens = self.batch_size * 128.min(window).max(1);
         let mut scores = vec![0f32; seqs.len()];
         let mut start = 0;
         while start < order.len() {
-            let s = seqs[order[start]].0.len();
-            let by_tokens = (max_batch_tokens / s).max(1);
-            let n = self.batch_size.min(by_tokens).min(order.len() - start);
+            let mut n = 0;
+            let mut tokens = 0;
+            while start + n < order.len() && n < self.batch_size {
+                let l = seqs[order[start + n]].0.len();
+                if n > 0 && tokens + l > max_batch_tokens {
+                    break;
+                }
+                tokens += l;
+                n += 1;
+            }
             let rows = &order[start..start + n];
-            let mut ids = vec![0u32; n * s];
-            let mut tys = vec![0u32; n * s];
+            let mut ids = Vec::with_capacity(tokens);
+            let mut tys = Vec::with_capacity(tokens);
             let mut lens = Vec::with_capacity(n);
-            for (r, &i) in rows.iter().enumerate() {
+            for &i in rows {
                 let (q, t) = &seqs[i];
-                ids[r * s..r * s + q.len()].copy_from_slice(q);
-                tys[r * s..r * s + t.len()].copy_from_slice(t);
+                ids.extend_from_slice(q);
+                tys.extend_from_slice(t);
                 lens.push(q.len());
             }
             // (n, h) [CLS] states -> pooler dense -> tanh -> classifier.
-            let cls = self.bert.forward_cls(&ids, &tys, &lens, s)?;
+            let cls = self.bert.forward_cls_packed(&ids, &tys, &lens)?;
             let pooled = cls
                 .matmul(&self.pool_w_t)?
                 .flatten_all()?

@@ -63,9 +63,14 @@
 //! `CrossEncoder` runs it: the tokenizer's pair template (`[CLS] query [SEP] passage
 //! [SEP]`, segment ids 0 then 1) truncated longest-first to the window
 //! (`max_position_embeddings` capped at 512, or [`EmbedConfig::max_length`]), the same
-//! encoder as the embedder (sorted, padding-free batches of at most `batch_size` pairs on
-//! its own rayon pool; the last layer runs its attention output and feed-forward on the
-//! `[CLS]` rows only), then pooler `tanh(W h_CLS + b)` and the classifier. The score is
+//! encoder and fused kernels as the embedder on its own rayon pool, then pooler
+//! `tanh(W h_CLS + b)` and the classifier. Pairs are sorted by length and cut into
+//! batches of at most `batch_size` pairs and `batch_size * min(128, window)` tokens, and
+//! each batch is *packed*: the pairs' tokens back to back with no pad rows at all (the
+//! embedder pads to the longest text of a batch, which costs little over thousands of
+//! sorted texts but 1.7x-2.6x the rows over one query's 10-100 passages of mixed length;
+//! packing halved the latency). Attention stays within each pair, and the last layer
+//! runs its attention output and feed-forward on the `[CLS]` rows only. The score is
 //! the raw logit (higher = more relevant); [`CrossInfo::activation`] names the sigmoid or
 //! identity sentence-transformers would put on top, which does not change rankings.
 //!

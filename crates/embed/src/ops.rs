@@ -15,6 +15,46 @@ use rayon::prelude::*;
 /// Rows per rayon task, so tiny rows are not scheduled one by one.
 const MIN_ROWS: usize = 8;
 
+/// Where each sequence's tokens sit in a `(rows, h)` activation matrix: sequence `r`
+/// occupies rows `starts[r] .. starts[r] + lens[r]`; rows outside every sequence are
+/// padding (left zero by the embedding, skipped by attention). The embedder uses the
+/// padded layout (`starts[r] = r * s`), the cross-encoder a packed one (no pad rows).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Seqs<'a> {
+    /// First row of each sequence, ascending, `starts[0] == 0`.
+    pub starts: &'a [usize],
+    pub lens: &'a [usize],
+    /// Total rows of the matrix (pads included).
+    pub rows: usize,
+}
+
+impl Seqs<'_> {
+    /// `(sequence, position)` of `row`, `None` for a pad row.
+    #[inline]
+    fn locate(&self, row: usize) -> Option<(usize, usize)> {
+        let r = self
+            .starts
+            .partition_point(|&st| st <= row)
+            .checked_sub(1)?;
+        let t = row - self.starts[r];
+        (t < self.lens[r]).then_some((r, t))
+    }
+
+    fn max_len(&self) -> usize {
+        self.lens.iter().copied().max().unwrap_or(0)
+    }
+
+    fn valid(&self) -> bool {
+        self.starts.len() == self.lens.len()
+            && self
+                .starts
+                .iter()
+                .zip(self.lens)
+                .all(|(&st, &l)| st + l <= self.rows)
+            && self.starts.windows(2).all(|w| w[0] <= w[1])
+    }
+}
+
 fn contiguous<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> candle_core::Result<&'a [f32]> {
     let CpuStorage::F32(v) = s else {
         candle_core::bail!("{op}: expected f32 storage");
@@ -174,16 +214,15 @@ impl CustomOp2 for BiasResidualNorm<'_> {
     }
 }
 
-/// Embedding lookup: `LayerNorm(word[id] + pos[t] + types[type_id])` for `b x s` ids;
-/// `types` is the `(type_vocab, h)` table and `type_ids` the per-token segment ids
-/// (`None` = all 0, what a single-text encoder uses). Pad rows (t >= len) are left zero
-/// (nothing reads them: attention only looks at real keys).
+/// Embedding lookup: `LayerNorm(word[id] + pos[t] + types[type_id])` for the
+/// `seqs.rows` ids (one per row); `types` is the `(type_vocab, h)` table and `type_ids`
+/// the per-row segment ids (`None` = all 0, what a single-text encoder uses). Pad rows
+/// are left zero (nothing reads them: attention only looks at real keys).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn embed_norm(
     ids: &[u32],
     type_ids: Option<&[u32]>,
-    lens: &[usize],
-    s: usize,
+    seqs: Seqs<'_>,
     word: &[f32],
     pos: &[f32],
     types: &[f32],
@@ -198,10 +237,9 @@ pub(crate) fn embed_norm(
         .enumerate()
         .with_min_len(MIN_ROWS)
         .for_each(|(row, o)| {
-            let (r, t) = (row / s, row % s);
-            if t >= lens[r] {
+            let Some((_, t)) = seqs.locate(row) else {
                 return;
-            }
+            };
             let id = ids[row] as usize;
             let w = &word[id * h..(id + 1) * h];
             let p = &pos[t * h..(t + 1) * h];
@@ -234,15 +272,15 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// Multi-head self-attention on fused QKV rows: input `(b*s, 3h)` laid out
-/// `[q | k | v]` per row, heads contiguous inside each; output the context `(b*s, h)`
-/// before the output projection. Query row `t` of sequence `r` attends to keys
-/// `0..lens[r]` only (the same as an additive -inf mask on pads); pad query rows give 0.
-/// With `cls_only` only query row 0 of each sequence is computed and the output is
-/// `(b, h)` (a classifier head reads nothing else from the last layer).
+/// Multi-head self-attention on fused QKV rows: input `(rows, 3h)` laid out
+/// `[q | k | v]` per row, heads contiguous inside each; output the context `(rows, h)`
+/// before the output projection. A query row of sequence `r` attends to that sequence's
+/// keys only (rows `starts[r] .. starts[r] + lens[r]`, the same as an additive -inf mask
+/// on everything else); pad query rows give 0. With `cls_only` only the first row of
+/// each sequence is computed and the output is `(b, h)` (a classifier head reads
+/// nothing else from the last layer).
 pub(crate) struct Attention<'a> {
-    pub lens: &'a [usize],
-    pub s: usize,
+    pub seqs: Seqs<'a>,
     pub heads: usize,
     pub scale: f32,
     pub cls_only: bool,
@@ -256,35 +294,40 @@ impl CustomOp1 for Attention<'_> {
     fn cpu_fwd(&self, st: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let qkv = contiguous(st, l, self.name())?;
         let (rows, h3) = l.shape().dims2()?;
-        let (s, nh) = (self.s, self.heads);
-        if rows != self.lens.len() * s || h3 % (3 * nh) != 0 {
+        let (seqs, nh) = (self.seqs, self.heads);
+        if rows != seqs.rows || h3 % (3 * nh) != 0 || !seqs.valid() {
             candle_core::bail!(
-                "attention: shape {:?} for {} x {s}",
+                "attention: shape {:?} for {} sequences in {} rows",
                 l.shape(),
-                self.lens.len()
+                seqs.lens.len(),
+                seqs.rows
             );
         }
         let h = h3 / 3;
         let hd = h / nh;
-        let out_rows = if self.cls_only { self.lens.len() } else { rows };
+        let b = seqs.lens.len();
+        let out_rows = if self.cls_only { b } else { rows };
         let mut out = vec![0f32; out_rows * h];
         let arch = pulp::Arch::new();
         out.par_chunks_mut(h)
             .enumerate()
             .with_min_len(4)
             .for_each_init(
-                || vec![0f32; s],
+                || vec![0f32; seqs.max_len()],
                 |p, (orow, o)| {
                     let (r, t) = if self.cls_only {
                         (orow, 0)
                     } else {
-                        (orow / s, orow % s)
+                        match seqs.locate(orow) {
+                            Some(rt) => rt,
+                            None => return,
+                        }
                     };
-                    let len = self.lens[r];
+                    let len = seqs.lens[r];
                     if t >= len {
                         return;
                     }
-                    let base = r * s;
+                    let base = seqs.starts[r];
                     let row = base + t;
                     let q_row = &qkv[row * h3..row * h3 + h];
                     arch.dispatch(|| {
