@@ -16,6 +16,9 @@
 //!    `Character.toLowerCase` only for the few characters whose full lower-case mapping is
 //!    more than one character (e.g. U+0130).
 //!
+//! A segment that starts with whitespace (UAX#29 rule WB4 attaches combining marks to a
+//! preceding space, e.g. `" \u{0B47}"`) is dropped, as Lucene treats it as whitespace.
+//!
 //! Known differences from Elasticsearch's `standard`: emoji are not tokens (Lucene 7+ emits
 //! them as `<EMOJI>` tokens); everything else above follows UAX#29 as Lucene does.
 //!
@@ -169,9 +172,14 @@ impl TokenStream for StandardTokenStream<'_> {
     fn advance(&mut self) -> bool {
         let (offset, word) = match self.pending.take() {
             Some(p) => p,
-            None => match self.words.next() {
-                Some(w) => w,
-                None => return false,
+            None => loop {
+                match self.words.next() {
+                    // UAX#29 rule WB4 glues combining marks to a preceding space; such a
+                    // segment is whitespace to Lucene, not a word.
+                    Some((_, w)) if w.starts_with(char::is_whitespace) => continue,
+                    Some(w) => break w,
+                    None => return false,
+                }
             },
         };
         // A word of at most 255 bytes has at most 255 chars: no need to count them.
