@@ -419,5 +419,24 @@ async fn check_api(url: &str, first_id: &str, text: bool) -> CmdResult<Vec<Strin
         "POST /collections/demo/search {body} -> 200, first hit {} (timings_us {})",
         hits[0], v["timings_us"]
     ));
+    // BM25 over the text field (built by ingest by default): a word of topic 0.
+    let body = serde_json::json!({"text": word(0, 0), "mode": "lexical", "k": 3});
+    let (st, resp) = searchd_load::simple_request(
+        url,
+        "POST",
+        "/collections/demo/search",
+        Some(serde_json::to_vec(&body).unwrap_or_default()),
+    )
+    .await
+    .map_err(|e| fail(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_slice(&resp).unwrap_or_default();
+    let hits = v["hits"].as_array().cloned().unwrap_or_default();
+    if st != 200 || hits.len() != 3 || v["mode"] != "lexical" {
+        return Err(fail(format!("lexical search: {st} {v}")));
+    }
+    out.push(format!(
+        "POST /collections/demo/search {body} -> 200, first hit {} (timings_us {})",
+        hits[0], v["timings_us"]
+    ));
     Ok(out)
 }
