@@ -82,7 +82,7 @@ impl Fusion {
     /// not both zero.
     pub fn validate(&self) -> Result<(), String> {
         match *self {
-            Fusion::Rrf { rank_constant } if rank_constant == 0 => {
+            Fusion::Rrf { rank_constant: 0 } => {
                 Err("fusion.k (the RRF rank constant) must be at least 1".into())
             }
             Fusion::Rrf { .. } => Ok(()),

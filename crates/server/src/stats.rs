@@ -101,6 +101,9 @@ const STAGE_BUCKETS: [f64; 16] = [
     0.1, 0.25, 0.5, 1.0,
 ];
 
+/// Stage histograms, one per `stage` label.
+type StageFamily = Family<Vec<(String, String)>, PromHistogram, fn() -> PromHistogram>;
+
 fn stage_histogram() -> PromHistogram {
     PromHistogram::new(STAGE_BUCKETS)
 }
@@ -114,7 +117,7 @@ pub(crate) struct Stats {
     /// Latency of every `/search` answer, whatever its status.
     search_seconds: PromHistogram,
     /// Time in each stage, per stage (every search that ran it).
-    stage_seconds: Family<Vec<(String, String)>, PromHistogram, fn() -> PromHistogram>,
+    stage_seconds: StageFamily,
     /// The last minute of each stage's times, for `/stats`.
     stage_window: [Mutex<Window>; Stage::ALL.len()],
     pub registry: Registry,
@@ -140,8 +143,7 @@ impl Stats {
             "Time from the arrival of a POST /search request to its reply, any status",
             search_seconds.clone(),
         );
-        let stage_seconds: Family<Vec<(String, String)>, PromHistogram, fn() -> PromHistogram> =
-            Family::new_with_constructor(stage_histogram);
+        let stage_seconds: StageFamily = Family::new_with_constructor(stage_histogram);
         registry.register(
             "searchd_search_stage_duration_seconds",
             "Time spent in one stage of a search (embed, dense, lexical, fuse, rerank)",
