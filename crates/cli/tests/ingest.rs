@@ -164,7 +164,17 @@ fn ingest_given_vectors_then_serve_and_fetch() {
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["hits"].as_array().unwrap().len(), 3);
     assert!(v["hits"][0]["fields"]["n"].is_u64());
+    // Without --model, text is searched lexically (the ingest built a BM25 index of
+    // "text"); dense text search is refused naming --model.
     let (st, body) = http("POST", &url, "/search", Some(r#"{"text": "tide"}"#));
+    assert_eq!(st, 200, "{body}");
+    assert!(body.contains(r#""mode":"lexical""#), "{body}");
+    let (st, body) = http(
+        "POST",
+        &url,
+        "/search",
+        Some(r#"{"text": "tide", "mode": "dense"}"#),
+    );
     assert_eq!(st, 400);
     assert!(body.contains("--model"), "{body}");
     let _ = child.kill();
@@ -387,12 +397,13 @@ fn embed_writes_a_matrix_and_text_queries_are_served() {
         .unwrap();
     let url = format!("http://{addr}");
     wait_ready(&url);
-    // The text query and the same query embedded offline (qidx) give the same hits.
+    // The text query in dense mode and the same query embedded offline (qidx) give the same
+    // hits (without a mode, text on a collection with a lexical index is hybrid).
     let (st, a) = http(
         "POST",
         &url,
         "/search",
-        Some(r#"{"text": "tide moon", "k": 5}"#),
+        Some(r#"{"text": "tide moon", "k": 5, "mode": "dense"}"#),
     );
     assert_eq!(st, 200, "{a}");
     let (st, b) = http("POST", &url, "/search", Some(r#"{"qidx": 0, "k": 5}"#));
