@@ -396,16 +396,9 @@ impl Lab<'_> {
                     .score(text, &refs)
                     .map_err(|e| fail(format!("rerank: {e}")))?;
                 let head: Vec<DocHit> = hits.drain(..top).collect();
-                let mut order: Vec<(usize, DocHit, f32)> = head
+                let mut out: Vec<DocHit> = searchd_server::rerank_order(head, &scores)
                     .into_iter()
-                    .zip(scores)
-                    .enumerate()
-                    .map(|(i, (h, s))| (i, h, s))
-                    .collect();
-                order.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
-                let mut out: Vec<DocHit> = order
-                    .into_iter()
-                    .map(|(_, h, s)| DocHit {
+                    .map(|(h, s)| DocHit {
                         doc: h.doc,
                         score: s,
                     })
@@ -582,6 +575,8 @@ pub fn run(
         "{:<34} {:>8} {:>17} {:>8} {:>10} {:>9} {:>9} {:>8}",
         "mode", "nDCG@10", "95% interval", "MRR@10", "recall@100", "p50 ms", "p99 ms", "QPS/1t"
     );
+    // Paired differences, printed after the table.
+    let mut paired = Vec::new();
     for r in &runs {
         let nd = mean(&r.ndcg);
         let ci = bootstrap_mean(n, a.bootstrap, a.seed, |i| r.ndcg[i]);
@@ -593,6 +588,12 @@ pub fn run(
             if let Some(o) = find(other).filter(|o| o.mode != r.mode) {
                 let d = nd - mean(&o.ndcg);
                 let dci = bootstrap_mean(n, a.bootstrap, a.seed, |i| r.ndcg[i] - o.ndcg[i]);
+                paired.push(format!(
+                    "  {} - {other}: nDCG@10 {d:+.4} (95% interval [{:+.4}, {:+.4}])",
+                    r.mode.name(),
+                    dci[0],
+                    dci[1]
+                ));
                 vs.insert(
                     other.to_string(),
                     serde_json::json!({"ndcg_at_10_delta": d, "ci95": dci,
@@ -625,19 +626,8 @@ pub fn run(
             "vs": vs,
         }));
     }
-    for r in &runs {
-        for other in ["dense", "lexical"] {
-            if let Some(o) = find(other).filter(|o| o.mode != r.mode) {
-                let dci = bootstrap_mean(n, a.bootstrap, a.seed, |i| r.ndcg[i] - o.ndcg[i]);
-                println!(
-                    "  {} - {other}: nDCG@10 {:+.4} (95% interval [{:+.4}, {:+.4}])",
-                    r.mode.name(),
-                    mean(&r.ndcg) - mean(&o.ndcg),
-                    dci[0],
-                    dci[1]
-                );
-            }
-        }
+    for line in &paired {
+        println!("{line}");
     }
     if let Some(path) = json {
         let v = serde_json::json!({

@@ -261,12 +261,17 @@ struct Local<'a> {
 }
 
 impl Local<'_> {
-    fn dense(&self, query: &[f32], k: usize) -> Result<Vec<DocHit>, BackendError> {
+    /// The request's search parameters for `k` hits.
+    fn params(&self, k: usize) -> SearchParams<'static> {
         let mut params = SearchParams::new(k, self.ef.max(k));
         params.deadline = Some(self.deadline);
         params.oversample = self.oversample;
+        params
+    }
+
+    fn dense(&self, query: &[f32], k: usize) -> Result<Vec<DocHit>, BackendError> {
         self.coll
-            .search(query, &params, None)
+            .search(query, &self.params(k), None)
             .map_err(|e| storage_error(&e))
     }
 
@@ -293,11 +298,8 @@ impl Local<'_> {
                     Ok(None) => return Err(not_found(coll, &id)),
                     Err(e) => return Err(storage_error(&e)),
                 };
-                let mut params = SearchParams::new(self.k, self.ef.max(self.k));
-                params.deadline = Some(self.deadline);
-                params.oversample = self.oversample;
                 dense(
-                    coll.search(&v, &params, Some(r))
+                    coll.search(&v, &self.params(self.k), Some(r))
                         .map_err(|e| storage_error(&e))?,
                 )
             }
@@ -314,11 +316,8 @@ impl Local<'_> {
                 fusion,
                 window,
             } => {
-                let mut params = SearchParams::new(self.k, self.ef.max(self.k));
-                params.deadline = Some(self.deadline);
-                params.oversample = self.oversample;
                 let r = coll
-                    .search_hybrid(&text, &vector, &params, &fusion, window)
+                    .search_hybrid(&text, &vector, &self.params(self.k), &fusion, window)
                     .map_err(|e| match e {
                         HybridError::Dense(e) => storage_error(&e),
                         HybridError::Lexical(e) => lexical_error(e),

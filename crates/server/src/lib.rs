@@ -78,7 +78,7 @@ pub use backend::{
 };
 pub use embedq::{TextEmbed, DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
 pub use pool::Permit;
-pub use rerank::{TextRerank, MAX_RERANK_TOP};
+pub use rerank::{reorder as rerank_order, TextRerank, MAX_RERANK_TOP};
 
 pub use api::{DEFAULT_K, MAX_EF};
 pub use config::{

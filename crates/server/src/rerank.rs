@@ -106,7 +106,7 @@ impl Reranker {
 
 /// Reorder `hits` (already cut to the reranked window) by `scores`, best first; equal
 /// scores keep their retrieval order.
-pub(crate) fn reorder<T>(hits: Vec<T>, scores: &[f32]) -> Vec<(T, f32)> {
+pub fn reorder<T>(hits: Vec<T>, scores: &[f32]) -> Vec<(T, f32)> {
     let mut v: Vec<(usize, T, f32)> = hits
         .into_iter()
         .zip(scores.iter().copied())
