@@ -368,6 +368,7 @@ impl Lab<'_> {
                     &params,
                     fusion,
                     self.window,
+                    None,
                 )
                 .map(|r| r.hits.iter().map(|f| f.hit()).collect())
                 .map_err(|e| fail(e.to_string())),

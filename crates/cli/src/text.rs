@@ -163,6 +163,37 @@ pub struct IngestArgs {
     /// + Porter2 stemming). Recorded in the collection.
     #[arg(long, default_value = "standard", value_name = "NAME")]
     pub analyzer: String,
+    /// Declare a field's type instead of inferring it: NAME=TYPE with TYPE keyword,
+    /// integer, float, bool or datetime (arrays of them need no marker). Repeatable or
+    /// comma-separated. Values that do not convert make the document bad.
+    #[arg(long = "field-type", value_name = "NAME=TYPE", value_delimiter = ',')]
+    pub field_types: Vec<String>,
+    /// Build no field indexes (filters on fields, counts, facets and sorted pages then
+    /// work on ids only).
+    #[arg(long)]
+    pub no_field_indexes: bool,
+}
+
+/// `--field-type NAME=TYPE` pairs.
+fn parse_field_types(
+    list: &[String],
+) -> Result<Vec<(String, searchd_collection::FieldType)>, CliError> {
+    list.iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            let Some((name, ty)) = s.split_once('=') else {
+                return Err(CliError::Input(format!(
+                    "--field-type {s:?}: write NAME=TYPE, e.g. price=float"
+                )));
+            };
+            let ty = ty.trim().parse::<searchd_collection::FieldType>().map_err(|_| {
+                CliError::Input(format!(
+                    "--field-type {s:?}: unknown type {ty:?} (keyword, integer, float, bool, datetime)"
+                ))
+            })?;
+            Ok((name.trim().to_string(), ty))
+        })
+        .collect()
 }
 
 fn reader_config(
@@ -335,6 +366,14 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
             ..Default::default()
         })
     };
+    cfg.field_indexes = if a.no_field_indexes {
+        None
+    } else {
+        Some(searchd_collection::FieldsConfig {
+            declared: parse_field_types(&a.field_types)?,
+            ..Default::default()
+        })
+    };
     let model = match &a.model {
         Some(dir) => Some(ModelAdapter::load(dir, a.threads, a.max_length)?),
         None => None,
@@ -348,7 +387,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
     progress.done();
     let report = report.map_err(collection_error)?;
     println!(
-        "ingested {} documents ({} skipped) of {} dimensions into {} in {:.1}s (read {:.1}s, embed {:.1}s{}, lexical {:.1}s, build {:.1}s), {}",
+        "ingested {} documents ({} skipped) of {} dimensions into {} in {:.1}s (read {:.1}s, embed {:.1}s{}, lexical {:.1}s, fields {:.1}s, build {:.1}s), {}",
         report.docs,
         report.skipped,
         report.dim,
@@ -362,9 +401,26 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
             String::new()
         },
         report.lexical_seconds,
+        report.fields_seconds,
         report.build_seconds,
         util::human_bytes(report.bytes)
     );
+    if let Some(schema) = &report.schema {
+        for f in &schema.fields {
+            println!(
+                "  field {:<20} {}{}{} ({} docs, {} values)",
+                f.name,
+                f.ty,
+                if f.array { "[]" } else { "" },
+                if f.declared { ", declared" } else { ", inferred" },
+                f.docs,
+                f.values
+            );
+        }
+        for s in &schema.skipped {
+            println!("  field {:<20} not indexed: {}", s.name, s.reason);
+        }
+    }
     if let Some(path) = &a.json {
         let mut v = serde_json::to_value(&report).unwrap_or_default();
         v["schema"] = "searchd.ingest.v1".into();

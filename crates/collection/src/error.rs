@@ -24,6 +24,8 @@ pub enum Error {
     Embed(String),
     #[error(transparent)]
     Lexical(#[from] searchd_lexical::Error),
+    #[error(transparent)]
+    Fields(#[from] searchd_fields::Error),
     #[error("{path} already exists; pass --force to replace it")]
     Exists { path: PathBuf },
 }
@@ -55,6 +57,10 @@ impl Error {
             Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
             Error::Embed(_) => false,
             Error::Lexical(_) => false,
+            Error::Fields(searchd_fields::Error::Io { source, .. }) => {
+                source.kind() == std::io::ErrorKind::NotFound
+            }
+            Error::Fields(_) => true,
         }
     }
 }

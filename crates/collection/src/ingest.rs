@@ -65,6 +65,9 @@ pub struct IngestConfig {
     /// Build a BM25 index of the text field (default: yes, with the `standard` analyzer).
     /// Ignored when there is no text field.
     pub lexical: Option<searchd_lexical::LexicalConfig>,
+    /// Typed field indexes of the stored fields (default: yes, every field's type
+    /// inferred; the text field is never indexed as a keyword). `None` builds none.
+    pub field_indexes: Option<searchd_fields::FieldsConfig>,
 }
 
 /// Default `checkpoint_every`.
@@ -86,6 +89,7 @@ impl IngestConfig {
             force: false,
             name: None,
             lexical: Some(searchd_lexical::LexicalConfig::default()),
+            field_indexes: Some(searchd_fields::FieldsConfig::default()),
         }
     }
 }
@@ -122,9 +126,12 @@ pub struct IngestReport {
     pub embed_seconds: f64,
     pub build_seconds: f64,
     pub lexical_seconds: f64,
+    pub fields_seconds: f64,
     pub total_seconds: f64,
     pub bytes: u64,
     pub model: Option<ModelRecord>,
+    /// The typed fields indexed (declared or inferred) and those left unindexed, with why.
+    pub schema: Option<searchd_fields::Schema>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -402,6 +409,14 @@ fn ingest_inner(
     let mut vectors: Vec<f32> = Vec::new();
     let mut dim: Option<usize> = file_vectors.as_ref().map(|v| v.dim());
     let mut fields: BTreeSet<String> = BTreeSet::new();
+    let mut field_writer = cfg.field_indexes.clone().map(|mut fc| {
+        if let Some(t) = &cfg.reader.text_field {
+            if !fc.skip.contains(t) && !fc.declared.iter().any(|(n, _)| n == t) {
+                fc.skip.push(t.clone());
+            }
+        }
+        searchd_fields::FieldsWriter::new(fc)
+    });
     let mut skipped = 0u64;
     let mut n_in_file = 0usize;
     let mut n_text = 0usize;
@@ -459,15 +474,27 @@ fn ingest_inner(
                     cfg.reader.text_field.as_deref().unwrap_or("text")
                 )));
             }
+            if let Some(w) = field_writer.as_mut() {
+                // The source is the JSON object the reader made; a value that does not fit
+                // a declared type makes the document bad (Elasticsearch refuses it too).
+                let map: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(&doc.source).map_err(|e| {
+                        Error::Input(format!("{at}: the stored fields are not a JSON object: {e}"))
+                    })?;
+                w.add(ids.len() as u32, &map).map_err(|e| Error::Input(format!("{at}: {e}")))?;
+                fields.extend(map.into_iter().map(|(k, _)| k));
+            }
             Ok((doc, vector))
         });
         match checked {
             Ok((doc, vector)) => {
-                if let Ok(map) = serde_json::from_slice::<
-                    std::collections::BTreeMap<String, serde::de::IgnoredAny>,
-                >(&doc.source)
-                {
-                    fields.extend(map.into_keys());
+                if field_writer.is_none() {
+                    if let Ok(map) = serde_json::from_slice::<
+                        std::collections::BTreeMap<String, serde::de::IgnoredAny>,
+                    >(&doc.source)
+                    {
+                        fields.extend(map.into_keys());
+                    }
                 }
                 store.add(&doc.source)?;
                 match &doc.id {
@@ -640,6 +667,24 @@ fn ingest_inner(
     drop(texts);
     let lexical_seconds = t_lex.elapsed().as_secs_f64();
 
+    // Phase 3b: the segment's field indexes (typed columns, posting sets).
+    let t_fields = Instant::now();
+    let fields_meta = match field_writer {
+        None => None,
+        Some(w) => {
+            events(Event::Phase {
+                name: "fields",
+                total: n as u64,
+                bytes: false,
+            });
+            let fdir = seg_dir.join("fields");
+            let meta = w.finish(&fdir, n as u32)?;
+            events(Event::Progress { done: n as u64 });
+            Some(meta)
+        }
+    };
+    let fields_seconds = t_fields.elapsed().as_secs_f64();
+
     // Phase 4: the segment's vector index.
     let t_build = Instant::now();
     events(Event::Phase {
@@ -691,11 +736,25 @@ fn ingest_inner(
         text_field: cfg.reader.text_field.clone(),
         model: model.clone(),
         fields: fields.into_iter().collect(),
+        mapping: fields_meta.as_ref().map(|m| m.schema.clone()),
         segments: vec![SegmentMeta {
             name: seg_name.into(),
             docs: n as u64,
             files,
             lexical: lexical_meta.clone(),
+            fields: fields_meta.as_ref().map(|m| crate::FieldsSegment {
+                dir: "fields".into(),
+                bytes: m.bytes,
+                files: m
+                    .files
+                    .iter()
+                    .map(|(name, bytes, crc32)| FileMeta {
+                        name: name.clone(),
+                        bytes: *bytes,
+                        crc32: *crc32,
+                    })
+                    .collect(),
+            }),
         }],
         ingest: serde_json::json!({
             "source": cfg.docs,
@@ -706,6 +765,7 @@ fn ingest_inner(
             "stored_bytes": store_info.bytes,
             "stored_raw_bytes": store_info.raw_bytes,
             "lexical": lexical_meta.as_ref().map(|l| serde_json::json!({"analyzer": l.analyzer.to_string(), "bytes": l.bytes, "seconds": lexical_seconds})),
+            "fields": fields_meta.as_ref().map(|m| serde_json::json!({"bytes": m.bytes, "seconds": fields_seconds})),
         }),
     };
     let mpath = stage.join(MANIFEST);
@@ -745,9 +805,14 @@ fn ingest_inner(
         embed_seconds,
         build_seconds,
         lexical_seconds,
+        fields_seconds,
         total_seconds,
-        bytes: built.bytes + store_info.bytes + lexical_meta.as_ref().map_or(0, |l| l.bytes),
+        bytes: built.bytes
+            + store_info.bytes
+            + lexical_meta.as_ref().map_or(0, |l| l.bytes)
+            + fields_meta.as_ref().map_or(0, |m| m.bytes),
         model,
+        schema: fields_meta.map(|m| m.schema),
     })
 }
 

@@ -27,6 +27,7 @@ mod error;
 pub mod fusion;
 mod ids;
 pub mod ingest;
+pub mod query;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,11 @@ use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Result};
 pub use searchd_docs::DocId;
+pub use query::{Matches, PageHit};
+pub use searchd_fields::{
+    Bucket, FieldType, FieldsConfig, Filter, FilterError, Order, Schema, SortBy, SortKey,
+    SortValue,
+};
 pub use searchd_lexical::{Analyzer, LexicalConfig};
 
 /// File name of a collection's manifest.
@@ -94,6 +100,20 @@ pub struct SegmentMeta {
     /// hybrid searches on them are refused with a clear message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lexical: Option<LexicalSegment>,
+    /// The segment's field indexes (typed columns and posting sets), if it has them.
+    /// Absent in collections made before field indexes existed: they open, and filters on
+    /// fields are refused with a clear message (`ids` filters still work).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<FieldsSegment>,
+}
+
+/// A segment's field indexes, as the manifest records them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldsSegment {
+    /// Directory under the segment (`fields`).
+    pub dir: String,
+    pub bytes: u64,
+    pub files: Vec<FileMeta>,
 }
 
 /// A segment's lexical index, as the manifest records it.
@@ -122,6 +142,11 @@ pub struct Manifest {
     pub model: Option<ModelRecord>,
     /// Names of the stored fields seen in the documents, sorted.
     pub fields: Vec<String>,
+    /// The typed, indexed fields (declared or inferred at ingest) and the fields left
+    /// unindexed with the reason: the collection's mapping, in Elasticsearch's word.
+    /// Absent in collections made before field indexes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<Schema>,
     pub segments: Vec<SegmentMeta>,
     /// How the collection was made (source, counts, timings); informational.
     #[serde(default)]
@@ -216,6 +241,9 @@ pub struct Segment {
     ids: ids::IdMap,
     store: Option<searchd_docs::StoreReader>,
     lexical: Option<searchd_lexical::LexicalIndex>,
+    fields: Option<searchd_fields::FieldIndex>,
+    /// What filters see on a segment without field indexes (ids and match_all only).
+    no_fields: searchd_fields::FieldIndex,
 }
 
 impl Segment {
@@ -230,6 +258,9 @@ impl Segment {
     }
     pub fn lexical(&self) -> Option<&searchd_lexical::LexicalIndex> {
         self.lexical.as_ref()
+    }
+    pub fn fields(&self) -> Option<&searchd_fields::FieldIndex> {
+        self.fields.as_ref()
     }
 }
 
@@ -284,6 +315,8 @@ impl Collection {
                 ids: ids::IdMap::rows(n),
                 store: None,
                 lexical: None,
+                fields: None,
+                no_fields: searchd_fields::FieldIndex::empty(n as u32),
             }],
         }
     }
@@ -362,11 +395,30 @@ impl Collection {
                     Some(lex)
                 }
             };
+            let fields = match &meta.fields {
+                None => None,
+                Some(fm) => {
+                    let fdir = sdir.join(&fm.dir);
+                    let fi = searchd_fields::FieldIndex::open(&fdir)?;
+                    if fi.docs() as usize != docs {
+                        return Err(Error::format(
+                            &fdir,
+                            format!(
+                                "field indexes hold {} documents, the manifest says {docs}; the collection is corrupt",
+                                fi.docs()
+                            ),
+                        ));
+                    }
+                    Some(fi)
+                }
+            };
             segments.push(Segment {
                 index: Arc::new(index),
                 ids,
                 store: Some(store),
                 lexical,
+                fields,
+                no_fields: searchd_fields::FieldIndex::empty(docs as u32),
             });
         }
         Ok(Collection {
@@ -495,13 +547,16 @@ impl Collection {
         params: &SearchParams<'_>,
         how: &fusion::Fusion,
         window: usize,
+        allow: Option<&Matches>,
     ) -> std::result::Result<HybridResult, HybridError> {
         let window = window.max(params.k);
         let t = std::time::Instant::now();
         let mut p = *params;
         p.k = window;
         p.ef = p.ef.max(window);
-        let dense = self.search(vector, &p, None).map_err(HybridError::Dense)?;
+        let (dense, _) = self
+            .search_filtered(vector, &p, None, allow)
+            .map_err(HybridError::Dense)?;
         let dense_us = t.elapsed().as_micros() as u64;
         if params
             .deadline
@@ -510,8 +565,13 @@ impl Collection {
             return Err(HybridError::Dense(SearchError::DeadlineExceeded));
         }
         let t = std::time::Instant::now();
+        let pass = |d: DocRef| allow.is_none_or(|m| m.contains(d));
         let lexical = self
-            .search_lexical(text, window, None)
+            .search_lexical(
+                text,
+                window,
+                allow.map(|_| &pass as &(dyn Fn(DocRef) -> bool + Sync)),
+            )
             .map_err(HybridError::Lexical)?;
         let lexical_us = t.elapsed().as_micros() as u64;
         let t = std::time::Instant::now();
@@ -588,7 +648,23 @@ impl Collection {
         params: &SearchParams<'_>,
         exclude: Option<DocRef>,
     ) -> std::result::Result<Vec<DocHit>, SearchError> {
+        self.search_filtered(query, params, exclude, None)
+            .map(|(hits, _)| hits)
+    }
+
+    /// [`Collection::search`] restricted to the documents of `allow` (a filter's
+    /// [`Matches`]): each segment's engine plans its own search from the size of its row
+    /// set (exact scan of the passing rows, or filtered graph traversal); the plan of the
+    /// first segment that searched is returned with the hits. A returned hit always passes.
+    pub fn search_filtered(
+        &self,
+        query: &[f32],
+        params: &SearchParams<'_>,
+        exclude: Option<DocRef>,
+        allow: Option<&Matches>,
+    ) -> std::result::Result<(Vec<DocHit>, Option<searchd_engine::FilterPlan>), SearchError> {
         let mut all: Vec<DocHit> = Vec::with_capacity(params.k * self.segments.len());
+        let mut plan = None;
         for (i, seg) in self.segments.iter().enumerate() {
             let own = exclude
                 .filter(|e| e.segment as usize == i)
@@ -597,6 +673,15 @@ impl Collection {
             let mut p = *params;
             if own.is_some() {
                 p.filter = Some(&not_self);
+            }
+            if let Some(m) = allow {
+                match m.segment(i) {
+                    Some(rows) if !rows.is_empty() => p.allow = Some(rows),
+                    _ => continue,
+                }
+                if plan.is_none() {
+                    plan = Some(seg.index.filter_plan(&p));
+                }
             }
             let hits = seg.index.search(query, &p)?;
             all.extend(hits.into_iter().map(|h| DocHit {
@@ -611,7 +696,7 @@ impl Collection {
             all.sort_by(|a, b| b.score.total_cmp(&a.score));
             all.truncate(params.k);
         }
-        Ok(all)
+        Ok((all, plan))
     }
 
     /// Bytes of every segment's index files and stored documents.
@@ -622,6 +707,7 @@ impl Collection {
                 s.index.info().bytes
                     + s.store.as_ref().map_or(0, |st| st.bytes())
                     + s.lexical.as_ref().map_or(0, |l| l.bytes())
+                    + s.fields.as_ref().map_or(0, |f| f.bytes())
             })
             .sum()
     }
@@ -641,6 +727,8 @@ impl Collection {
             "text_field": self.manifest.as_ref().and_then(|m| m.text_field.clone()),
             "fields": self.manifest.as_ref().map(|m| m.fields.clone()),
             "lexical": self.analyzer().map(|a| serde_json::json!({"analyzer": a.to_string(), "field": self.manifest.as_ref().and_then(|m| m.text_field.clone())})),
+            "mapping": self.manifest.as_ref().and_then(|m| m.mapping.as_ref()),
+            "field_indexes": self.segments.iter().map(|s| s.fields.as_ref().map(|f| f.stats())).collect::<Vec<_>>(),
             "bytes": self.bytes(),
         })
     }

@@ -207,6 +207,10 @@ impl FieldsWriter {
                 message: format!("row is beyond the segment's {docs} documents"),
             });
         }
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let mut schema = Schema::default();
         let mut cols = Vec::new();
         for (name, acc) in self.fields {

@@ -86,6 +86,29 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE.jsonl", conflicts_with = "body_file")]
     pub text_queries: Option<PathBuf>,
 
+    /// Weighted mix of endpoints instead of one: NAME=FILE:WEIGHT, comma separated
+    /// (WEIGHT a positive number, 1 when omitted; NAME letters, digits, '_', '-', unique).
+    /// Each FILE holds one request per non-blank line: 'GET /collections/t/docs/d17',
+    /// 'POST /collections/t/count {"filter": {...}}' (the JSON body follows the path),
+    /// or a bare JSON object (sent to --endpoint). The lines are expanded into a seeded
+    /// (--seed) schedule of at least 10000 requests, each endpoint drawn by weight and
+    /// its lines rotating in order; --pick chooses among the schedule's entries. Each
+    /// answer must have a 2xx status and, when not empty, a JSON body; the report
+    /// gives every step's figures per endpoint (steps[].endpoints).
+    #[arg(long, value_name = "NAME=FILE:WEIGHT,...", value_parser = crate::mix::parse_mix,
+          conflicts_with_all = ["body_file", "text_queries"])]
+    pub mix: Option<crate::mix::MixSpec>,
+
+    /// Label the run as measuring a cold or a warm cache (recorded in the report).
+    /// `cold`: every request gets a cache key never used before: a unique query
+    /// parameter `nonce=N` (process-wide counter) is appended to each request's path
+    /// (`?nonce=N`, or `&nonce=N` when the path has a query). searchd's response cache
+    /// keys include the query string, so every key is new, while the server ignores the
+    /// parameter. Requests are then serialised per send. `warm`: requests are sent as
+    /// they are, so repeated bodies can be served from a cache (the warm-up primes it).
+    #[arg(long, value_enum)]
+    pub cache: Option<CacheMode>,
+
     /// Field of --text-queries lines that holds the text.
     #[arg(long, default_value = "query")]
     pub text_field: String,
@@ -212,6 +235,16 @@ impl LoadArgs {
 pub enum RetryAfter {
     Ignore,
     Honor,
+}
+
+/// `--cache`: what the run is labelled as measuring.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// A unique `nonce` query parameter on every request: no answer can come from a cache.
+    Cold,
+    /// Requests sent as they are: repeated ones may be served from a cache.
+    Warm,
 }
 
 /// `METHOD /path`.

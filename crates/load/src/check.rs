@@ -14,6 +14,9 @@ pub enum Check {
     /// As `Search`, but with at most the expected hits: lexical search returns only the
     /// documents that match a query word, which may be fewer than k.
     SearchUpTo,
+    /// A `--mix` request: any 2xx status and, when the body is not empty, valid JSON
+    /// (see [`check_mix_answer`]).
+    Mix,
 }
 
 /// Map an HTTP status to ok or an error kind.
@@ -102,12 +105,32 @@ pub fn check_response(
     n_max: Option<u64>,
     ids: &mut Vec<i64>,
 ) -> Result<(), ErrorKind> {
+    if check == Check::Mix {
+        ids.clear();
+        return check_mix_answer(status, body);
+    }
     check_status(status)?;
     match check {
-        Check::StatusOnly => Ok(()),
+        Check::StatusOnly | Check::Mix => Ok(()),
         Check::Search => check_search_body(body, expect_hits, n_max, ids),
         Check::SearchUpTo => check_hits(body, 0..=expect_hits, n_max, ids),
     }
+}
+
+/// Check an answer to a `--mix` request: a 2xx status (others map as
+/// [`check_status`] does) and a body that is empty or valid JSON (`bad_body`
+/// otherwise).
+pub fn check_mix_answer(status: u16, body: &[u8]) -> Result<(), ErrorKind> {
+    if !(200..300).contains(&status) {
+        check_status(status)?;
+        return Err(ErrorKind::HttpOther);
+    }
+    if body.trim_ascii().is_empty() {
+        return Ok(());
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(body)
+        .map(|_| ())
+        .map_err(|_| ErrorKind::BadBody)
 }
 
 /// recall@k of one answer against its exact neighbours (not tie-aware):

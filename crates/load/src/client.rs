@@ -119,29 +119,60 @@ impl Target {
 
     /// The whole request for `body` (ignored for GET/HEAD), ready to write.
     pub fn serialize(&self, body: &[u8]) -> Bytes {
-        self.serialize_to(
-            &self.method,
-            self.uri.path_and_query().map_or("/", |p| p.as_str()),
-            self.with_body,
-            body,
-        )
+        self.serialize_to(&self.method, self.path(), self.with_body, body)
     }
 
-    fn serialize_to(&self, method: &Method, path: &str, with_body: bool, body: &[u8]) -> Bytes {
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host_port);
+    pub(crate) fn serialize_to(
+        &self,
+        method: &Method,
+        path: &str,
+        with_body: bool,
+        body: &[u8],
+    ) -> Bytes {
+        let mut out = Vec::with_capacity(64 + self.host_port.len() + path.len() + body.len());
+        self.serialize_into(&mut out, method, path, None, with_body, body);
+        Bytes::from(out)
+    }
+
+    /// Write the whole request into `out` (cleared first; its capacity is reused). With
+    /// `nonce`, the query parameter `nonce=N` is appended to `path` (`?` or `&`).
+    pub fn serialize_into(
+        &self,
+        out: &mut Vec<u8>,
+        method: &Method,
+        path: &str,
+        nonce: Option<u64>,
+        with_body: bool,
+        body: &[u8],
+    ) {
+        use std::io::Write;
+        out.clear();
+        out.extend_from_slice(method.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(path.as_bytes());
+        if let Some(n) = nonce {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            let _ = write!(out, "{sep}nonce={n}");
+        }
+        out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+        out.extend_from_slice(self.host_port.as_bytes());
+        out.extend_from_slice(b"\r\n");
         if with_body {
-            head.push_str(&format!(
+            let _ = write!(
+                out,
                 "Content-Type: application/json\r\nContent-Length: {}\r\n",
                 body.len()
-            ));
+            );
         }
-        head.push_str("\r\n");
-        let mut out = BytesMut::with_capacity(head.len() + body.len());
-        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(b"\r\n");
         if with_body {
             out.extend_from_slice(body);
         }
-        out.freeze()
+    }
+
+    /// Path (and query) of `--endpoint`.
+    pub fn path(&self) -> &str {
+        self.uri.path_and_query().map_or("/", |p| p.as_str())
     }
 
     /// Whether answers to this method carry no body.
@@ -422,6 +453,19 @@ pub async fn request_once(
     deadline: Instant,
     timer: &mut Timer,
 ) -> Result<(u16, Bytes), (ErrorKind, Option<String>)> {
+    request_once_as(slot, target, req, target.head_only(), deadline, timer).await
+}
+
+/// As [`request_once`], for a request whose method may differ from `--endpoint`'s:
+/// `head_only` says whether its answer carries no body (a HEAD request).
+pub async fn request_once_as(
+    slot: &mut Option<Conn>,
+    target: &Target,
+    req: &[u8],
+    head_only: bool,
+    deadline: Instant,
+    timer: &mut Timer,
+) -> Result<(u16, Bytes), (ErrorKind, Option<String>)> {
     timer.arm(deadline);
     let mut fresh = false;
     loop {
@@ -447,7 +491,7 @@ pub async fn request_once(
             }
         }
         let c = slot.as_mut().expect("connected");
-        match timer.run(c.exchange(req, target.head_only())).await {
+        match timer.run(c.exchange(req, head_only)).await {
             Ok(Ok(v)) => {
                 if !c.reusable {
                     *slot = None;

@@ -238,6 +238,50 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// `--mix` runs: one small table per step with each endpoint's figures; empty otherwise.
+fn endpoint_tables(r: &Report) -> String {
+    if r.steps.iter().all(|s| s.endpoints.is_empty()) {
+        return String::new();
+    }
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let mut out = String::from("<h2>Per endpoint</h2>\n");
+    for s in &r.steps {
+        if s.endpoints.is_empty() {
+            continue;
+        }
+        let lvl = match s.rate {
+            Some(rate) => format!("rate {rate:.0}/s"),
+            None => format!("concurrency {}", s.concurrency),
+        };
+        out.push_str(&format!(
+            "<h3>{lvl}</h3>\n<table class=\"ep\"><tr><th>endpoint</th><th>requests</th><th>ok</th><th>errors</th><th>qps</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>mean ms</th><th>max ms</th><th>error kinds</th></tr>\n"
+        ));
+        for (name, e) in &s.endpoints.0 {
+            let kinds: Vec<String> = e
+                .error_kinds
+                .iter()
+                .map(|(k, n)| format!("{k}:{n}"))
+                .collect();
+            out.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                esc(name),
+                e.requests,
+                e.ok,
+                e.errors,
+                e.qps,
+                f(e.p50_ms),
+                f(e.p95_ms),
+                f(e.p99_ms),
+                f(e.mean_ms),
+                f(e.max_ms),
+                esc(&kinds.join(" "))
+            ));
+        }
+        out.push_str("</table>\n");
+    }
+    out
+}
+
 /// The full HTML page.
 pub fn render_html(r: &Report) -> Result<String, LoadError> {
     let mut table = Vec::new();
@@ -247,7 +291,7 @@ pub fn render_html(r: &Report) -> Result<String, LoadError> {
     out.push_str(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>searchd load report</title>\n",
     );
-    out.push_str("<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}.warn{color:#a40}.svg{margin:1em 0}</style></head><body>\n");
+    out.push_str("<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}.warn{color:#a40}.svg{margin:1em 0}table.ep{border-collapse:collapse;font-size:13px}table.ep td,table.ep th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style></head><body>\n");
     out.push_str(&format!(
         "<h1>searchd load: {}</h1>\n<p>{} {} loop. Sustainable = best QPS with p99 &le; {} ms and error rate &le; {}%; peak = best QPS regardless (not a capacity figure).</p>\n",
         esc(&r.target),
@@ -282,6 +326,7 @@ pub fn render_html(r: &Report) -> Result<String, LoadError> {
             ));
         }
     }
+    out.push_str(&endpoint_tables(r));
     out.push_str(&format!(
         "<h2>JSON</h2><pre>{}</pre>\n</body></html>\n",
         esc(&crate::report::to_json(r))

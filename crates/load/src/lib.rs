@@ -19,6 +19,7 @@ pub mod client;
 pub mod error;
 pub mod gt;
 pub mod html;
+pub mod mix;
 pub mod report;
 pub mod resources;
 mod runner;
@@ -26,9 +27,12 @@ pub mod stats;
 
 use std::path::Path;
 
-pub use args::{Endpoint, LoadArgs, Pick, Ramp, Rates, RetryAfter};
+pub use args::{CacheMode, Endpoint, LoadArgs, Pick, Ramp, Rates, RetryAfter};
 pub use error::LoadError;
-pub use report::{print_table, Best, Config, Report, ServerStep, Step, TrialSpread, SCHEMA};
+pub use report::{
+    print_table, Best, Config, EndpointStep, Endpoints, MixInfo, Report, ServerStep, Step,
+    TrialSpread, SCHEMA,
+};
 pub use runner::Level;
 pub use stats::{ErrorKind, Percentiles, Spread};
 

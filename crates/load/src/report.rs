@@ -44,6 +44,87 @@ pub struct Report {
     pub started_unix_s: f64,
     /// Wall time of the whole run.
     pub elapsed_s: f64,
+    /// `--cache`: "cold" (a unique nonce on every request), "warm", or null when not given.
+    pub cache: Option<crate::args::CacheMode>,
+    /// `--mix` endpoints, in the order given; absent without `--mix`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mix: Option<Vec<MixInfo>>,
+}
+
+/// One endpoint of `--mix`.
+#[derive(Debug, Clone, Serialize)]
+pub struct MixInfo {
+    pub name: String,
+    pub file: String,
+    pub weight: f64,
+    /// Requests (non-blank lines) in the file.
+    pub lines: usize,
+}
+
+/// One endpoint's share of a step (`--mix`): counts summed over trials, latency of ok
+/// answers (medians over trials, max the largest), qps = ok / window (median).
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointStep {
+    pub requests: u64,
+    pub ok: u64,
+    /// Failed requests, all kinds.
+    pub errors: u64,
+    /// Failed requests by kind, non-zero kinds only.
+    pub error_kinds: std::collections::BTreeMap<&'static str, u64>,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    pub qps: f64,
+}
+
+/// Per-endpoint figures of a step, in `--mix` order; serialised as an object keyed by
+/// endpoint name.
+#[derive(Debug, Clone, Default)]
+pub struct Endpoints(pub Vec<(String, EndpointStep)>);
+
+impl Endpoints {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn get(&self, name: &str) -> Option<&EndpointStep> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, e)| e)
+    }
+}
+
+impl Serialize for Endpoints {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// The text line of one endpoint under its step.
+pub fn endpoint_line(name: &str, e: &EndpointStep) -> String {
+    let mut kinds: Vec<(&str, u64)> = e.error_kinds.iter().map(|(k, v)| (*k, *v)).collect();
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+    let kinds = kinds
+        .iter()
+        .take(3)
+        .map(|(k, n)| format!("{k}:{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "{:>8} {name:<16} ok {:>8}  errors {:>6}  p50 {:>8}  p95 {:>8}  p99 {:>8} ms  {}",
+        "",
+        e.ok,
+        e.errors,
+        fmt_opt(e.p50_ms, 2),
+        fmt_opt(e.p95_ms, 2),
+        fmt_opt(e.p99_ms, 2),
+        kinds
+    )
+    .trim_end()
+    .to_string()
 }
 
 /// Effective settings of the run.
@@ -132,6 +213,9 @@ pub struct Step {
     pub trials: TrialSpread,
     /// Why this step has no latency numbers, or other remarks.
     pub note: Option<String>,
+    /// `--mix` runs: the step's figures per endpoint, keyed by name; absent otherwise.
+    #[serde(skip_serializing_if = "Endpoints::is_empty")]
+    pub endpoints: Endpoints,
     #[serde(skip)]
     pub hist: Histogram<u64>,
 }
@@ -212,7 +296,11 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
         w,
         "searchd load: {} {}  ({} loop, warm-up {}s, measure {}s, SLO p99 <= {} ms, errors <= {}%{})",
         r.target,
-        r.config.endpoint,
+        if r.mix.is_some() {
+            "--mix"
+        } else {
+            r.config.endpoint.as_str()
+        },
         r.mode,
         r.config.warmup_s,
         r.config.duration_s,
@@ -224,6 +312,22 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
             String::new()
         }
     )?;
+    if let Some(c) = r.cache {
+        let what = match c {
+            crate::args::CacheMode::Cold => {
+                "cold (a unique nonce query parameter on every request)"
+            }
+            crate::args::CacheMode::Warm => "warm (requests repeat; caches may answer them)",
+        };
+        writeln!(w, "cache: {what}")?;
+    }
+    if let Some(mix) = &r.mix {
+        let parts: Vec<String> = mix
+            .iter()
+            .map(|m| format!("{}={}:{} ({} lines)", m.name, m.file, m.weight, m.lines))
+            .collect();
+        writeln!(w, "mix: {}", parts.join(", "))?;
+    }
     let lvl = if open { "rate/s" } else { "conc" };
     writeln!(
         w,
@@ -274,6 +378,9 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
             if s.slo_pass { "ok" } else { "FAIL" },
             extra.trim()
         )?;
+        for (name, e) in &s.endpoints.0 {
+            writeln!(w, "{}", endpoint_line(name, e))?;
+        }
     }
     let best = |b: &Option<Best>| match b {
         None => "none".to_string(),

@@ -1,7 +1,7 @@
 //! Running steps: closed-loop workers (one loop per connection), open-loop
 //! dispatcher plus connection pool, ramps, trials, aggregation.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,10 +13,14 @@ use tokio::time::Instant;
 use crate::args::{LoadArgs, Pick};
 use crate::bodies::{BodySet, PickShared, Picker};
 use crate::check::{check_response, recall_of, Check};
-use crate::client::{request_once, Conn, Target, Timer};
+use crate::client::{request_once_as, Conn, Target, Timer};
 use crate::error::LoadError;
 use crate::gt::IdMatrix;
-use crate::report::{Best, ClientInfo, Config, Report, ServerStep, Step, TrialSpread, SCHEMA};
+use crate::mix::{build_schedule, read_mix_file, MixLine};
+use crate::report::{
+    endpoint_line, Best, ClientInfo, Config, EndpointStep, Endpoints, MixInfo, Report, ServerStep,
+    Step, TrialSpread, SCHEMA,
+};
 use crate::resources::{self, ServerSource};
 use crate::stats::{
     best_step, error_rate, median, new_histogram, percentiles_ms, scheduled_offset_ns, slo_pass,
@@ -55,6 +59,68 @@ struct Shared {
     pick: Arc<PickShared>,
     /// Closed loop: wait Retry-After after a 503/429 (`--retry-after honor`).
     honor_retry_after: bool,
+    /// `--mix`: endpoint of each request (empty otherwise).
+    mix_ep: Vec<u16>,
+    /// `--mix`: endpoint names.
+    mix_names: Vec<String>,
+    /// `--mix`: whether request i is a HEAD (its answer has no body); empty otherwise.
+    mix_head: Vec<bool>,
+    /// `--cache cold`: what each request is made of, to serialise it with a nonce per send.
+    cold: Option<ColdParts>,
+}
+
+/// The parts of a request, for per-send serialisation (`--cache cold`).
+struct ReqParts {
+    method: hyper::Method,
+    path: String,
+    with_body: bool,
+    body: bytes::Bytes,
+}
+
+struct ColdParts {
+    parts: Vec<ReqParts>,
+    /// Part of each request index; empty: the identity.
+    part_of: Vec<u32>,
+}
+
+/// `--cache cold` nonces: one process-wide counter, started at the Unix time in
+/// nanoseconds on first use so that later processes do not repeat earlier keys.
+static NONCE: AtomicU64 = AtomicU64::new(0);
+
+fn init_nonce() {
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        .max(1);
+    let _ = NONCE.compare_exchange(0, base, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+impl Shared {
+    /// Whether the answer to request `idx` carries no body.
+    #[inline]
+    fn head_only(&self, idx: usize) -> bool {
+        self.mix_head
+            .get(idx)
+            .copied()
+            .unwrap_or_else(|| self.target.head_only())
+    }
+
+    /// The bytes to send for request `idx`: the pre-serialised request, or (cold cache)
+    /// the request serialised into `buf` with a fresh nonce.
+    #[inline]
+    fn request<'a>(&'a self, idx: usize, buf: &'a mut Vec<u8>) -> &'a [u8] {
+        match &self.cold {
+            None => &self.requests[idx],
+            Some(c) => {
+                let p = &c.parts[c.part_of.get(idx).map_or(idx, |&i| i as usize)];
+                let n = NONCE.fetch_add(1, Ordering::Relaxed);
+                self.target
+                    .serialize_into(buf, &p.method, &p.path, Some(n), p.with_body, &p.body);
+                buf
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -72,10 +138,19 @@ struct Acc {
     recall_n: u64,
     last_done: Option<Instant>,
     connect_err: Option<String>,
+    /// `--mix`: per endpoint.
+    eps: Vec<EpAcc>,
+}
+
+/// One endpoint's counts (`--mix`).
+struct EpAcc {
+    hist: Histogram<u64>,
+    ok: u64,
+    errors: ErrorCounts,
 }
 
 impl Acc {
-    fn new() -> Self {
+    fn new(endpoints: usize) -> Self {
         Acc {
             hist: new_histogram(),
             ok: 0,
@@ -84,6 +159,13 @@ impl Acc {
             recall_n: 0,
             last_done: None,
             connect_err: None,
+            eps: (0..endpoints)
+                .map(|_| EpAcc {
+                    hist: new_histogram(),
+                    ok: 0,
+                    errors: ErrorCounts::default(),
+                })
+                .collect(),
         }
     }
     fn merge(&mut self, o: Acc) {
@@ -98,6 +180,18 @@ impl Acc {
         };
         if self.connect_err.is_none() {
             self.connect_err = o.connect_err;
+        }
+        if self.eps.len() < o.eps.len() {
+            self.eps.resize_with(o.eps.len(), || EpAcc {
+                hist: new_histogram(),
+                ok: 0,
+                errors: ErrorCounts::default(),
+            });
+        }
+        for (a, b) in self.eps.iter_mut().zip(o.eps) {
+            a.hist.add(&b.hist).expect("auto-resizing histogram");
+            a.ok += b.ok;
+            a.errors.merge(&b.errors);
         }
     }
     fn requests(&self) -> u64 {
@@ -122,11 +216,16 @@ fn finish(
     let lat_us = done.saturating_duration_since(origin).as_micros() as u64;
     let verdict = match res {
         Ok((status, body)) => {
-            let k = sh.bodies.k[idx] as u64;
+            let k = sh.bodies.k.get(idx).copied().unwrap_or(0) as u64;
             let expect = sh.n_count.map_or(k, |n| k.min(n)) as usize;
             check_response(sh.check, status, &body, expect, sh.n_ids, ids).map_err(|k| (k, None))
         }
         Err(e) => Err(e),
+    };
+    let ep = if record {
+        sh.mix_ep.get(idx).map(|&e| e as usize)
+    } else {
+        None
     };
     match verdict {
         Ok(()) => {
@@ -136,7 +235,13 @@ fn finish(
                 acc.hist
                     .record(lat_us.max(1))
                     .expect("auto-resizing histogram");
-                if let (Some(gt), Some(q)) = (&sh.gt, sh.bodies.qidx[idx]) {
+                if let Some(e) = ep.and_then(|e| acc.eps.get_mut(e)) {
+                    e.ok += 1;
+                    e.hist
+                        .record(lat_us.max(1))
+                        .expect("auto-resizing histogram");
+                }
+                if let (Some(gt), Some(q)) = (&sh.gt, sh.bodies.qidx.get(idx).copied().flatten()) {
                     if (q as usize) < gt.rows {
                         acc.recall_sum +=
                             recall_of(ids, gt.row(q as usize), sh.bodies.k[idx] as usize);
@@ -149,6 +254,9 @@ fn finish(
             sh.live.record_err();
             if record {
                 acc.errors.add(kind);
+                if let Some(e) = ep.and_then(|e| acc.eps.get_mut(e)) {
+                    e.errors.add(kind);
+                }
                 if msg.is_some() && acc.connect_err.is_none() {
                     acc.connect_err = msg;
                 }
@@ -166,9 +274,10 @@ async fn closed_worker(
     mut slot: Option<Conn>,
     mut picker: Picker,
 ) -> (Option<Conn>, Acc) {
-    let mut acc = Acc::new();
+    let mut acc = Acc::new(sh.mix_names.len());
     let mut ids = Vec::with_capacity(16);
     let mut timer = Timer::new(sh.request_timeout);
+    let mut buf = Vec::new();
     loop {
         let start = Instant::now();
         if start >= t.end {
@@ -176,10 +285,12 @@ async fn closed_worker(
         }
         let record = start >= t.measure_start;
         let idx = picker.next_index();
-        let res = request_once(
+        let req = sh.request(idx, &mut buf);
+        let res = request_once_as(
             &mut slot,
             &sh.target,
-            &sh.requests[idx],
+            req,
+            sh.head_only(idx),
             start + sh.request_timeout,
             &mut timer,
         )
@@ -221,15 +332,18 @@ async fn open_worker(
     idle: Arc<Mutex<Vec<usize>>>,
     mut slot: Option<Conn>,
 ) -> (Option<Conn>, Acc) {
-    let mut acc = Acc::new();
+    let mut acc = Acc::new(sh.mix_names.len());
     let mut ids = Vec::with_capacity(16);
     let mut timer = Timer::new(sh.request_timeout);
+    let mut buf = Vec::new();
     while let Some(job) = rx.recv().await {
         let deadline = Instant::now() + sh.request_timeout;
-        let res = request_once(
+        let req = sh.request(job.idx, &mut buf);
+        let res = request_once_as(
             &mut slot,
             &sh.target,
-            &sh.requests[job.idx],
+            req,
+            sh.head_only(job.idx),
             deadline,
             &mut timer,
         )
@@ -242,8 +356,8 @@ async fn open_worker(
 
 /// Send the requests `first, first + stride, ...` of the schedule "request i
 /// at `t0 + i / rate`" until `t.end` to this shard's idle connections
-/// (`txs[j]` is local slot j); returns (late, dropped) counted within the
-/// measured window.
+/// (`txs[j]` is local slot j); returns (late, dropped, dropped per `--mix`
+/// endpoint) counted within the measured window.
 #[allow(clippy::too_many_arguments)]
 async fn dispatcher(
     t0: Instant,
@@ -256,8 +370,9 @@ async fn dispatcher(
     mut picker: Picker,
     late_threshold: Duration,
     sh: Arc<Shared>,
-) -> (u64, u64) {
+) -> (u64, u64, Vec<u64>) {
     let (mut late, mut dropped) = (0u64, 0u64);
+    let mut dropped_ep = vec![0u64; sh.mix_names.len()];
     let mut i: u64 = first;
     loop {
         let sched = t0 + Duration::from_nanos(scheduled_offset_ns(i, rate));
@@ -290,12 +405,15 @@ async fn dispatcher(
                 sh.live.record_err();
                 if record {
                     dropped += 1;
+                    if let Some(&e) = sh.mix_ep.get(idx) {
+                        dropped_ep[e as usize] += 1;
+                    }
                 }
             }
         }
         i += stride;
     }
-    (late, dropped)
+    (late, dropped, dropped_ep)
 }
 
 /// Client threads: one single-threaded runtime per thread, like wrk's
@@ -548,16 +666,20 @@ impl Runner<'_> {
         let s1 = self.sample_window().await;
 
         let (mut late, mut dropped) = (0, 0);
+        let mut dropped_ep = vec![0u64; self.sh.mix_names.len()];
         for d in disps {
             match d.await {
-                Ok((l, d)) => {
+                Ok((l, d, de)) => {
                     late += l;
                     dropped += d;
+                    for (a, b) in dropped_ep.iter_mut().zip(de) {
+                        *a += b;
+                    }
                 }
                 Err(e) => tracing::error!("dispatcher failed: {e}"),
             }
         }
-        let mut acc = Acc::new();
+        let mut acc = Acc::new(self.sh.mix_names.len());
         for (slot, h) in workers {
             match h.await {
                 Ok((conn, a)) => {
@@ -568,6 +690,9 @@ impl Runner<'_> {
             }
         }
         acc.errors.add_n(ErrorKind::Dropped, dropped);
+        for (e, n) in acc.eps.iter_mut().zip(dropped_ep) {
+            e.errors.add_n(ErrorKind::Dropped, n);
+        }
         self.finish_step(concurrency, rate, t, acc, late, dropped, s0, s1)
     }
 
@@ -629,7 +754,7 @@ impl Runner<'_> {
     }
 }
 
-fn aggregate(raws: &[StepRaw], args: &LoadArgs) -> Step {
+fn aggregate(raws: &[StepRaw], args: &LoadArgs, names: &[String]) -> Step {
     let first = &raws[0];
     let mut errors = ErrorCounts::default();
     let (mut ok, mut recall_sum, mut recall_n, mut late, mut dropped) = (0, 0.0, 0, 0, 0);
@@ -698,8 +823,48 @@ fn aggregate(raws: &[StepRaw], args: &LoadArgs) -> Step {
             p99_ms: spread(&p99_v),
         },
         note: raws.iter().find_map(|r| r.note.clone()),
+        endpoints: endpoint_steps(raws, names),
         hist,
     }
+}
+
+/// Per-endpoint figures (`--mix`) over trials: counts summed, latency percentiles and
+/// qps the median over trials (max: the largest).
+fn endpoint_steps(raws: &[StepRaw], names: &[String]) -> Endpoints {
+    let mut out = Vec::with_capacity(names.len());
+    for (e, name) in names.iter().enumerate() {
+        let mut errors = ErrorCounts::default();
+        let mut ok = 0;
+        let mut per = Vec::new();
+        let mut qps = Vec::new();
+        for r in raws {
+            let Some(a) = r.acc.eps.get(e) else { continue };
+            errors.merge(&a.errors);
+            ok += a.ok;
+            per.push(percentiles_ms(&a.hist));
+            qps.push(a.ok as f64 / r.window_s.max(1e-9));
+        }
+        let med = |f: fn(&Percentiles) -> Option<f64>| {
+            let v: Vec<f64> = per.iter().filter_map(f).collect();
+            median(&v)
+        };
+        out.push((
+            name.clone(),
+            EndpointStep {
+                requests: ok + errors.total(),
+                ok,
+                errors: errors.total(),
+                error_kinds: errors.iter().filter(|(_, n)| *n > 0).collect(),
+                p50_ms: med(|p| p.p50),
+                p95_ms: med(|p| p.p95),
+                p99_ms: med(|p| p.p99),
+                mean_ms: med(|p| p.mean),
+                max_ms: per.iter().filter_map(|p| p.max).reduce(f64::max),
+                qps: median(&qps).unwrap_or(0.0),
+            },
+        ));
+    }
+    Endpoints(out)
 }
 
 /// Check flags that clap cannot check alone.
@@ -760,8 +925,20 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         .unwrap_or(0.0);
     validate(args)?;
     let mut target = Target::new(&args.url, &args.endpoint)?;
-    let search = args.endpoint.is_search();
+    // --mix: every endpoint's lines, read before any load.
+    let mix_lines: Option<Vec<Vec<MixLine>>> = match &args.mix {
+        Some(spec) => Some(
+            spec.0
+                .iter()
+                .map(|m| read_mix_file(&m.file, &args.endpoint))
+                .collect::<Result<_, _>>()?,
+        ),
+        None => None,
+    };
+    let mixed = mix_lines.is_some();
+    let search = args.endpoint.is_search() && !mixed;
     let bodies = match (&args.body_file, search) {
+        _ if mixed => BodySet::default(),
         (None, true) if args.text_queries.is_some() => BodySet::from_text_queries(
             args.text_queries
                 .as_deref()
@@ -775,8 +952,26 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         (None, true) => BodySet::generated(args.queries, args.k, args.ef),
         (None, false) => BodySet::empty(),
     };
+    // --mix: the seeded schedule; request i of the run is entry i.
+    let schedule = mix_lines.as_ref().map(|ls| {
+        let weights: Vec<f64> = args
+            .mix
+            .as_ref()
+            .map(|m| m.0.iter().map(|e| e.weight).collect())
+            .unwrap_or_default();
+        let lens: Vec<usize> = ls.iter().map(|l| l.len()).collect();
+        build_schedule(&weights, &lens, args.seed)
+    });
     if let Pick::Fixed(i) = args.pick {
-        if i >= bodies.len() && search {
+        if let Some(sc) = &schedule {
+            if i >= sc.len() {
+                return Err(LoadError::usage(format!(
+                    "--pick fixed:{i} is out of range: the --mix schedule has {} entries (0..{})",
+                    sc.len(),
+                    sc.len()
+                )));
+            }
+        } else if i >= bodies.len() && search {
             return Err(LoadError::usage(format!(
                 "--pick fixed:{i} is out of range: there are {} bodies (0..{})",
                 bodies.len(),
@@ -802,6 +997,10 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             }
             Some(m)
         }
+        (Some(_), false) if mixed => {
+            warnings.push("--gt ignored: --mix answers are not checked for recall".into());
+            None
+        }
         (Some(_), false) => {
             warnings.push(format!(
                 "--gt ignored: '{}' carries no queries",
@@ -814,7 +1013,11 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
     target.resolve().await;
     let (server_src, stats) = resources::detect(&target, args.server_pid).await;
     let n_count = args.n_max.or(stats.and_then(|s| s.index_n));
-    let optimistic = matches!(args.pick, Pick::Fixed(_)) && search;
+    let optimistic = matches!(args.pick, Pick::Fixed(_)) && (search || mixed);
+    let cold = args.cache == Some(crate::args::CacheMode::Cold);
+    let mix_total_lines: usize = mix_lines
+        .as_ref()
+        .map_or(0, |ls| ls.iter().map(|l| l.len()).sum());
     if optimistic {
         let w = format!(
             "--pick {}: one repeated query lets caches flatter the server; these numbers are OPTIMISTIC and are not a capacity figure (rotate queries: --pick uniform|zipf:S|seq)",
@@ -824,7 +1027,11 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             eprintln!("warning: {w}");
         }
         warnings.push(w);
-    } else if search && bodies.len() < 100 {
+    } else if mixed && !cold && mix_total_lines < 100 {
+        warnings.push(format!(
+            "only {mix_total_lines} distinct --mix requests: caches may flatter the server (--cache cold defeats response caches)"
+        ));
+    } else if search && !cold && bodies.len() < 100 {
         warnings.push(format!(
             "only {} distinct bodies: caches may flatter the server",
             bodies.len()
@@ -841,13 +1048,73 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         );
     }
 
-    let pick_n = bodies.len();
-    let requests = bodies.bodies.iter().map(|b| target.serialize(b)).collect();
+    let mut pick_n = bodies.len();
+    let mut requests: Vec<bytes::Bytes> =
+        bodies.bodies.iter().map(|b| target.serialize(b)).collect();
+    let mut parts: Vec<ReqParts> = Vec::new();
+    let mut part_of: Vec<u32> = Vec::new();
+    let mut mix_ep: Vec<u16> = Vec::new();
+    let mut mix_head: Vec<bool> = Vec::new();
+    if let (Some(ls), Some(sc)) = (&mix_lines, &schedule) {
+        // One serialised request per distinct line, shared by every entry that sends it.
+        let mut uniq: std::collections::HashMap<&MixLine, u32> = std::collections::HashMap::new();
+        let mut ser: Vec<bytes::Bytes> = Vec::new();
+        let ids: Vec<Vec<u32>> = ls
+            .iter()
+            .map(|lines| {
+                lines
+                    .iter()
+                    .map(|l| {
+                        *uniq.entry(l).or_insert_with(|| {
+                            let body = l.body.clone().unwrap_or_default();
+                            ser.push(target.serialize_to(&l.method, &l.path, l.with_body(), &body));
+                            parts.push(ReqParts {
+                                method: l.method.clone(),
+                                path: l.path.clone(),
+                                with_body: l.with_body(),
+                                body,
+                            });
+                            (parts.len() - 1) as u32
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        part_of = sc
+            .ep
+            .iter()
+            .zip(&sc.line)
+            .map(|(&e, &l)| ids[e as usize][l as usize])
+            .collect();
+        requests = part_of.iter().map(|&p| ser[p as usize].clone()).collect();
+        mix_ep = sc.ep.clone();
+        mix_head = part_of
+            .iter()
+            .map(|&p| parts[p as usize].method == hyper::Method::HEAD)
+            .collect();
+        pick_n = sc.len();
+    } else if cold {
+        parts = bodies
+            .bodies
+            .iter()
+            .map(|b| ReqParts {
+                method: target.method.clone(),
+                path: target.path().to_string(),
+                with_body: target.with_body,
+                body: b.clone(),
+            })
+            .collect();
+    }
+    if cold {
+        init_nonce();
+    }
     let sh = Arc::new(Shared {
         target: target.clone(),
         bodies,
         requests,
-        check: if search && args.text_mode.as_deref() == Some("lexical") {
+        check: if mixed {
+            Check::Mix
+        } else if search && args.text_mode.as_deref() == Some("lexical") {
             Check::SearchUpTo
         } else if search {
             Check::Search
@@ -861,6 +1128,14 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         live: LiveStats::new(),
         pick: PickShared::new(args.pick, pick_n),
         honor_retry_after: args.retry_after == crate::args::RetryAfter::Honor,
+        mix_ep,
+        mix_head,
+        mix_names: args
+            .mix
+            .as_ref()
+            .map(|m| m.0.iter().map(|e| e.name.clone()).collect())
+            .unwrap_or_default(),
+        cold: cold.then_some(ColdParts { parts, part_of }),
     });
     let threads = args.threads.unwrap_or_else(resources::cores).max(1);
     let shards = Shards::start(threads).map_err(|source| LoadError::Runtime { source })?;
@@ -914,6 +1189,9 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
                 raw.error_rate() * 100.0,
                 if pass { "ok" } else { "SLO broken: ramp stops" }
             ));
+            for (name, e) in &endpoint_steps(std::slice::from_ref(&raw), &runner.sh.mix_names).0 {
+                runner.say(endpoint_line(name, e));
+            }
             let all_connect = raw.all_connect_errors();
             let why = raw.acc.connect_err.clone().unwrap_or_default();
             raws[li].push(raw);
@@ -938,7 +1216,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
     let steps: Vec<Step> = raws
         .iter()
         .filter(|r| !r.is_empty())
-        .map(|r| aggregate(r, args))
+        .map(|r| aggregate(r, args, &runner.sh.mix_names))
         .collect();
     let mk = |i: usize| {
         let s: &Step = &steps[i];
@@ -982,7 +1260,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             body_file: args.body_file.as_ref().map(|p| p.display().to_string()),
             text_queries: args.text_queries.as_ref().map(|p| p.display().to_string()),
             text_mode: args.text_mode.clone(),
-            bodies: pick_n,
+            bodies: if mixed { mix_total_lines } else { pick_n },
             k: args.k,
             ef: args.ef,
             gt: args.gt.as_ref().map(|p| p.display().to_string()),
@@ -1011,6 +1289,18 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         },
         started_unix_s,
         elapsed_s: started.elapsed().as_secs_f64(),
+        cache: args.cache,
+        mix: args.mix.as_ref().map(|m| {
+            m.0.iter()
+                .zip(mix_lines.as_deref().unwrap_or_default())
+                .map(|(e, ls)| MixInfo {
+                    name: e.name.clone(),
+                    file: e.file.display().to_string(),
+                    weight: e.weight,
+                    lines: ls.len(),
+                })
+                .collect()
+        }),
     };
     if args.fail_on_slo && report.sustainable.is_none() {
         return Err(LoadError::SloFailed {

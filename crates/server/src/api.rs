@@ -21,8 +21,8 @@ use searchd_vecio::Vectors;
 use serde::Deserialize;
 
 use crate::backend::{
-    select_fields, BackendError, FieldsWanted, LocalBackend, QueryInput, ScoredDoc, SearchBackend,
-    SearchRequest, StageTimes,
+    select_fields, BackendError, FacetOutput, FacetSpec, FieldsWanted, LocalBackend, QueryInput,
+    ScoredDoc, SearchBackend, SearchRequest, StageTimes,
 };
 use crate::embedq::{Batcher, EmbedFailure};
 use crate::error::{ApiError, Code, Tagged, JSON};
@@ -58,6 +58,9 @@ pub(crate) struct Settings {
 pub(crate) struct Slot {
     pub name: String,
     pub backend: ArcSwapOption<Box<dyn SearchBackend>>,
+    /// Bumped by every swap of the backend (and every write): part of each cache key, so a
+    /// cached reply can never outlive the data it was computed from.
+    pub generation: std::sync::atomic::AtomicU64,
 }
 
 /// Shared state of one server.
@@ -74,6 +77,8 @@ pub(crate) struct App {
     pub reranker: Option<Reranker>,
     pub stats: Arc<Stats>,
     pub reload_lock: tokio::sync::Mutex<()>,
+    /// The response cache (`serve --cache-bytes`); `None` when off.
+    pub cache: Option<crate::cache::ResponseCache>,
 }
 
 impl App {
@@ -124,6 +129,16 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/collections/{name}", get(collection_info))
         .route("/collections/{name}/search", post(collection_search))
         .route("/collections/{name}/docs/{id}", get(get_doc))
+        .route("/collections/{name}/count", post(crate::reads::count))
+        .route("/collections/{name}/facet", post(crate::reads::facet))
+        .route("/collections/{name}/scroll", post(crate::reads::scroll))
+        .route(
+            "/{name}/_search",
+            get(crate::es::search).post(crate::es::search),
+        )
+        .route("/{name}/_count", get(crate::es::count).post(crate::es::count))
+        .route("/{name}/_doc/{id}", get(crate::es::get_doc))
+        .route("/{name}/_mget", get(crate::es::mget).post(crate::es::mget))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/stats", get(stats))
@@ -148,7 +163,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     )
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+pub(crate) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, JSON);
     r.extensions_mut().insert(Tagged(Code::Ok));
@@ -216,6 +231,7 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
         "collections": collections,
         "embedder": app.embedder.as_ref().map(|b| serde_json::json!({"model": b.record, "batching": b.stats.json()})),
         "reranker": app.reranker.as_ref().map(|r| r.info()),
+        "cache": app.cache.as_ref().map_or_else(|| serde_json::json!({"enabled": false}), |c| c.json()),
         "stages": s.stages(),
         "inflight": app.inflight(),
         "queued": app.admission.queued(),
@@ -245,6 +261,16 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         app.inflight(),
         app.admission.queued(),
         app.figures(),
+        app.cache.as_ref().map(|c| {
+            let k = c.counters();
+            [
+                k.hits.load(Relaxed),
+                k.misses.load(Relaxed),
+                k.inserts.load(Relaxed),
+                k.evictions.load(Relaxed),
+                c.bytes(),
+            ]
+        }),
     );
     let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
@@ -284,7 +310,7 @@ fn is_json(headers: &HeaderMap) -> Result<(), ApiError> {
 
 /// Check the content type and read the whole body, within the size limit and the read
 /// timeout. Admission happens only after this, so a slow client holds no search slot.
-async fn read_body(app: &App, req: Request) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(app: &App, req: Request) -> Result<Bytes, ApiError> {
     is_json(req.headers())?;
     let limit = app.cfg.body_limit;
     let too_large = || {
@@ -323,7 +349,7 @@ async fn read_body(app: &App, req: Request) -> Result<Bytes, ApiError> {
 
 /// Map a serde_json error to `invalid_json` (not JSON at all) or `invalid_argument` (JSON
 /// of the wrong shape).
-fn json_error(e: serde_json::Error, body: &[u8]) -> ApiError {
+pub(crate) fn json_error(e: serde_json::Error, body: &[u8]) -> ApiError {
     use serde_json::error::Category;
     match e.classify() {
         Category::Data => ApiError::invalid(format!("invalid request: {e}")),
@@ -385,15 +411,17 @@ struct SearchBody {
     rerank: Option<serde_json::Value>,
     #[serde(default)]
     filter: Option<serde_json::Value>,
+    #[serde(default)]
+    facets: Option<serde_json::Value>,
 }
 
 /// A non-negative integer field, or a clear message.
-fn uint(name: &str, n: &serde_json::Number, what: &str) -> Result<u64, ApiError> {
+pub(crate) fn uint(name: &str, n: &serde_json::Number, what: &str) -> Result<u64, ApiError> {
     n.as_u64()
         .ok_or_else(|| ApiError::invalid(format!("{name} must be {what}, got {n}")))
 }
 
-fn ranged(name: &str, n: &serde_json::Number, lo: u64, hi: u64) -> Result<usize, ApiError> {
+pub(crate) fn ranged(name: &str, n: &serde_json::Number, lo: u64, hi: u64) -> Result<usize, ApiError> {
     let what = format!("an integer between {lo} and {hi}");
     let v = uint(name, n, &what)?;
     if v < lo || v > hi {
@@ -442,6 +470,8 @@ struct SearchSpec {
     rerank: Option<usize>,
     /// The text was cut to [`MAX_TEXT_CHARS`].
     text_cut: bool,
+    filter: Option<serde_json::Value>,
+    facets: Vec<FacetSpec>,
 }
 
 /// The fusion of a hybrid search when the request gives none: RRF with rank constant 60
@@ -455,7 +485,7 @@ fn number(name: &str, v: &serde_json::Value) -> Result<f64, ApiError> {
         .ok_or_else(|| ApiError::invalid(format!("{name} must be a number, got {v}")))
 }
 
-fn object<'a>(
+pub(crate) fn object<'a>(
     name: &str,
     v: &'a serde_json::Value,
     keys: &[&str],
@@ -474,7 +504,7 @@ fn object<'a>(
     Ok(o)
 }
 
-fn int_in(name: &str, v: &serde_json::Value, lo: u64, hi: u64) -> Result<usize, ApiError> {
+pub(crate) fn int_in(name: &str, v: &serde_json::Value, lo: u64, hi: u64) -> Result<usize, ApiError> {
     match v {
         serde_json::Value::Number(n) => ranged(name, n, lo, hi),
         other => Err(ApiError::invalid(format!(
@@ -593,7 +623,7 @@ fn parse_rerank(v: Option<&serde_json::Value>) -> Result<Option<usize>, ApiError
 pub const MAX_TEXT_CHARS: usize = 8192;
 
 /// A document id from JSON: an unsigned integer or a non-empty string.
-fn doc_id(name: &str, v: &serde_json::Value) -> Result<DocId, ApiError> {
+pub(crate) fn doc_id(name: &str, v: &serde_json::Value) -> Result<DocId, ApiError> {
     match v {
         serde_json::Value::Number(n) => n.as_u64().map(DocId::Int).ok_or_else(|| {
             ApiError::invalid(format!(
@@ -607,7 +637,7 @@ fn doc_id(name: &str, v: &serde_json::Value) -> Result<DocId, ApiError> {
     }
 }
 
-fn parse_fields(v: Option<&serde_json::Value>) -> Result<FieldsWanted, ApiError> {
+pub(crate) fn parse_fields(v: Option<&serde_json::Value>) -> Result<FieldsWanted, ApiError> {
     match v {
         None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => {
             Ok(FieldsWanted::None)
@@ -683,11 +713,7 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
             )));
         }
     }
-    if b.filter.is_some() {
-        return Err(ApiError::invalid(
-            "filter: this collection has no field indexes, so filters are not supported on it",
-        ));
-    }
+    let facets = parse_facets(b.facets.as_ref(), "facets")?;
     let fields = parse_fields(b.fields.as_ref())?;
     let mut text_cut = false;
     let query = if let Some(v) = b.vector {
@@ -737,13 +763,64 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
         window,
         rerank,
         text_cut,
+        filter: b.filter,
+        facets,
     })
+}
+
+/// Largest facet `size`.
+pub const MAX_FACET_SIZE: usize = 10_000;
+/// Default facet `size` (Elasticsearch's terms aggregation default).
+pub const DEFAULT_FACET_SIZE: usize = 10;
+
+/// `"facets"`: a list of field names or `{"field": F, "size": N}` objects.
+pub(crate) fn parse_facets(
+    v: Option<&serde_json::Value>,
+    name: &str,
+) -> Result<Vec<FacetSpec>, ApiError> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let Some(list) = v.as_array() else {
+        return Err(ApiError::invalid(format!(
+            "{name} must be a list of field names or {{\"field\": F, \"size\": N}} objects, got {v}"
+        )));
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let at = format!("{name}[{i}]");
+            match f {
+                serde_json::Value::String(field) => Ok(FacetSpec {
+                    name: field.clone(),
+                    field: field.clone(),
+                    size: DEFAULT_FACET_SIZE,
+                }),
+                serde_json::Value::Object(_) => {
+                    let o = object(&at, f, &["field", "size"])?;
+                    let Some(field) = o.get("field").and_then(|x| x.as_str()) else {
+                        return Err(ApiError::invalid(format!("{at}.field must be a field name")));
+                    };
+                    let size = match o.get("size") {
+                        Some(n) => int_in(&format!("{at}.size"), n, 0, MAX_FACET_SIZE as u64)?,
+                        None => DEFAULT_FACET_SIZE,
+                    };
+                    Ok(FacetSpec {
+                        name: field.to_string(),
+                        field: field.to_string(),
+                        size,
+                    })
+                }
+                other => Err(ApiError::invalid(format!(
+                    "{at} must be a field name or {{\"field\": F, \"size\": N}}, got {other}"
+                ))),
+            }
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
 // POST /search, POST /collections/{name}/search
 
-fn arrival_of(req: &Request) -> Instant {
+pub(crate) fn arrival_of(req: &Request) -> Instant {
     req.extensions()
         .get::<Arrival>()
         .map_or_else(Instant::now, |a| a.0)
@@ -764,6 +841,9 @@ pub(crate) struct Answer {
     pub text_cut: bool,
     /// Texts embedded together with this one (0 for vector queries).
     pub embed_batch: usize,
+    pub plan: Option<String>,
+    pub matched: Option<u64>,
+    pub facets: Vec<FacetOutput>,
 }
 
 async fn search(State(app): State<Arc<App>>, req: Request) -> Response {
@@ -784,16 +864,20 @@ async fn collection_search(
 
 async fn search_on(app: &App, slot: &Slot, req: Request) -> Response {
     let arrival = arrival_of(&req);
-    match search_inner(app, slot, req, arrival).await {
-        Ok(a) => {
-            let took = arrival.elapsed().as_micros() as u64;
-            json_response(StatusCode::OK, answer_json(&a, took))
-        }
-        Err(e) => e.into_response(),
-    }
+    let uri = req.uri().clone();
+    let body = match read_body(app, req).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    crate::reads::cached(app, slot, "search", &uri, &body, || async {
+        let a = search_inner(app, slot, &body, arrival).await?;
+        let took = arrival.elapsed().as_micros() as u64;
+        Ok(answer_json(&a, took))
+    })
+    .await
 }
 
-fn backend_error(app: &App, e: BackendError) -> ApiError {
+pub(crate) fn backend_error(app: &App, e: BackendError) -> ApiError {
     match e {
         BackendError::Invalid(m) => ApiError::invalid(m),
         BackendError::NotFound(m) => ApiError::new(Code::NotFound, m),
@@ -807,7 +891,7 @@ fn backend_error(app: &App, e: BackendError) -> ApiError {
     }
 }
 
-fn overloaded(app: &App) -> ApiError {
+pub(crate) fn overloaded(app: &App) -> ApiError {
     ApiError::new(
         Code::Overloaded,
         format!(
@@ -861,12 +945,11 @@ fn hit_text(fields: Option<&[u8]>, field: &str) -> String {
 async fn search_inner(
     app: &App,
     slot: &Slot,
-    req: Request,
+    body: &[u8],
     arrival: Instant,
 ) -> Result<Answer, ApiError> {
     let deadline = arrival + app.cfg.timeout;
-    let body = read_body(app, req).await?;
-    let spec = parse_search(&body, app.cfg.ef)?;
+    let spec = parse_search(body, app.cfg.ef)?;
     let Some(backend) = slot.backend.load_full() else {
         return Err(ApiError::new(
             Code::NotReady,
@@ -1006,6 +1089,8 @@ async fn search_inner(
             ef: spec.ef,
             oversample: app.cfg.oversample,
             fields,
+            filter: spec.filter.clone(),
+            facets: spec.facets.clone(),
             deadline,
             permit: Some(permit),
         })
@@ -1079,10 +1164,13 @@ async fn search_inner(
         lexical_truncated: out.lexical_truncated,
         text_cut: spec.text_cut,
         embed_batch,
+        plan: out.plan,
+        matched: out.matched,
+        facets: out.facets,
     })
 }
 
-fn deadline_error(app: &App, queued: bool) -> ApiError {
+pub(crate) fn deadline_error(app: &App, queued: bool) -> ApiError {
     let ms = app.cfg.timeout.as_millis();
     ApiError::new(
         Code::DeadlineExceeded,
@@ -1094,13 +1182,28 @@ fn deadline_error(app: &App, queued: bool) -> ApiError {
     )
 }
 
-fn write_id(out: &mut Vec<u8>, id: &DocId, ints: &mut itoa::Buffer) {
+pub(crate) fn write_id(out: &mut Vec<u8>, id: &DocId, ints: &mut itoa::Buffer) {
     match id {
         DocId::Int(v) => out.extend_from_slice(ints.format(*v).as_bytes()),
         DocId::Str(s) => {
             let _ = serde_json::to_writer(&mut *out, s);
         }
     }
+}
+
+/// `{"NAME": {"buckets": [{"value": v, "count": n}], "other_count": n}, ...}`.
+pub(crate) fn write_facets(out: &mut Vec<u8>, facets: &[FacetOutput]) {
+    let mut m = serde_json::Map::new();
+    for f in facets {
+        m.insert(
+            f.name.clone(),
+            serde_json::json!({
+                "buckets": f.buckets.iter().map(|(v, c)| serde_json::json!({"value": v, "count": c})).collect::<Vec<_>>(),
+                "other_count": f.other_count,
+            }),
+        );
+    }
+    let _ = serde_json::to_writer(out, &m);
 }
 
 const LEXICAL_TRUNCATED: &[u8] = b"\"the query text is longer than lexical search reads (4096 characters, 256 distinct terms); the rest was ignored\"";
@@ -1152,6 +1255,18 @@ pub(crate) fn answer_json(a: &Answer, took_us: u64) -> Vec<u8> {
     if a.embed_batch > 0 {
         out.extend_from_slice(b",\"embed_batch\":");
         out.extend_from_slice(ints.format(a.embed_batch).as_bytes());
+    }
+    if let Some(p) = &a.plan {
+        out.extend_from_slice(b",\"plan\":");
+        let _ = serde_json::to_writer(&mut out, p);
+    }
+    if let Some(m) = a.matched {
+        out.extend_from_slice(b",\"matched\":");
+        out.extend_from_slice(ints.format(m).as_bytes());
+    }
+    if !a.facets.is_empty() {
+        out.extend_from_slice(b",\"facets\":");
+        write_facets(&mut out, &a.facets);
     }
     let mut warnings: Vec<&[u8]> = Vec::new();
     if a.truncated {
@@ -1367,6 +1482,7 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
     let info = backend.info();
     // In-flight searches keep the previous Arc; it is freed after the last of them.
     let previous = slot.backend.swap(Some(Arc::new(backend)));
+    slot.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     app.stats.reloads.fetch_add(1, Relaxed);
     let took_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(

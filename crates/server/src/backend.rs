@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use searchd_collection::fusion::Fusion;
-use searchd_collection::{Collection, DocHit, DocId, HybridError, ModelRecord};
-use searchd_engine::{SearchError, SearchParams};
+use searchd_collection::{
+    Collection, DocHit, DocId, DocRef, FilterError, HybridError, Matches, ModelRecord, SortBy,
+};
+use searchd_engine::{FilterPlan, SearchError, SearchParams};
 use searchd_vecio::Vectors;
 
 use crate::pool::{JobFailure, Permit, Pool};
@@ -58,9 +60,78 @@ pub struct SearchRequest {
     pub ef: usize,
     pub oversample: Option<f32>,
     pub fields: FieldsWanted,
+    /// The filter language (CONTRACTS.md "Filter language"), as the request gave it; the
+    /// backend validates it against its fields (errors name the path under `filter`).
+    pub filter: Option<serde_json::Value>,
+    /// Terms facets over the hits the search returns (the query's top `k`, after the
+    /// filter, as Elasticsearch computes aggregations of a kNN search).
+    pub facets: Vec<FacetSpec>,
     pub deadline: Instant,
     /// The admission place; the backend drops it when the work is done, before replying.
     pub permit: Option<Permit>,
+}
+
+/// One terms facet asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FacetSpec {
+    /// Name of the facet in the reply (the field, or an Elasticsearch aggregation name).
+    pub name: String,
+    /// A keyword field.
+    pub field: String,
+    /// Buckets returned (the rest is summed in `other_count`).
+    pub size: usize,
+}
+
+/// Exact terms buckets: count descending, then value ascending.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FacetOutput {
+    pub name: String,
+    pub field: String,
+    pub buckets: Vec<(String, u64)>,
+    /// Documents counted in values that were not returned (Elasticsearch's
+    /// `sum_other_doc_count`).
+    pub other_count: u64,
+}
+
+/// A read of the documents that match a filter, without a query: an exact count, terms
+/// facets, and/or one sorted page (`/count`, `/facet`, `/scroll` and Elasticsearch's
+/// `_search` without `knn` or `match`).
+pub struct ReadRequest {
+    pub filter: Option<serde_json::Value>,
+    /// Sort keys as the request gave them (`[{"price": "desc"}, "id"]`); `None`: by id.
+    pub sort: Option<serde_json::Value>,
+    /// The sort values of the last hit of the previous page (a value cursor).
+    pub after: Option<serde_json::Value>,
+    /// Hits skipped before the page (Elasticsearch's `from`).
+    pub from: usize,
+    /// Hits in the page (0: no page, only counts and facets).
+    pub size: usize,
+    pub fields: FieldsWanted,
+    /// Count every matching document.
+    pub total: bool,
+    pub facets: Vec<FacetSpec>,
+    pub deadline: Instant,
+    pub permit: Option<Permit>,
+}
+
+/// One hit of a sorted page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SortedDoc {
+    pub id: DocId,
+    /// Its sort values (JSON: numbers, strings, booleans, datetimes as epoch milliseconds,
+    /// `null` for a missing value), the implicit `id` tiebreaker last.
+    pub sort: Vec<serde_json::Value>,
+    pub fields: Option<Vec<u8>>,
+}
+
+/// What a [`ReadRequest`] found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReadOutput {
+    pub hits: Vec<SortedDoc>,
+    /// The cursor for the next page: the last hit's sort values, when the page was full.
+    pub next: Option<Vec<serde_json::Value>>,
+    pub total: Option<u64>,
+    pub facets: Vec<FacetOutput>,
 }
 
 /// Time spent in each stage of a search, in microseconds (0 when the stage did not run).
@@ -78,6 +149,12 @@ pub struct SearchOutput {
     pub stages: StageTimes,
     /// The query text was cut to the lexical limits (`searchd_lexical::MAX_QUERY_CHARS`).
     pub lexical_truncated: bool,
+    /// How a filtered dense search ran (`exact`, `graph`, `graph_two_hop`; the first
+    /// segment's plan), for the reply and tests.
+    pub plan: Option<String>,
+    /// Documents that pass the filter (exact), when there was one.
+    pub matched: Option<u64>,
+    pub facets: Vec<FacetOutput>,
 }
 
 impl From<Vec<ScoredDoc>> for SearchOutput {
@@ -147,6 +224,16 @@ pub trait SearchBackend: Send + Sync + 'static {
     fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>>;
     fn get(&self, id: DocId, fields: FieldsWanted)
         -> BoxFuture<'_, Result<Document, BackendError>>;
+    /// Counts, facets and sorted pages over the documents matching a filter. Default: not
+    /// supported.
+    fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
+        drop(req);
+        Box::pin(async {
+            Err(BackendError::Invalid(
+                "this backend does not support counts, facets or sorted pages".into(),
+            ))
+        })
+    }
 }
 
 /// searchd's own engine: a [`Collection`] searched on the CPU pool.
@@ -258,6 +345,16 @@ struct Local<'a> {
     ef: usize,
     oversample: Option<f32>,
     deadline: Instant,
+    /// The filter's matching documents, when there is a filter.
+    allow: Option<&'a Matches>,
+}
+
+/// What [`Local::run`] found.
+struct Found {
+    hits: Vec<DocHit>,
+    stages: StageTimes,
+    lexical_truncated: bool,
+    plan: Option<FilterPlan>,
 }
 
 impl Local<'_> {
@@ -269,26 +366,34 @@ impl Local<'_> {
         params
     }
 
-    fn dense(&self, query: &[f32], k: usize) -> Result<Vec<DocHit>, BackendError> {
-        self.coll
-            .search(query, &self.params(k), None)
-            .map_err(|e| storage_error(&e))
-    }
-
-    fn run(&self, query: QueryInput) -> Result<(Vec<DocHit>, StageTimes, bool), BackendError> {
-        let coll = self.coll;
-        let mut st = StageTimes::default();
+    fn dense(
+        &self,
+        query: &[f32],
+        k: usize,
+        exclude: Option<DocRef>,
+    ) -> Result<Found, BackendError> {
         let t = Instant::now();
-        let dense = |hits| {
-            let st = StageTimes {
+        let (hits, plan) = self
+            .coll
+            .search_filtered(query, &self.params(k), exclude, self.allow)
+            .map_err(|e| storage_error(&e))?;
+        Ok(Found {
+            hits,
+            stages: StageTimes {
                 dense_us: micros(t),
                 ..StageTimes::default()
-            };
-            Ok((hits, st, false))
-        };
+            },
+            lexical_truncated: false,
+            plan,
+        })
+    }
+
+    fn run(&self, query: QueryInput) -> Result<Found, BackendError> {
+        let coll = self.coll;
+        let t = Instant::now();
         match query {
-            QueryInput::Vector(v) => dense(self.dense(&v, self.k)?),
-            QueryInput::Row(m, i) => dense(self.dense(m.row(i), self.k)?),
+            QueryInput::Vector(v) => self.dense(&v, self.k, None),
+            QueryInput::Row(m, i) => self.dense(m.row(i), self.k, None),
             QueryInput::Stored(id) => {
                 let Some(r) = coll.lookup(&id) else {
                     return Err(not_found(coll, &id));
@@ -298,17 +403,27 @@ impl Local<'_> {
                     Ok(None) => return Err(not_found(coll, &id)),
                     Err(e) => return Err(storage_error(&e)),
                 };
-                dense(
-                    coll.search(&v, &self.params(self.k), Some(r))
-                        .map_err(|e| storage_error(&e))?,
-                )
+                self.dense(&v, self.k, Some(r))
             }
             QueryInput::Lexical(text) => {
+                let allow = self.allow;
+                let pass = move |d: DocRef| allow.is_none_or(|m| m.contains(d));
                 let r = coll
-                    .search_lexical(&text, self.k, None)
+                    .search_lexical(
+                        &text,
+                        self.k,
+                        allow.map(|_| &pass as &(dyn Fn(DocRef) -> bool + Sync)),
+                    )
                     .map_err(lexical_error)?;
-                st.lexical_us = micros(t);
-                Ok((r.hits, st, r.truncated))
+                Ok(Found {
+                    hits: r.hits,
+                    stages: StageTimes {
+                        lexical_us: micros(t),
+                        ..StageTimes::default()
+                    },
+                    lexical_truncated: r.truncated,
+                    plan: None,
+                })
             }
             QueryInput::Hybrid {
                 text,
@@ -317,20 +432,82 @@ impl Local<'_> {
                 window,
             } => {
                 let r = coll
-                    .search_hybrid(&text, &vector, &self.params(self.k), &fusion, window)
+                    .search_hybrid(
+                        &text,
+                        &vector,
+                        &self.params(self.k),
+                        &fusion,
+                        window,
+                        self.allow,
+                    )
                     .map_err(|e| match e {
                         HybridError::Dense(e) => storage_error(&e),
                         HybridError::Lexical(e) => lexical_error(e),
                     })?;
-                st.dense_us = r.dense_us;
-                st.lexical_us = r.lexical_us;
-                st.fuse_us = r.fuse_us;
-                Ok((r.hits.iter().map(|f| f.hit()).collect(), st, r.truncated))
+                Ok(Found {
+                    hits: r.hits.iter().map(|f| f.hit()).collect(),
+                    stages: StageTimes {
+                        dense_us: r.dense_us,
+                        lexical_us: r.lexical_us,
+                        fuse_us: r.fuse_us,
+                    },
+                    lexical_truncated: r.truncated,
+                    plan: None,
+                })
             }
         }
     }
 }
 
+fn filter_error(e: FilterError) -> BackendError {
+    BackendError::Invalid(e.to_string())
+}
+
+/// Parse and evaluate a request's filter (`None`: no filter).
+fn matches_of(
+    coll: &Collection,
+    filter: Option<&serde_json::Value>,
+    path: &str,
+) -> Result<Option<Matches>, BackendError> {
+    match filter {
+        None => Ok(None),
+        Some(v) => {
+            let f = coll.parse_filter(v, path).map_err(filter_error)?;
+            Ok(Some(coll.matches(&f)))
+        }
+    }
+}
+
+/// Check every facet's field before any work (a facet on a non-keyword field is a 400).
+fn check_facets(coll: &Collection, facets: &[FacetSpec], path: &str) -> Result<(), BackendError> {
+    let empty = Matches::of_docs(coll.segments().len(), std::iter::empty());
+    for f in facets {
+        coll.facet(&f.field, &empty, 0)
+            .map_err(|e| BackendError::Invalid(format!("{path}: {}", e.message)))?;
+    }
+    Ok(())
+}
+
+fn facets_over(
+    coll: &Collection,
+    facets: &[FacetSpec],
+    m: &Matches,
+) -> Result<Vec<FacetOutput>, BackendError> {
+    facets
+        .iter()
+        .map(|f| {
+            let (buckets, other_count) = coll.facet(&f.field, m, f.size).map_err(filter_error)?;
+            Ok(FacetOutput {
+                name: f.name.clone(),
+                field: f.field.clone(),
+                buckets: buckets.into_iter().map(|b| (b.value, b.count)).collect(),
+                other_count,
+            })
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
 fn search_local(
     coll: &Collection,
     query: QueryInput,
@@ -339,19 +516,99 @@ fn search_local(
     oversample: Option<f32>,
     deadline: Instant,
     fields: &FieldsWanted,
+    filter: Option<&serde_json::Value>,
+    facets: &[FacetSpec],
 ) -> Result<SearchOutput, BackendError> {
+    check_facets(coll, facets, "facets")?;
+    let allow = matches_of(coll, filter, "filter")?;
     let local = Local {
         coll,
         k,
         ef,
         oversample,
         deadline,
+        allow: allow.as_ref(),
     };
-    let (hits, stages, lexical_truncated) = local.run(query)?;
+    let found = local.run(query)?;
+    let facets = if facets.is_empty() {
+        Vec::new()
+    } else {
+        let m = Matches::of_docs(coll.segments().len(), found.hits.iter().map(|h| h.doc));
+        facets_over(coll, facets, &m)?
+    };
     Ok(SearchOutput {
-        hits: to_scored(coll, hits, fields)?,
-        stages,
-        lexical_truncated,
+        hits: to_scored(coll, found.hits, fields)?,
+        stages: found.stages,
+        lexical_truncated: found.lexical_truncated,
+        plan: found.plan.map(|p| p.to_string()),
+        matched: allow.as_ref().map(|m| m.len()),
+        facets,
+    })
+}
+
+/// Largest `from + size` of a sorted page (Elasticsearch's `index.max_result_window`).
+pub const MAX_RESULT_WINDOW: usize = 10_000;
+
+fn read_local(coll: &Collection, req: &ReadRequest) -> Result<ReadOutput, BackendError> {
+    if req.from + req.size > MAX_RESULT_WINDOW {
+        return Err(BackendError::Invalid(format!(
+            "from + size must be at most {MAX_RESULT_WINDOW}, got {}; page deeper with a cursor (after / search_after)",
+            req.from + req.size
+        )));
+    }
+    check_facets(coll, &req.facets, "facets")?;
+    let keys = match &req.sort {
+        Some(v) => coll.parse_sort(v, "sort").map_err(filter_error)?,
+        None => Vec::new(),
+    };
+    if keys.iter().any(|k| matches!(k.by, SortBy::Score)) {
+        return Err(BackendError::Invalid(
+            "sort: _score needs a query (vector or text); a filter alone gives no scores".into(),
+        ));
+    }
+    let after = match &req.after {
+        Some(v) => Some(coll.parse_after(v, &keys, "after").map_err(filter_error)?),
+        None => None,
+    };
+    let m = match matches_of(coll, req.filter.as_ref(), "filter")? {
+        Some(m) => m,
+        None => coll.all(),
+    };
+    if Instant::now() >= req.deadline {
+        return Err(BackendError::Deadline { started: true });
+    }
+    let page = coll.page(&m, &keys, after.as_deref(), req.from, req.size);
+    let full = page.len() == req.size && req.size > 0;
+    let mut hits = Vec::with_capacity(page.len());
+    for h in page {
+        let id = coll
+            .doc_id(h.doc)
+            .cloned()
+            .ok_or_else(|| BackendError::Internal(format!("hit {:?} has no id", h.doc)))?;
+        let fields = match &req.fields {
+            FieldsWanted::None => None,
+            w => match coll.source(h.doc) {
+                Ok(Some(src)) => select_fields(&src, w),
+                Ok(None) => Some(b"{}".to_vec()),
+                Err(e) => return Err(BackendError::Internal(e.to_string())),
+            },
+        };
+        hits.push(SortedDoc {
+            id,
+            sort: h.sort.iter().map(|v| v.to_json()).collect(),
+            fields,
+        });
+    }
+    let next = if full {
+        hits.last().map(|h| h.sort.clone())
+    } else {
+        None
+    };
+    Ok(ReadOutput {
+        hits,
+        next,
+        total: req.total.then(|| m.len()),
+        facets: facets_over(coll, &req.facets, &m)?,
     })
 }
 
@@ -392,28 +649,40 @@ impl SearchBackend for LocalBackend {
                 ef,
                 oversample,
                 fields,
+                filter,
+                facets,
                 deadline,
                 permit,
             } = req;
             let out = self
                 .pool
                 .run(permit, deadline, move || {
-                    search_local(&coll, query, k, ef, oversample, deadline, &fields)
+                    search_local(
+                        &coll,
+                        query,
+                        k,
+                        ef,
+                        oversample,
+                        deadline,
+                        &fields,
+                        filter.as_ref(),
+                        &facets,
+                    )
                 })
                 .await;
-            match out {
-                Ok(r) => r,
-                Err(JobFailure::NotStarted) => Err(BackendError::Deadline { started: false }),
-                Err(JobFailure::Panicked(m)) => {
-                    tracing::error!("search panicked: {m}");
-                    Err(BackendError::Internal(
-                        "the search failed with an internal error".into(),
-                    ))
-                }
-                Err(JobFailure::Closed) => Err(BackendError::Unavailable(
-                    "the search pool is shut down".into(),
-                )),
-            }
+            pool_outcome(out)
+        })
+    }
+    fn read(&self, mut req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
+        let coll = self.coll.clone();
+        Box::pin(async move {
+            let permit = req.permit.take();
+            let deadline = req.deadline;
+            let out = self
+                .pool
+                .run(permit, deadline, move || read_local(&coll, &req))
+                .await;
+            pool_outcome(out)
         })
     }
     fn get(
@@ -437,5 +706,24 @@ impl SearchBackend for LocalBackend {
             };
             Ok(Document { id: doc_id, fields })
         })
+    }
+}
+
+/// A pool job's outcome as a backend result.
+fn pool_outcome<T>(
+    out: Result<Result<T, BackendError>, JobFailure>,
+) -> Result<T, BackendError> {
+    match out {
+        Ok(r) => r,
+        Err(JobFailure::NotStarted) => Err(BackendError::Deadline { started: false }),
+        Err(JobFailure::Panicked(m)) => {
+            tracing::error!("search panicked: {m}");
+            Err(BackendError::Internal(
+                "the search failed with an internal error".into(),
+            ))
+        }
+        Err(JobFailure::Closed) => Err(BackendError::Unavailable(
+            "the search pool is shut down".into(),
+        )),
     }
 }

@@ -133,8 +133,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = DEFAULT_EF)]
     pub ef: usize,
 
-    /// Search threads (the CPU pool). Default: one per core.
-    #[arg(long)]
+    /// Search threads (the CPU pool that runs searches, filters, counts, facets and
+    /// pages; connections and embedding have their own threads). Default: one per core
+    /// (README "Search threads" has the sweep behind it).
+    #[arg(long, visible_alias = "search-threads", value_name = "N")]
     pub threads: Option<usize>,
 
     /// Threads of the async runtime that handles connections and HTTP (not searches).
@@ -161,6 +163,15 @@ pub struct ServeArgs {
     /// past it is stopped (or not started) and answered 504 `deadline_exceeded`.
     #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS, value_name = "MS")]
     pub timeout_ms: u64,
+
+    /// Turn on the response cache with this many bytes (e.g. 64MiB, 512KiB, 1000000).
+    /// Off by default: with rotating queries it only adds work (README "Response cache").
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub cache_bytes: Option<u64>,
+
+    /// Time to live of a cached reply.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", requires = "cache_bytes")]
+    pub cache_ttl_s: u64,
 
     /// Bearer token required by /admin/* routes. Without it, admin routes are only
     /// accepted from loopback peers.
@@ -284,6 +295,35 @@ pub struct ServerConfig {
     /// Test and demo aid: every search sleeps this long on its worker before it starts
     /// (the deadline still applies). `None` in production.
     pub search_delay: Option<Duration>,
+    /// The response cache: (bytes, time to live); `None` (the default) = off.
+    pub cache: Option<(u64, Duration)>,
+}
+
+/// `64MiB`, `512KiB`, `1GiB`, `1000000` (bytes); KB/MB/GB are powers of 1000.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 64MiB, 512KiB, 1000000)"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (use KiB, MiB, GiB)")),
+    };
+    let v = (x * mult).round();
+    if !(1.0..=1e15).contains(&v) {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(v as u64)
 }
 
 /// Number of cores this process may use.
@@ -320,6 +360,7 @@ impl ServerConfig {
             drain_timeout: Duration::from_secs(30),
             io_nice: 0,
             search_delay: None,
+            cache: None,
         }
     }
 
@@ -422,6 +463,14 @@ impl ServerConfig {
         cfg.max_inflight = max_inflight;
         cfg.queue = args.queue.unwrap_or(QUEUE_PER_THREAD * threads);
         cfg.timeout = Duration::from_millis(args.timeout_ms);
+        if args.cache_ttl_s == 0 {
+            return Err(ServerError::Config(
+                "--cache-ttl-s must be at least 1".into(),
+            ));
+        }
+        cfg.cache = args
+            .cache_bytes
+            .map(|b| (b, Duration::from_secs(args.cache_ttl_s)));
         cfg.admin_token = args.admin_token.clone();
         let root = match &args.reload_root {
             Some(r) => r.clone(),

@@ -55,7 +55,10 @@
 
 mod api;
 pub mod backend;
+mod cache;
 mod config;
+mod es;
+mod reads;
 mod embedq;
 mod error;
 mod net;
@@ -152,6 +155,7 @@ where
     let mut slots = vec![Arc::new(api::Slot {
         name: first_name,
         backend: ArcSwapOption::empty(),
+        generation: std::sync::atomic::AtomicU64::new(0),
     })];
     for (name, _) in &config.more {
         if slots.iter().any(|s| s.name == *name) {
@@ -162,6 +166,7 @@ where
         slots.push(Arc::new(api::Slot {
             name: name.clone(),
             backend: ArcSwapOption::empty(),
+            generation: std::sync::atomic::AtomicU64::new(0),
         }));
     }
     let app = Arc::new(api::App {
@@ -187,6 +192,9 @@ where
         reranker: config.reranker.clone().map(rerank::Reranker::new),
         stats: stats::Stats::new(),
         reload_lock: tokio::sync::Mutex::new(()),
+        cache: config
+            .cache
+            .map(|(bytes, ttl)| cache::ResponseCache::new(bytes, ttl)),
     });
 
     // Load in the background while already answering /health and /ready.

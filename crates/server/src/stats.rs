@@ -331,18 +331,22 @@ pub(crate) struct IndexFigures {
 }
 
 /// Write the Prometheus text exposition.
+/// Response-cache counters for `/metrics`: hits, misses, inserts, evictions, bytes held.
+pub(crate) type CacheFigures = [u64; 5];
+
 pub(crate) fn render_metrics(
     stats: &Stats,
     inflight: usize,
     queued: usize,
     index: IndexFigures,
+    cache: Option<CacheFigures>,
 ) -> String {
     let mut out = String::with_capacity(8192);
     if let Err(e) = prometheus_client::encoding::text::encode_registry(&mut out, &stats.registry) {
         tracing::warn!("cannot encode metrics: {e}");
     }
     let mut extra = String::with_capacity(4096);
-    let r = encode_live(stats, inflight, queued, index, &mut extra);
+    let r = encode_live(stats, inflight, queued, index, cache, &mut extra);
     if let Err(e) = r {
         tracing::warn!("cannot encode metrics: {e}");
     }
@@ -356,6 +360,7 @@ fn encode_live(
     inflight: usize,
     queued: usize,
     index: IndexFigures,
+    cache: Option<CacheFigures>,
     out: &mut String,
 ) -> Result<(), std::fmt::Error> {
     // A throwaway registry with one collector: lets the crate's encoder write descriptors
@@ -369,6 +374,7 @@ fn encode_live(
         index: IndexFigures,
         uptime: f64,
         process: ProcessStats,
+        cache: Option<CacheFigures>,
     }
     impl prometheus_client::collector::Collector for Live {
         fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -444,6 +450,26 @@ fn encode_live(
                 c.metric_type(),
             )?;
             c.encode(m)?;
+            if let Some([hits, misses, inserts, evictions, bytes]) = self.cache {
+                for (name, help, v) in [
+                    ("searchd_cache_hits", "Replies served from the response cache", hits),
+                    ("searchd_cache_misses", "Cacheable requests not found in the response cache", misses),
+                    ("searchd_cache_inserts", "Replies stored in the response cache", inserts),
+                    ("searchd_cache_evictions", "Replies evicted from the response cache for space", evictions),
+                ] {
+                    let c = ConstCounter::new(v);
+                    let m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+                    c.encode(m)?;
+                }
+                let g = ConstGauge::new(bytes as f64);
+                let m = enc.encode_descriptor(
+                    "searchd_cache_size_bytes",
+                    "Bytes held by the response cache",
+                    None,
+                    g.metric_type(),
+                )?;
+                g.encode(m)?;
+            }
             let c = ConstCounter::new(self.process.cpu_seconds);
             let m = enc.encode_descriptor(
                 "process_cpu_seconds",
@@ -465,6 +491,7 @@ fn encode_live(
         index,
         uptime: stats.uptime().as_secs_f64(),
         process: process_stats(),
+        cache,
     };
     let mut reg = Registry::default();
     reg.register_collector(Box::new(live));

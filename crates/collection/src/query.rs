@@ -1,0 +1,235 @@
+//! Filters, counts, facets and sorted pages over a collection's segments.
+//!
+//! Each segment has its own field indexes ([`searchd_fields::FieldIndex`]); a filter is
+//! parsed once against the collection's schema and evaluated per segment into a row set
+//! ([`Matches`]), which then restricts searches (the engine plans each segment from the
+//! set's size), is counted, faceted, or paged. Facet counts of segments are summed by
+//! value; sorted pages of segments are merged by the same total order each segment uses
+//! ([`searchd_fields::compare`]), so the result is exact at any depth.
+
+use searchd_engine::roaring::RoaringBitmap;
+use searchd_fields::{FieldIndex, Filter, FilterError, Schema, SortBy, SortKey, SortValue};
+
+use crate::{Collection, DocRef};
+
+/// The rows of each segment that pass a filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matches {
+    per_segment: Vec<RoaringBitmap>,
+}
+
+impl Matches {
+    /// Number of matching documents (exact).
+    pub fn len(&self) -> u64 {
+        self.per_segment.iter().map(|b| b.len()).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The matching rows of segment `i` (empty for an unknown segment).
+    pub fn segment(&self, i: usize) -> Option<&RoaringBitmap> {
+        self.per_segment.get(i)
+    }
+    pub fn contains(&self, d: DocRef) -> bool {
+        self.per_segment
+            .get(d.segment as usize)
+            .is_some_and(|b| u32::try_from(d.row).is_ok_and(|r| b.contains(r)))
+    }
+    /// The set of the given documents (facets over a query's hits).
+    pub fn of_docs(segments: usize, docs: impl IntoIterator<Item = DocRef>) -> Matches {
+        let mut per_segment = vec![RoaringBitmap::new(); segments];
+        for d in docs {
+            if let (Some(b), Ok(r)) = (per_segment.get_mut(d.segment as usize), u32::try_from(d.row)) {
+                b.insert(r);
+            }
+        }
+        Matches { per_segment }
+    }
+}
+
+/// One hit of a sorted page: the document and its sort values (the implicit id
+/// tiebreaker last).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageHit {
+    pub doc: DocRef,
+    pub sort: Vec<SortValue>,
+}
+
+static EMPTY_SCHEMA: std::sync::OnceLock<Schema> = std::sync::OnceLock::new();
+
+impl Collection {
+    /// The typed fields of the collection (the schema of its field indexes). A collection
+    /// made before field indexes existed, or a bare index, has none: only `ids` and
+    /// `match_all` filters work on it.
+    pub fn schema(&self) -> &Schema {
+        self.manifest
+            .as_ref()
+            .and_then(|m| m.mapping.as_ref())
+            .unwrap_or_else(|| {
+                EMPTY_SCHEMA.get_or_init(Schema::default)
+            })
+    }
+
+    /// Parse a filter of the filter language against the schema; errors name the path
+    /// under `path` (`filter.bool.must[1].range.price`).
+    pub fn parse_filter(
+        &self,
+        v: &serde_json::Value,
+        path: &str,
+    ) -> Result<Filter, FilterError> {
+        Filter::parse_at(v, self.schema(), path)
+    }
+
+    /// Parse sort keys (`[{"price": "desc"}, "id"]`).
+    pub fn parse_sort(
+        &self,
+        v: &serde_json::Value,
+        path: &str,
+    ) -> Result<Vec<SortKey>, FilterError> {
+        searchd_fields::parse_sort(v, self.schema(), path)
+    }
+
+    /// Parse a value cursor (the `sort` of the last hit of a page) for these keys: one value
+    /// per key, plus the implicit id tiebreaker when `id` is not among the keys (it may be
+    /// left out, and then the page starts after every document with those values).
+    pub fn parse_after(
+        &self,
+        v: &serde_json::Value,
+        keys: &[SortKey],
+        path: &str,
+    ) -> Result<Vec<SortValue>, FilterError> {
+        let full = with_tiebreak(keys);
+        let Some(a) = v.as_array() else {
+            return Err(FilterError {
+                path: path.to_string(),
+                message: format!("a cursor is the array of sort values of the last hit, got {v}"),
+            });
+        };
+        if a.len() != full.len() && a.len() != keys.len() {
+            return Err(FilterError {
+                path: path.to_string(),
+                message: format!(
+                    "the cursor has {} values but the sort has {} keys (plus the id \
+                     tiebreaker: {}); pass the \"sort\" of the last hit of the previous page, \
+                     with the same sort",
+                    a.len(),
+                    keys.len(),
+                    full.len()
+                ),
+            });
+        }
+        a.iter()
+            .zip(&full)
+            .enumerate()
+            .map(|(i, (x, k))| SortValue::from_json(x, k, self.schema(), &format!("{path}[{i}]")))
+            .collect()
+    }
+
+    fn field_index(&self, i: usize) -> &FieldIndex {
+        let seg = &self.segments[i];
+        seg.fields.as_ref().unwrap_or(&seg.no_fields)
+    }
+
+    /// A cheap estimate of how many documents pass (before evaluation).
+    pub fn estimate(&self, f: &Filter) -> u64 {
+        (0..self.segments.len())
+            .map(|i| self.field_index(i).estimate(f))
+            .sum()
+    }
+
+    /// The documents that pass `f`, per segment (exact).
+    pub fn matches(&self, f: &Filter) -> Matches {
+        let per_segment = (0..self.segments.len())
+            .map(|i| {
+                let ids = &self.segments[i].ids;
+                self.field_index(i).eval(f, &|id| ids.row(id))
+            })
+            .collect();
+        Matches { per_segment }
+    }
+
+    /// Every document.
+    pub fn all(&self) -> Matches {
+        Matches {
+            per_segment: self
+                .segments
+                .iter()
+                .map(|s| {
+                    let mut b = RoaringBitmap::new();
+                    b.insert_range(0..s.len() as u32);
+                    b
+                })
+                .collect(),
+        }
+    }
+
+    /// Exact terms buckets of a keyword field over `m`: the first `size` by count
+    /// descending then value ascending, and the count of the rest.
+    pub fn facet(
+        &self,
+        field: &str,
+        m: &Matches,
+        size: usize,
+    ) -> Result<(Vec<searchd_fields::Bucket>, u64), FilterError> {
+        let mut all: Vec<(String, u64)> = Vec::new();
+        for i in 0..self.segments.len() {
+            let rows = &m.per_segment[i];
+            let fi = self.field_index(i);
+            if rows.is_empty() && fi.schema().get(field).is_some() {
+                continue;
+            }
+            all.extend(fi.facet(field, rows)?);
+        }
+        Ok(searchd_fields::top_buckets(all, size))
+    }
+
+    /// The exact page of `size` documents of `m` after the cursor `after`, in the order of
+    /// `keys` (then id ascending), skipping `from` first.
+    pub fn page(
+        &self,
+        m: &Matches,
+        keys: &[SortKey],
+        after: Option<&[SortValue]>,
+        from: usize,
+        size: usize,
+    ) -> Vec<PageHit> {
+        let want = from + size;
+        if want == 0 {
+            return Vec::new();
+        }
+        let full = with_tiebreak(keys);
+        let mut all: Vec<PageHit> = Vec::new();
+        for i in 0..self.segments.len() {
+            let ids = &self.segments[i].ids;
+            let id_of = |row: u32| ids.id(row as u64).cloned().unwrap_or(searchd_docs::DocId::Int(row as u64));
+            let got = self
+                .field_index(i)
+                .page(&m.per_segment[i], keys, after, want, &id_of);
+            all.extend(got.into_iter().map(|(row, sort)| PageHit {
+                doc: DocRef {
+                    segment: i as u32,
+                    row: row as u64,
+                },
+                sort,
+            }));
+        }
+        if self.segments.len() > 1 {
+            all.sort_by(|a, b| searchd_fields::compare(&full, &a.sort, &b.sort));
+            all.truncate(want);
+        }
+        all.drain(..from.min(all.len()));
+        all
+    }
+}
+
+/// The keys a page is ordered by: `keys`, then `id` ascending unless `id` is among them.
+pub fn with_tiebreak(keys: &[SortKey]) -> Vec<SortKey> {
+    let mut full = keys.to_vec();
+    if !keys.iter().any(|k| matches!(k.by, SortBy::Id)) {
+        full.push(SortKey {
+            by: SortBy::Id,
+            order: searchd_fields::Order::Asc,
+        });
+    }
+    full
+}
