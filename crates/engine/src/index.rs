@@ -74,6 +74,64 @@ pub struct IndexInfo {
     pub path: PathBuf,
 }
 
+/// How a search treats its filter ([`SearchParams::allow`] and [`SearchParams::filter`]),
+/// chosen per index (segment) by [`Index::filter_plan`] or forced by [`SearchParams::plan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterPlan {
+    /// No filter: the plain search.
+    Unfiltered,
+    /// Score every allowed row (iterating the bitmap) and keep the best `k`: exact, and
+    /// the cheapest plan when few rows pass.
+    Exact,
+    /// Traverse the whole graph (IVF: the probed lists), return only passing rows; the
+    /// bound is the `ef`-th passing distance. Best when most rows pass.
+    Graph,
+    /// Traverse only passing nodes, hopping over a failing neighbour to its neighbours
+    /// (ACORN-1). For selective filters that still leave too many rows to scan.
+    GraphTwoHop,
+}
+
+impl FilterPlan {
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterPlan::Unfiltered => "unfiltered",
+            FilterPlan::Exact => "exact",
+            FilterPlan::Graph => "graph",
+            FilterPlan::GraphTwoHop => "graphtwohop",
+        }
+    }
+    pub fn parse(s: &str) -> Option<FilterPlan> {
+        [
+            FilterPlan::Unfiltered,
+            FilterPlan::Exact,
+            FilterPlan::Graph,
+            FilterPlan::GraphTwoHop,
+        ]
+        .into_iter()
+        .find(|p| p.name() == s)
+    }
+}
+
+impl std::fmt::Display for FilterPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Planner: a filter passing at most `EXACT_ROWS_PER_EF * ef` rows (and at least
+/// [`EXACT_MIN_ROWS`]) is answered by the exact scan of those rows.
+///
+/// Measured on dev-gcide-50k (384-d, HNSW m=16, 1 thread, `examples/filtered_bench.rs`):
+/// see the numbers in the comment of [`Index::filter_plan`].
+pub const EXACT_ROWS_PER_EF: usize = 64;
+/// See [`EXACT_ROWS_PER_EF`].
+pub const EXACT_MIN_ROWS: usize = 8192;
+/// Planner: with more rows than the exact threshold, a filter passing at least this
+/// fraction of the rows walks the whole graph ([`FilterPlan::Graph`]); a more selective
+/// one walks the passing subgraph ([`FilterPlan::GraphTwoHop`]).
+pub const GRAPH_MIN_SELECTIVITY: f64 = 0.25;
+
 /// One search's knobs.
 #[derive(Clone, Copy)]
 pub struct SearchParams<'a> {
@@ -90,6 +148,15 @@ pub struct SearchParams<'a> {
     /// `k`) with float32 vectors; `None` = the index's default ([`DEFAULT_OVERSAMPLE`]).
     /// Ignored by float32-only indexes.
     pub oversample: Option<f32>,
+    /// Only these stored rows (external ids, the ones [`Hit::id`] returns) may be
+    /// returned; ANDed with `filter`. Ids at or past [`Index::len`] are ignored. The
+    /// planner ([`Index::filter_plan`]) picks how to search from its size.
+    pub allow: Option<&'a roaring::RoaringBitmap>,
+    /// Force a [`FilterPlan`] instead of the planner's (benchmarks, tests). A plan the
+    /// index cannot run is replaced by the nearest one it can (flat: exact; IVF-PQ: graph
+    /// for two-hop); `Unfiltered` with a filter runs `Graph`, so a filtered search never
+    /// returns a non-matching row. Forced graph plans never fall back to exact.
+    pub plan: Option<FilterPlan>,
 }
 
 impl SearchParams<'_> {
@@ -100,6 +167,8 @@ impl SearchParams<'_> {
             deadline: None,
             filter: None,
             oversample: None,
+            allow: None,
+            plan: None,
         }
     }
 }
@@ -568,11 +637,99 @@ impl Index {
     /// `oversample * k` candidates with the float32 vectors; opened with `--vectors none`
     /// they return the codes' order and approximate scores (for binary codes, minus the
     /// Hamming distance).
+    ///
+    /// With [`SearchParams::allow`] or [`SearchParams::filter`], only rows passing both are
+    /// returned, searched by the plan [`Index::filter_plan`] picks.
     pub fn search(
         &self,
         query: &[f32],
         p: &SearchParams<'_>,
     ) -> std::result::Result<Vec<Hit>, SearchError> {
+        self.search_with_plan(query, p).map(|(hits, _)| hits)
+    }
+
+    /// Rows of [`SearchParams::allow`] that exist in this index (`None` without `allow`).
+    pub fn allowed_rows(&self, p: &SearchParams<'_>) -> Option<usize> {
+        let n = u32::try_from(self.info.n).unwrap_or(u32::MAX);
+        p.allow.map(|a| a.range_cardinality(..n) as usize)
+    }
+
+    /// The plan [`Index::search`] takes for `p` (before any fallback: an automatically
+    /// planned graph walk that runs over its budget, or finds fewer than `k` rows, is
+    /// finished by the exact scan; [`Index::search_with_plan`] reports that).
+    ///
+    /// Rule, with `s` allowed rows out of `n` (see [`EXACT_ROWS_PER_EF`],
+    /// [`EXACT_MIN_ROWS`], [`GRAPH_MIN_SELECTIVITY`]):
+    /// no filter, or `allow` holding every row without `filter`: `Unfiltered`;
+    /// `s <= max(EXACT_MIN_ROWS, EXACT_ROWS_PER_EF * max(ef, k))`: `Exact`;
+    /// `s / n >= GRAPH_MIN_SELECTIVITY`: `Graph`; otherwise `GraphTwoHop`. A `filter`
+    /// without `allow` (unknown selectivity) is `Graph`. Flat indexes always scan
+    /// (`Exact`), IVF-PQ has no two-hop (`Graph`).
+    ///
+    /// Measured on dev-gcide-50k (50k x 384, HNSW m=16 efc=200, one thread, thread-CPU
+    /// time per query, 500 queries, `examples/filtered_bench.rs`; full tables in
+    /// `bench/results/filtered-ann-gcide.md`). Cheapest plan reaching recall@10 >= 0.95:
+    ///
+    /// | allowed rows | exact scan | graph | two-hop |
+    /// |---|---|---|---|
+    /// | 4,926 (10%) | 374 us (1.0) | 1453 us (ef 32, 0.951) | 1920 us (ef 128, 0.978) |
+    /// | 10,028 (20%) | 2069 us (1.0) | 1545 us (ef 64, 0.966) | 958 us (ef 128, 0.959) |
+    /// | 14,796 (30%) | 5604 us (1.0) | 1026 us (ef 64, 0.958) | 2885 us (ef 256, 0.987) |
+    /// | 25,060 (50%) | 10230 us (1.0) | 1627 us (ef 128, 0.974) | 2611 us (ef 256, 0.977) |
+    ///
+    /// So exact wins up to between 5k and 10k rows at ef <= 128 (and ~10-16k at ef 256,
+    /// where two-hop costs 2055 us at 20%): `EXACT_MIN_ROWS = 8192`, `EXACT_ROWS_PER_EF =
+    /// 64`. Two-hop beats the full walk at 20% and loses at 30%:
+    /// `GRAPH_MIN_SELECTIVITY = 0.25`. At 1% and 0.1% (531 and 51 rows) the scan takes
+    /// 43 us and 6 us, while forced graph walks took 6-40 ms (they visit most of the
+    /// graph before `ef` rows pass) and two-hop did not reach 0.95 below ef 256.
+    /// These scans were in external-id order; they now read rows in storage order.
+    pub fn filter_plan(&self, p: &SearchParams<'_>) -> FilterPlan {
+        let filtered = p.allow.is_some() || p.filter.is_some();
+        let plan = match p.plan {
+            Some(FilterPlan::Exact) => FilterPlan::Exact,
+            Some(_) if !filtered => FilterPlan::Unfiltered,
+            Some(FilterPlan::Unfiltered) => FilterPlan::Graph,
+            Some(forced) => forced,
+            None => self.auto_plan(p),
+        };
+        match (self.info.kind, plan) {
+            (IndexKind::Flat, FilterPlan::Unfiltered) => FilterPlan::Unfiltered,
+            (IndexKind::Flat, _) => FilterPlan::Exact,
+            (IndexKind::IvfPq, FilterPlan::GraphTwoHop) => FilterPlan::Graph,
+            (_, plan) => plan,
+        }
+    }
+
+    fn auto_plan(&self, p: &SearchParams<'_>) -> FilterPlan {
+        let Some(s) = self.allowed_rows(p) else {
+            return if p.filter.is_some() {
+                FilterPlan::Graph
+            } else {
+                FilterPlan::Unfiltered
+            };
+        };
+        let n = self.info.n;
+        if s >= n && p.filter.is_none() {
+            return FilterPlan::Unfiltered;
+        }
+        if s <= EXACT_MIN_ROWS.max(EXACT_ROWS_PER_EF.saturating_mul(p.ef.max(p.k))) {
+            return FilterPlan::Exact;
+        }
+        if s as f64 >= GRAPH_MIN_SELECTIVITY * n as f64 {
+            FilterPlan::Graph
+        } else {
+            FilterPlan::GraphTwoHop
+        }
+    }
+
+    /// [`Index::search`], also returning the plan that produced the hits (`Exact` when an
+    /// automatically planned graph walk fell back to the exact scan).
+    pub fn search_with_plan(
+        &self,
+        query: &[f32],
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<(Vec<Hit>, FilterPlan), SearchError> {
         if p.k == 0 || p.k > MAX_K {
             return Err(SearchError::BadK {
                 got: p.k,
@@ -580,11 +737,56 @@ impl Index {
             });
         }
         let q = self.prepare_query(query)?;
+        let plan = self.filter_plan(p);
+        if plan != FilterPlan::Unfiltered && p.allow.is_some_and(|a| a.is_empty()) {
+            return Ok((Vec::new(), plan));
+        }
+        let n = self.info.n;
+        let ext: Option<&[u32]> = self
+            .ids
+            .as_ref()
+            .map(|ids| words(ids.as_bytes(), (HEADER_LEN, n)));
+        // Internal id -> passes both filters.
+        let pass = |i: u32| {
+            p.filter.is_none_or(|f| f(i))
+                && p.allow
+                    .is_none_or(|a| a.contains(ext.map_or(i, |e| e[i as usize])))
+        };
+        let auto = p.plan.is_none();
+        let walk = Walk {
+            plan,
+            filter: (plan != FilterPlan::Unfiltered).then_some(&pass),
+            budget: if auto && plan != FilterPlan::Unfiltered {
+                self.allowed_rows(p).unwrap_or(n).max(p.k)
+            } else {
+                usize::MAX
+            },
+            // Fewer than this from a graph walk means it missed rows the scan would find.
+            want: if plan == FilterPlan::Unfiltered || !auto {
+                0
+            } else {
+                self.allowed_rows(p).unwrap_or(n).min(p.k)
+            },
+        };
+        let exact = || {
+            self.exact_filtered(&q, p, &pass)
+                .map(|h| (h, FilterPlan::Exact))
+        };
+        if plan == FilterPlan::Exact && self.has_vectors() {
+            return exact();
+        }
         if let (Some(g), Some(codes)) = (self.graph_view(), &self.codes) {
-            return self.search_codes(&g, codes, &q, p);
+            return match self.search_codes(&g, codes, &q, p, &walk)? {
+                Some(hits) => Ok((hits, plan)),
+                None => exact(),
+            };
         }
         if let (Some((ib, layout)), Some(codes)) = (&self.ivf, &self.codes) {
-            return self.search_ivf(&layout.view(ib.as_bytes(), self.info.dim), codes, &q, p);
+            let view = layout.view(ib.as_bytes(), self.info.dim);
+            return match self.search_ivf(&view, codes, &q, p, &walk)? {
+                Some(hits) => Ok((hits, plan)),
+                None => exact(),
+            };
         }
         let rows = Rows {
             data: self.stored_vectors().ok_or(SearchError::NoVectors)?,
@@ -599,30 +801,193 @@ impl Index {
                         query: &q,
                     },
                     deadline: p.deadline,
-                    filter: p.filter,
+                    filter: walk.filter,
+                    two_hop: plan == FilterPlan::GraphTwoHop,
+                    budget: walk.budget,
                 };
-                hnsw::search(&g, g.entry, g.max_level, &ctx, p.k, p.ef)?
+                match hnsw::search(&g, g.entry, g.max_level, &ctx, p.k, p.ef)? {
+                    Some(found) if found.len() >= walk.want => found,
+                    _ => return exact(),
+                }
             }
-            None => crate::exact::scan_one(
-                self.metric,
-                rows.data,
-                rows.dim,
-                &q,
-                p.k,
-                p.filter.map(|f| f as &dyn Fn(u32) -> bool),
-                p.deadline,
-            )?,
+            None => {
+                if plan != FilterPlan::Unfiltered {
+                    return exact();
+                }
+                crate::exact::scan_one(self.metric, rows.data, rows.dim, &q, p.k, None, p.deadline)?
+            }
+        };
+        Ok((self.hits(found), plan))
+    }
+
+    /// Exact top-`k` over the rows passing `pass` (with `allow`: iterating its rows, not
+    /// testing every row), on the float32 vectors when they were opened, else on the codes.
+    fn exact_filtered(
+        &self,
+        q: &[f32],
+        p: &SearchParams<'_>,
+        pass: &dyn Fn(u32) -> bool,
+    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        let found = match &self.vectors {
+            Vectors::Mem(_) => {
+                let scorer = F32Scorer {
+                    metric: self.metric,
+                    rows: Rows {
+                        data: self.stored_vectors().ok_or(SearchError::NoVectors)?,
+                        dim: self.info.dim,
+                    },
+                    query: q,
+                };
+                self.scan_rows(&scorer, p, pass)?
+            }
+            Vectors::Disk(disk) => {
+                let mut v = vec![0f32; self.info.dim];
+                let scorer = |i: u32| -> std::result::Result<f32, SearchError> {
+                    disk.read_row(i as usize, &mut v)
+                        .map_err(|e| SearchError::Storage {
+                            message: format!("{}: {e}", disk.path().display()),
+                        })?;
+                    Ok(hnsw::distance(self.metric, q, &v))
+                };
+                self.scan_rows_with(scorer, p, pass)?
+            }
+            Vectors::Absent => {
+                // Codes only: the scan runs inside the code-specific search.
+                let walk = Walk {
+                    plan: FilterPlan::Exact,
+                    filter: Some(pass),
+                    budget: usize::MAX,
+                    want: 0,
+                };
+                if let (Some(g), Some(codes)) = (self.graph_view(), &self.codes) {
+                    return Ok(self
+                        .search_codes(&g, codes, q, p, &walk)?
+                        .unwrap_or_default());
+                }
+                if let (Some((ib, layout)), Some(codes)) = (&self.ivf, &self.codes) {
+                    let view = layout.view(ib.as_bytes(), self.info.dim);
+                    return Ok(self
+                        .search_ivf(&view, codes, q, p, &walk)?
+                        .unwrap_or_default());
+                }
+                return Err(SearchError::NoVectors);
+            }
         };
         Ok(self.hits(found))
     }
 
-    fn search_codes(
+    /// Exact top-`k` with an in-memory scorer: allowed rows in chunks, prefetched ahead.
+    fn scan_rows<S: hnsw::Scorer>(
+        &self,
+        scorer: &S,
+        p: &SearchParams<'_>,
+        pass: &dyn Fn(u32) -> bool,
+    ) -> std::result::Result<Vec<crate::Neighbor>, SearchError> {
+        const CHUNK: usize = 32;
+        let mut top = crate::heap::TopK::new(p.k);
+        let mut chunk = [0u32; CHUNK];
+        let mut rounds = 0u32;
+        let lines = self.info.dim.div_ceil(16);
+        let mut next = self.candidate_rows(p);
+        loop {
+            if rounds.is_multiple_of(32) {
+                check_deadline(p.deadline)?;
+            }
+            rounds += 1;
+            let mut len = 0;
+            for i in next.by_ref() {
+                if pass(i) {
+                    scorer.prefetch_first(i);
+                    chunk[len] = i;
+                    len += 1;
+                    if len == CHUNK {
+                        break;
+                    }
+                }
+            }
+            if len == 0 {
+                break;
+            }
+            for (j, &i) in chunk[..len].iter().enumerate() {
+                if let Some(&n) = chunk[..len].get(j + 1) {
+                    scorer.prefetch_all(n, lines);
+                }
+                top.push(crate::Neighbor {
+                    dist: scorer.dist(i),
+                    id: i,
+                });
+            }
+        }
+        Ok(top.into_sorted())
+    }
+
+    /// [`Index::scan_rows`] with a fallible scorer (rows read from disk).
+    fn scan_rows_with(
+        &self,
+        mut score: impl FnMut(u32) -> std::result::Result<f32, SearchError>,
+        p: &SearchParams<'_>,
+        pass: &dyn Fn(u32) -> bool,
+    ) -> std::result::Result<Vec<crate::Neighbor>, SearchError> {
+        let mut top = crate::heap::TopK::new(p.k);
+        for (j, i) in self.candidate_rows(p).enumerate() {
+            if j % 1024 == 0 {
+                check_deadline(p.deadline)?;
+            }
+            if pass(i) {
+                top.push(crate::Neighbor {
+                    dist: score(i)?,
+                    id: i,
+                });
+            }
+        }
+        Ok(top.into_sorted())
+    }
+
+    /// Internal ids an exact scan visits, ascending: the rows of `allow`, or every row.
+    ///
+    /// When rows are permuted (`ids.bin`), the allowed rows are first marked in a bitset of
+    /// internal ids (n/8 bytes, O(s) writes) and read back in storage order, so the scan
+    /// reads the vectors front to back instead of in random order: on dev-gcide-50k a 50%
+    /// filter's scan took 10.2 ms of CPU in external-id order (memory-bound, ~400 ns a
+    /// row) and much less in storage order (see the comment of [`Index::filter_plan`]).
+    fn candidate_rows<'s>(&'s self, p: &SearchParams<'s>) -> Box<dyn Iterator<Item = u32> + 's> {
+        let n = self.info.n;
+        let Some(a) = p.allow else {
+            return Box::new(0..n as u32);
+        };
+        let inside = a.iter().take_while(move |&e| (e as usize) < n);
+        match &self.ids {
+            None => Box::new(inside),
+            Some(ids) => {
+                let inverse = words(ids.as_bytes(), (HEADER_LEN + 4 * n, n));
+                let mut bits = vec![0u64; n.div_ceil(64)];
+                for e in inside {
+                    let i = inverse[e as usize] as usize;
+                    bits[i / 64] |= 1 << (i % 64);
+                }
+                Box::new(bits.into_iter().enumerate().flat_map(|(w, mut word)| {
+                    std::iter::from_fn(move || {
+                        (word != 0).then(|| {
+                            let b = word.trailing_zeros();
+                            word &= word - 1;
+                            (w * 64) as u32 + b
+                        })
+                    })
+                }))
+            }
+        }
+    }
+
+    /// Graph search on the codes (or, for [`FilterPlan::Exact`], a scan of the allowed
+    /// rows' codes), rescored. `None`: the walk ran over its budget or found too few.
+    fn search_codes<F: Fn(u32) -> bool>(
         &self,
         g: &GraphView<'_>,
         codes: &Codes,
         q: &[f32],
         p: &SearchParams<'_>,
-    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        walk: &Walk<F>,
+    ) -> std::result::Result<Option<Vec<Hit>>, SearchError> {
         let r = self.candidates_wanted(codes, p)?;
         let rescore = self.has_vectors();
         let ef = p.ef.max(r);
@@ -631,9 +996,10 @@ impl Index {
         let candidates = match &codes.quant {
             Quantizer::Sq8(quant) => {
                 let prepared = quant.prepare(q);
-                traverse(
+                self.traverse(
                     g,
                     p,
+                    walk,
                     r,
                     ef,
                     self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
@@ -641,9 +1007,10 @@ impl Index {
             }
             Quantizer::Pq(quant) => {
                 let prepared = quant.prepare(q);
-                traverse(
+                self.traverse(
                     g,
                     p,
+                    walk,
                     r,
                     ef,
                     self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
@@ -651,9 +1018,10 @@ impl Index {
             }
             Quantizer::Binary(quant) => {
                 let prepared = quant.prepare(q);
-                traverse(
+                self.traverse(
                     g,
                     p,
+                    walk,
                     r,
                     ef,
                     HammingScorer {
@@ -664,7 +1032,36 @@ impl Index {
                 )?
             }
         };
-        self.finish(q, candidates, p.k, rescore)
+        match candidates {
+            Some(c) if c.len() >= walk.want => self.finish(q, c, p.k, rescore).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// HNSW search of `r` candidates with list size `ef`, with one scorer type
+    /// (monomorphised per code kind, so the distance inlines into the traversal loop).
+    fn traverse<S: hnsw::Scorer, F: Fn(u32) -> bool>(
+        &self,
+        g: &GraphView<'_>,
+        p: &SearchParams<'_>,
+        walk: &Walk<F>,
+        r: usize,
+        ef: usize,
+        scorer: S,
+    ) -> std::result::Result<Option<Vec<crate::Neighbor>>, SearchError> {
+        if walk.plan == FilterPlan::Exact {
+            let pass = |i: u32| walk.filter.as_ref().is_none_or(|f| f(i));
+            let scan = SearchParams { k: r, ..*p };
+            return self.scan_rows(&scorer, &scan, &pass).map(Some);
+        }
+        let ctx = SearchCtx {
+            scorer,
+            deadline: p.deadline,
+            filter: walk.filter.as_ref(),
+            two_hop: walk.plan == FilterPlan::GraphTwoHop,
+            budget: walk.budget,
+        };
+        hnsw::search(g, g.entry, g.max_level, &ctx, r, ef)
     }
 
     fn ip_scorer<'a, F: Fn(&[u8]) -> f32>(
@@ -704,21 +1101,31 @@ impl Index {
         })
     }
 
-    fn search_ivf(
+    /// IVF-PQ: scan the `ef` nearest lists (every list for [`FilterPlan::Exact`]), skipping
+    /// rows that fail the filter, then rescore. `None`: too few rows passed (the caller
+    /// falls back to the exact scan).
+    fn search_ivf<F: Fn(u32) -> bool>(
         &self,
         ivf: &crate::ivf::IvfView<'_>,
         codes: &Codes,
         q: &[f32],
         p: &SearchParams<'_>,
-    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        walk: &Walk<F>,
+    ) -> std::result::Result<Option<Vec<Hit>>, SearchError> {
         let r = self.candidates_wanted(codes, p)?;
         let Quantizer::Pq(quant) = &codes.quant else {
             return Err(SearchError::Storage {
                 message: "ivfpq index without pq codes".into(),
             });
         };
-        let probed = ivf.probe(self.metric, q, p.ef);
+        let nprobe = if walk.plan == FilterPlan::Exact {
+            ivf.nlist()
+        } else {
+            p.ef
+        };
+        let probed = ivf.probe(self.metric, q, nprobe);
         let lut = quant.prepare(q);
+        let filter = walk.filter.as_ref().map(|f| f as &dyn Fn(u32) -> bool);
         let candidates = crate::ivf::scan(
             ivf,
             self.metric,
@@ -729,10 +1136,14 @@ impl Index {
             codes.norms(),
             searchd_kernels::norm_sq(q),
             r,
-            p.filter,
+            filter,
             p.deadline,
         )?;
+        if candidates.len() < walk.want {
+            return Ok(None);
+        }
         self.finish(q, candidates, p.k, self.has_vectors())
+            .map(Some)
     }
 
     /// The best `k` of `candidates` (ids are stored rows), rescored with the float32
@@ -782,21 +1193,22 @@ impl Index {
     }
 }
 
-/// HNSW search of `r` candidates with list size `ef`, with one scorer type (monomorphised
-/// per code kind, so the distance inlines into the traversal loop).
-fn traverse<S: hnsw::Scorer>(
-    g: &GraphView<'_>,
-    p: &SearchParams<'_>,
-    r: usize,
-    ef: usize,
-    scorer: S,
-) -> std::result::Result<Vec<crate::Neighbor>, SearchError> {
-    let ctx = SearchCtx {
-        scorer,
-        deadline: p.deadline,
-        filter: p.filter,
-    };
-    hnsw::search(g, g.entry, g.max_level, &ctx, r, ef)
+/// How a graph (or list) search treats the filter, from [`Index::search_with_plan`].
+struct Walk<F> {
+    plan: FilterPlan,
+    /// Internal id -> passes `allow` and `filter`; `None` for `Unfiltered`.
+    filter: Option<F>,
+    /// Work limit of the walk ([`hnsw::SearchCtx::budget`]).
+    budget: usize,
+    /// A walk that finds fewer rows than this is redone by the exact scan.
+    want: usize,
+}
+
+fn check_deadline(deadline: Option<Instant>) -> std::result::Result<(), SearchError> {
+    match deadline {
+        Some(d) if Instant::now() >= d => Err(SearchError::DeadlineExceeded),
+        _ => Ok(()),
+    }
 }
 
 /// Traversal distance from an approximate inner product on codes of `len` bytes (SQ8, PQ).

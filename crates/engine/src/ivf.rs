@@ -132,6 +132,11 @@ pub(crate) struct IvfView<'a> {
 }
 
 impl IvfView<'_> {
+    /// Number of coarse lists.
+    pub fn nlist(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
     /// The `nprobe` lists to scan for query `q`, best first.
     pub fn probe(&self, metric: Metric, q: &[f32], nprobe: usize) -> Vec<(u32, f32)> {
         let d = self.dim;
@@ -236,7 +241,7 @@ pub(crate) fn scan(
     norms: &[f32],
     query_norm: f32,
     r: usize,
-    filter: Option<&(dyn Fn(u32) -> bool + Sync)>,
+    filter: Option<&dyn Fn(u32) -> bool>,
     deadline: Option<std::time::Instant>,
 ) -> std::result::Result<Vec<Neighbor>, crate::SearchError> {
     let mut top = crate::heap::TopK::new(r);

@@ -28,7 +28,10 @@ pub use error::{Error, Result, SearchError};
 pub use heap::Neighbor;
 pub use hnsw::HnswParams;
 pub use index::{
-    Hit, Index, IndexInfo, IndexKind, SearchParams, DEFAULT_OVERSAMPLE, MAX_K, MAX_OVERSAMPLE,
+    FilterPlan, Hit, Index, IndexInfo, IndexKind, SearchParams, DEFAULT_OVERSAMPLE, MAX_K,
+    MAX_OVERSAMPLE,
 };
+/// The bitmap type of [`SearchParams::allow`], re-exported so every crate uses one version.
+pub use roaring;
 pub use searchd_kernels::Metric;
 pub use storage::{LoadOptions, PartPlacement, Placement, VectorPlacement};

@@ -31,6 +31,12 @@ impl VisitedSet {
         }
     }
 
+    /// Whether `id` is marked.
+    #[inline(always)]
+    pub fn contains(&self, id: u32) -> bool {
+        self.marks[id as usize] == self.epoch
+    }
+
     /// Marks `id`; returns true if it was not marked before.
     #[inline(always)]
     pub fn insert(&mut self, id: u32) -> bool {
