@@ -479,9 +479,12 @@ fn ingest_inner(
                 // a declared type makes the document bad (Elasticsearch refuses it too).
                 let map: serde_json::Map<String, serde_json::Value> =
                     serde_json::from_slice(&doc.source).map_err(|e| {
-                        Error::Input(format!("{at}: the stored fields are not a JSON object: {e}"))
+                        Error::Input(format!(
+                            "{at}: the stored fields are not a JSON object: {e}"
+                        ))
                     })?;
-                w.add(ids.len() as u32, &map).map_err(|e| Error::Input(format!("{at}: {e}")))?;
+                w.add(ids.len() as u32, &map)
+                    .map_err(|e| Error::Input(format!("{at}: {e}")))?;
                 fields.extend(map.into_iter().map(|(k, _)| k));
             }
             Ok((doc, vector))

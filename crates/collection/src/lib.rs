@@ -37,11 +37,10 @@ use searchd_engine::{Index, LoadOptions, Metric, SearchError, SearchParams};
 use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Result};
-pub use searchd_docs::DocId;
 pub use query::{Matches, PageHit};
+pub use searchd_docs::DocId;
 pub use searchd_fields::{
-    Bucket, FieldType, FieldsConfig, Filter, FilterError, Order, Schema, SortBy, SortKey,
-    SortValue,
+    Bucket, FieldType, FieldsConfig, Filter, FilterError, Order, Schema, SortBy, SortKey, SortValue,
 };
 pub use searchd_lexical::{Analyzer, LexicalConfig};
 

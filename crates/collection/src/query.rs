@@ -39,7 +39,10 @@ impl Matches {
     pub fn of_docs(segments: usize, docs: impl IntoIterator<Item = DocRef>) -> Matches {
         let mut per_segment = vec![RoaringBitmap::new(); segments];
         for d in docs {
-            if let (Some(b), Ok(r)) = (per_segment.get_mut(d.segment as usize), u32::try_from(d.row)) {
+            if let (Some(b), Ok(r)) = (
+                per_segment.get_mut(d.segment as usize),
+                u32::try_from(d.row),
+            ) {
                 b.insert(r);
             }
         }
@@ -65,18 +68,12 @@ impl Collection {
         self.manifest
             .as_ref()
             .and_then(|m| m.mapping.as_ref())
-            .unwrap_or_else(|| {
-                EMPTY_SCHEMA.get_or_init(Schema::default)
-            })
+            .unwrap_or_else(|| EMPTY_SCHEMA.get_or_init(Schema::default))
     }
 
     /// Parse a filter of the filter language against the schema; errors name the path
     /// under `path` (`filter.bool.must[1].range.price`).
-    pub fn parse_filter(
-        &self,
-        v: &serde_json::Value,
-        path: &str,
-    ) -> Result<Filter, FilterError> {
+    pub fn parse_filter(&self, v: &serde_json::Value, path: &str) -> Result<Filter, FilterError> {
         Filter::parse_at(v, self.schema(), path)
     }
 
@@ -201,7 +198,11 @@ impl Collection {
         let mut all: Vec<PageHit> = Vec::new();
         for i in 0..self.segments.len() {
             let ids = &self.segments[i].ids;
-            let id_of = |row: u32| ids.id(row as u64).cloned().unwrap_or(searchd_docs::DocId::Int(row as u64));
+            let id_of = |row: u32| {
+                ids.id(row as u64)
+                    .cloned()
+                    .unwrap_or(searchd_docs::DocId::Int(row as u64))
+            };
             let got = self
                 .field_index(i)
                 .page(&m.per_segment[i], keys, after, want, &id_of);

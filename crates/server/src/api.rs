@@ -136,7 +136,10 @@ pub(crate) fn router(app: Arc<App>) -> Router {
             "/{name}/_search",
             get(crate::es::search).post(crate::es::search),
         )
-        .route("/{name}/_count", get(crate::es::count).post(crate::es::count))
+        .route(
+            "/{name}/_count",
+            get(crate::es::count).post(crate::es::count),
+        )
         .route("/{name}/_doc/{id}", get(crate::es::get_doc))
         .route("/{name}/_mget", get(crate::es::mget).post(crate::es::mget))
         .route("/health", get(health))
@@ -421,7 +424,12 @@ pub(crate) fn uint(name: &str, n: &serde_json::Number, what: &str) -> Result<u64
         .ok_or_else(|| ApiError::invalid(format!("{name} must be {what}, got {n}")))
 }
 
-pub(crate) fn ranged(name: &str, n: &serde_json::Number, lo: u64, hi: u64) -> Result<usize, ApiError> {
+pub(crate) fn ranged(
+    name: &str,
+    n: &serde_json::Number,
+    lo: u64,
+    hi: u64,
+) -> Result<usize, ApiError> {
     let what = format!("an integer between {lo} and {hi}");
     let v = uint(name, n, &what)?;
     if v < lo || v > hi {
@@ -504,7 +512,12 @@ pub(crate) fn object<'a>(
     Ok(o)
 }
 
-pub(crate) fn int_in(name: &str, v: &serde_json::Value, lo: u64, hi: u64) -> Result<usize, ApiError> {
+pub(crate) fn int_in(
+    name: &str,
+    v: &serde_json::Value,
+    lo: u64,
+    hi: u64,
+) -> Result<usize, ApiError> {
     match v {
         serde_json::Value::Number(n) => ranged(name, n, lo, hi),
         other => Err(ApiError::invalid(format!(
@@ -797,7 +810,9 @@ pub(crate) fn parse_facets(
                 serde_json::Value::Object(_) => {
                     let o = object(&at, f, &["field", "size"])?;
                     let Some(field) = o.get("field").and_then(|x| x.as_str()) else {
-                        return Err(ApiError::invalid(format!("{at}.field must be a field name")));
+                        return Err(ApiError::invalid(format!(
+                            "{at}.field must be a field name"
+                        )));
                     };
                     let size = match o.get("size") {
                         Some(n) => int_in(&format!("{at}.size"), n, 0, MAX_FACET_SIZE as u64)?,
@@ -1482,7 +1497,8 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
     let info = backend.info();
     // In-flight searches keep the previous Arc; it is freed after the last of them.
     let previous = slot.backend.swap(Some(Arc::new(backend)));
-    slot.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    slot.generation
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     app.stats.reloads.fetch_add(1, Relaxed);
     let took_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(

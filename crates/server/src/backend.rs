@@ -710,9 +710,7 @@ impl SearchBackend for LocalBackend {
 }
 
 /// A pool job's outcome as a backend result.
-fn pool_outcome<T>(
-    out: Result<Result<T, BackendError>, JobFailure>,
-) -> Result<T, BackendError> {
+fn pool_outcome<T>(out: Result<Result<T, BackendError>, JobFailure>) -> Result<T, BackendError> {
     match out {
         Ok(r) => r,
         Err(JobFailure::NotStarted) => Err(BackendError::Deadline { started: false }),

@@ -182,22 +182,38 @@ mod tests {
     #[test]
     fn key_is_canonical_and_generation_bound() {
         let a = ResponseCache::key("c", 1, "search", None, br#"{"k":10,"text":"a b"}"#).unwrap();
-        let b = ResponseCache::key("c", 1, "search", None, br#"{ "text": "a b", "k": 10 }"#)
-            .unwrap();
+        let b =
+            ResponseCache::key("c", 1, "search", None, br#"{ "text": "a b", "k": 10 }"#).unwrap();
         assert_eq!(a, b);
-        let g2 =
-            ResponseCache::key("c", 2, "search", None, br#"{"k":10,"text":"a b"}"#).unwrap();
+        let g2 = ResponseCache::key("c", 2, "search", None, br#"{"k":10,"text":"a b"}"#).unwrap();
         assert_ne!(a, g2, "another generation is another key");
-        let q = ResponseCache::key("c", 1, "search", Some("nonce=1"), br#"{"k":10,"text":"a b"}"#)
-            .unwrap();
+        let q = ResponseCache::key(
+            "c",
+            1,
+            "search",
+            Some("nonce=1"),
+            br#"{"k":10,"text":"a b"}"#,
+        )
+        .unwrap();
         assert_ne!(a, q, "the query string is part of the key");
-        let other = ResponseCache::key("d", 1, "search", None, br#"{"k":10,"text":"a b"}"#).unwrap();
+        let other =
+            ResponseCache::key("d", 1, "search", None, br#"{"k":10,"text":"a b"}"#).unwrap();
         assert_ne!(a, other);
         assert!(ResponseCache::key("c", 1, "search", None, b"{not json").is_none());
-        let nested_a =
-            ResponseCache::key("c", 1, "s", None, br#"{"f":{"b":[1,{"y":1,"x":2}],"a":true}}"#);
-        let nested_b =
-            ResponseCache::key("c", 1, "s", None, br#"{"f":{"a":true,"b":[1,{"x":2,"y":1}]}}"#);
+        let nested_a = ResponseCache::key(
+            "c",
+            1,
+            "s",
+            None,
+            br#"{"f":{"b":[1,{"y":1,"x":2}],"a":true}}"#,
+        );
+        let nested_b = ResponseCache::key(
+            "c",
+            1,
+            "s",
+            None,
+            br#"{"f":{"a":true,"b":[1,{"x":2,"y":1}]}}"#,
+        );
         assert_eq!(nested_a, nested_b);
     }
 

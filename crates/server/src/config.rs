@@ -170,7 +170,12 @@ pub struct ServeArgs {
     pub cache_bytes: Option<u64>,
 
     /// Time to live of a cached reply.
-    #[arg(long, default_value_t = 60, value_name = "SECONDS", requires = "cache_bytes")]
+    #[arg(
+        long,
+        default_value_t = 60,
+        value_name = "SECONDS",
+        requires = "cache_bytes"
+    )]
     pub cache_ttl_s: u64,
 
     /// Bearer token required by /admin/* routes. Without it, admin routes are only
@@ -317,7 +322,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "kb" => 1e3,
         "mb" => 1e6,
         "gb" => 1e9,
-        other => return Err(format!("unknown unit {other:?} in {s:?} (use KiB, MiB, GiB)")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?} (use KiB, MiB, GiB)"
+            ))
+        }
     };
     let v = (x * mult).round();
     if !(1.0..=1e15).contains(&v) {

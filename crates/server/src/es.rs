@@ -26,8 +26,7 @@ use searchd_collection::DocId;
 
 use crate::api::{arrival_of, backend_error, json_response, overloaded, App};
 use crate::backend::{
-    FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput, SearchRequest,
-    MAX_RESULT_WINDOW,
+    FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput, SearchRequest, MAX_RESULT_WINDOW,
 };
 use crate::error::{ApiError, Code};
 use crate::reads::{backend_of, cached, run_read};
@@ -281,9 +280,7 @@ fn match_text(
             &format!("{path}.{field}"),
             &format!(
                 "match on {field:?} (only the text field{} has a lexical index)",
-                text_field
-                    .map(|t| format!(" {t:?}"))
-                    .unwrap_or_default()
+                text_field.map(|t| format!(" {t:?}")).unwrap_or_default()
             ),
         ));
     }
@@ -294,9 +291,7 @@ fn match_text(
             qo.get("query")
                 .and_then(|x| x.as_str())
                 .map(str::to_string)
-                .ok_or_else(|| {
-                    ApiError::invalid(format!("{path}.{field}.query must be a string"))
-                })
+                .ok_or_else(|| ApiError::invalid(format!("{path}.{field}.query must be a string")))
         }
         other => Err(ApiError::invalid(format!(
             "{path}.{field} must be a string or {{\"query\": \"...\"}}, got {other}"
@@ -449,7 +444,9 @@ where
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .is_some_and(|v| v != "0")
-        || req.headers().contains_key(axum::http::header::TRANSFER_ENCODING);
+        || req
+            .headers()
+            .contains_key(axum::http::header::TRANSFER_ENCODING);
     let body = if has_body {
         match crate::api::read_body(&app, req).await {
             Ok(b) => b,
@@ -459,7 +456,10 @@ where
         bytes::Bytes::new()
     };
     let (a2, s2, b2) = (app.clone(), slot.clone(), body.clone());
-    cached(&app, &slot, route, &uri, &body, move || f(a2, s2, b2, arrival)).await
+    cached(&app, &slot, route, &uri, &body, move || {
+        f(a2, s2, b2, arrival)
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -734,30 +734,39 @@ pub(crate) async fn count(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    es_route(app, name, req, "_count", |app, slot, body, arrival| async move {
-        let m = body_object(&body)?;
-        check_keys(&m, &["query"], "")?;
-        let backend = backend_of(&slot)?;
-        let parts = split_query(m.get("query"), backend.text_field().as_deref())?;
-        if parts.text.is_some() {
-            return Err(unsupported("query", "a match query in _count (count a filter)"));
-        }
-        let r = crate::backend::ReadRequest {
-            filter: parts.filter,
-            sort: None,
-            after: None,
-            from: 0,
-            size: 0,
-            fields: FieldsWanted::None,
-            total: true,
-            facets: Vec::new(),
-            deadline: arrival + app.cfg.timeout,
-            permit: None,
-        };
-        let out = run_read(&app, &**backend, r).await?;
-        let v = serde_json::json!({"count": out.total.unwrap_or(0), "_shards": shards()});
-        Ok(serde_json::to_vec(&v).unwrap_or_default())
-    })
+    es_route(
+        app,
+        name,
+        req,
+        "_count",
+        |app, slot, body, arrival| async move {
+            let m = body_object(&body)?;
+            check_keys(&m, &["query"], "")?;
+            let backend = backend_of(&slot)?;
+            let parts = split_query(m.get("query"), backend.text_field().as_deref())?;
+            if parts.text.is_some() {
+                return Err(unsupported(
+                    "query",
+                    "a match query in _count (count a filter)",
+                ));
+            }
+            let r = crate::backend::ReadRequest {
+                filter: parts.filter,
+                sort: None,
+                after: None,
+                from: 0,
+                size: 0,
+                fields: FieldsWanted::None,
+                total: true,
+                facets: Vec::new(),
+                deadline: arrival + app.cfg.timeout,
+                permit: None,
+            };
+            let out = run_read(&app, &**backend, r).await?;
+            let v = serde_json::json!({"count": out.total.unwrap_or(0), "_shards": shards()});
+            Ok(serde_json::to_vec(&v).unwrap_or_default())
+        },
+    )
     .await
 }
 
@@ -821,63 +830,76 @@ pub(crate) async fn mget(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    es_route(app, name, req, "_mget", |app, slot, body, _arrival| async move {
-        let m = body_object(&body)?;
-        check_keys(&m, &["ids", "docs"], "")?;
-        let mut ids: Vec<String> = Vec::new();
-        let id_str = |v: &serde_json::Value, at: &str| -> Result<String, ApiError> {
-            match v {
-                serde_json::Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.to_string()),
-                other => Err(ApiError::invalid(format!("{at} must be a document id, got {other}"))),
-            }
-        };
-        match (m.get("ids"), m.get("docs")) {
-            (Some(serde_json::Value::Array(a)), None) => {
-                for (i, v) in a.iter().enumerate() {
-                    ids.push(id_str(v, &format!("ids[{i}]"))?);
+    es_route(
+        app,
+        name,
+        req,
+        "_mget",
+        |app, slot, body, _arrival| async move {
+            let m = body_object(&body)?;
+            check_keys(&m, &["ids", "docs"], "")?;
+            let mut ids: Vec<String> = Vec::new();
+            let id_str = |v: &serde_json::Value, at: &str| -> Result<String, ApiError> {
+                match v {
+                    serde_json::Value::String(s) if !s.is_empty() => Ok(s.clone()),
+                    serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.to_string()),
+                    other => Err(ApiError::invalid(format!(
+                        "{at} must be a document id, got {other}"
+                    ))),
                 }
-            }
-            (None, Some(serde_json::Value::Array(a))) => {
-                for (i, d) in a.iter().enumerate() {
-                    let at = format!("docs[{i}]");
-                    let Some(o) = d.as_object() else {
-                        return Err(ApiError::invalid(format!("{at} must be an object")));
-                    };
-                    check_keys(o, &["_id", "_index"], &at)?;
-                    if o.get("_index").is_some_and(|x| x.as_str() != Some(slot.name.as_str())) {
-                        return Err(unsupported(&format!("{at}._index"), "another index in _mget"));
+            };
+            match (m.get("ids"), m.get("docs")) {
+                (Some(serde_json::Value::Array(a)), None) => {
+                    for (i, v) in a.iter().enumerate() {
+                        ids.push(id_str(v, &format!("ids[{i}]"))?);
                     }
-                    let Some(v) = o.get("_id") else {
-                        return Err(ApiError::invalid(format!("{at}._id is missing")));
-                    };
-                    ids.push(id_str(v, &format!("{at}._id"))?);
+                }
+                (None, Some(serde_json::Value::Array(a))) => {
+                    for (i, d) in a.iter().enumerate() {
+                        let at = format!("docs[{i}]");
+                        let Some(o) = d.as_object() else {
+                            return Err(ApiError::invalid(format!("{at} must be an object")));
+                        };
+                        check_keys(o, &["_id", "_index"], &at)?;
+                        if o.get("_index")
+                            .is_some_and(|x| x.as_str() != Some(slot.name.as_str()))
+                        {
+                            return Err(unsupported(
+                                &format!("{at}._index"),
+                                "another index in _mget",
+                            ));
+                        }
+                        let Some(v) = o.get("_id") else {
+                            return Err(ApiError::invalid(format!("{at}._id is missing")));
+                        };
+                        ids.push(id_str(v, &format!("{at}._id"))?);
+                    }
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        "give {\"ids\": [...]} or {\"docs\": [{\"_id\": ...}]}",
+                    ))
                 }
             }
-            _ => {
-                return Err(ApiError::invalid(
-                    "give {\"ids\": [...]} or {\"docs\": [{\"_id\": ...}]}",
-                ))
+            if ids.len() > MAX_MGET {
+                return Err(ApiError::invalid(format!(
+                    "at most {MAX_MGET} ids per _mget, got {}",
+                    ids.len()
+                )));
             }
-        }
-        if ids.len() > MAX_MGET {
-            return Err(ApiError::invalid(format!(
-                "at most {MAX_MGET} ids per _mget, got {}",
-                ids.len()
-            )));
-        }
-        let backend = backend_of(&slot)?;
-        let mut docs = Vec::with_capacity(ids.len());
-        for id in &ids {
-            match backend.get(DocId::Str(id.clone()), FieldsWanted::All).await {
-                Ok(d) => docs.push(doc_json(&slot.name, id, Some((&d.id, &d.fields)))),
-                Err(crate::backend::BackendError::NotFound(_)) => {
-                    docs.push(doc_json(&slot.name, id, None))
+            let backend = backend_of(&slot)?;
+            let mut docs = Vec::with_capacity(ids.len());
+            for id in &ids {
+                match backend.get(DocId::Str(id.clone()), FieldsWanted::All).await {
+                    Ok(d) => docs.push(doc_json(&slot.name, id, Some((&d.id, &d.fields)))),
+                    Err(crate::backend::BackendError::NotFound(_)) => {
+                        docs.push(doc_json(&slot.name, id, None))
+                    }
+                    Err(e) => return Err(backend_error(&app, e)),
                 }
-                Err(e) => return Err(backend_error(&app, e)),
             }
-        }
-        Ok(serde_json::to_vec(&serde_json::json!({ "docs": docs })).unwrap_or_default())
-    })
+            Ok(serde_json::to_vec(&serde_json::json!({ "docs": docs })).unwrap_or_default())
+        },
+    )
     .await
 }

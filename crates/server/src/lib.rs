@@ -57,12 +57,12 @@ mod api;
 pub mod backend;
 mod cache;
 mod config;
-mod es;
-mod reads;
 mod embedq;
 mod error;
+mod es;
 mod net;
 mod pool;
+mod reads;
 mod rerank;
 mod stats;
 

@@ -13,9 +13,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use crate::api::{
-    arrival_of, backend_error, int_in, json_error, json_response, object, overloaded,
-    parse_fields, read_body, write_facets, write_id, App, Slot, DEFAULT_FACET_SIZE,
-    MAX_FACET_SIZE,
+    arrival_of, backend_error, int_in, json_error, json_response, object, overloaded, parse_fields,
+    read_body, write_facets, write_id, App, Slot, DEFAULT_FACET_SIZE, MAX_FACET_SIZE,
 };
 use crate::backend::{
     FacetSpec, FieldsWanted, ReadOutput, ReadRequest, SearchBackend, MAX_RESULT_WINDOW,
@@ -166,21 +165,27 @@ pub(crate) async fn count(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    read_route(app, name, req, "count", |app, slot, body, arrival| async move {
-        let m = parse_object(&body)?;
-        unknown_keys(&m, &["filter"])?;
-        let backend = backend_of(&slot)?;
-        let mut r = read_request(&app, arrival);
-        r.filter = m.get("filter").cloned();
-        r.total = true;
-        let out = run_read(&app, &**backend, r).await?;
-        let took = arrival.elapsed().as_micros() as u64;
-        Ok(format!(
-            "{{\"count\":{},\"took_us\":{took}}}",
-            out.total.unwrap_or(0)
-        )
-        .into_bytes())
-    })
+    read_route(
+        app,
+        name,
+        req,
+        "count",
+        |app, slot, body, arrival| async move {
+            let m = parse_object(&body)?;
+            unknown_keys(&m, &["filter"])?;
+            let backend = backend_of(&slot)?;
+            let mut r = read_request(&app, arrival);
+            r.filter = m.get("filter").cloned();
+            r.total = true;
+            let out = run_read(&app, &**backend, r).await?;
+            let took = arrival.elapsed().as_micros() as u64;
+            Ok(format!(
+                "{{\"count\":{},\"took_us\":{took}}}",
+                out.total.unwrap_or(0)
+            )
+            .into_bytes())
+        },
+    )
     .await
 }
 
@@ -235,38 +240,46 @@ pub(crate) async fn scroll(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    read_route(app, name, req, "scroll", |app, slot, body, arrival| async move {
-        let m = parse_object(&body)?;
-        unknown_keys(
-            &m,
-            &["filter", "sort", "size", "after", "fields", "total", "facets"],
-        )?;
-        let size = match m.get("size") {
-            Some(v) => int_in("size", v, 0, MAX_RESULT_WINDOW as u64)?,
-            None => DEFAULT_PAGE_SIZE,
-        };
-        let total = match m.get("total") {
-            None => false,
-            Some(serde_json::Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(ApiError::invalid(format!(
-                    "total must be true or false, got {other}"
-                )))
-            }
-        };
-        let backend = backend_of(&slot)?;
-        let mut r = read_request(&app, arrival);
-        r.filter = m.get("filter").cloned();
-        r.sort = m.get("sort").cloned();
-        r.after = m.get("after").filter(|a| !a.is_null()).cloned();
-        r.size = size;
-        r.fields = parse_fields(m.get("fields"))?;
-        r.total = total;
-        r.facets = crate::api::parse_facets(m.get("facets"), "facets")?;
-        let out = run_read(&app, &**backend, r).await?;
-        let took = arrival.elapsed().as_micros() as u64;
-        Ok(scroll_json(&out, took))
-    })
+    read_route(
+        app,
+        name,
+        req,
+        "scroll",
+        |app, slot, body, arrival| async move {
+            let m = parse_object(&body)?;
+            unknown_keys(
+                &m,
+                &[
+                    "filter", "sort", "size", "after", "fields", "total", "facets",
+                ],
+            )?;
+            let size = match m.get("size") {
+                Some(v) => int_in("size", v, 0, MAX_RESULT_WINDOW as u64)?,
+                None => DEFAULT_PAGE_SIZE,
+            };
+            let total = match m.get("total") {
+                None => false,
+                Some(serde_json::Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(ApiError::invalid(format!(
+                        "total must be true or false, got {other}"
+                    )))
+                }
+            };
+            let backend = backend_of(&slot)?;
+            let mut r = read_request(&app, arrival);
+            r.filter = m.get("filter").cloned();
+            r.sort = m.get("sort").cloned();
+            r.after = m.get("after").filter(|a| !a.is_null()).cloned();
+            r.size = size;
+            r.fields = parse_fields(m.get("fields"))?;
+            r.total = total;
+            r.facets = crate::api::parse_facets(m.get("facets"), "facets")?;
+            let out = run_read(&app, &**backend, r).await?;
+            let took = arrival.elapsed().as_micros() as u64;
+            Ok(scroll_json(&out, took))
+        },
+    )
     .await
 }
 

@@ -452,10 +452,26 @@ fn encode_live(
             c.encode(m)?;
             if let Some([hits, misses, inserts, evictions, bytes]) = self.cache {
                 for (name, help, v) in [
-                    ("searchd_cache_hits", "Replies served from the response cache", hits),
-                    ("searchd_cache_misses", "Cacheable requests not found in the response cache", misses),
-                    ("searchd_cache_inserts", "Replies stored in the response cache", inserts),
-                    ("searchd_cache_evictions", "Replies evicted from the response cache for space", evictions),
+                    (
+                        "searchd_cache_hits",
+                        "Replies served from the response cache",
+                        hits,
+                    ),
+                    (
+                        "searchd_cache_misses",
+                        "Cacheable requests not found in the response cache",
+                        misses,
+                    ),
+                    (
+                        "searchd_cache_inserts",
+                        "Replies stored in the response cache",
+                        inserts,
+                    ),
+                    (
+                        "searchd_cache_evictions",
+                        "Replies evicted from the response cache for space",
+                        evictions,
+                    ),
                 ] {
                     let c = ConstCounter::new(v);
                     let m = enc.encode_descriptor(name, help, None, c.metric_type())?;

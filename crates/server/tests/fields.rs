@@ -37,10 +37,17 @@ fn corpus(seed: u64) -> Vec<Doc> {
             // Zipf-ish brands: b0 is common, b19 rare; 10% missing.
             let z: f64 = r.random();
             let brand = (r.random::<f64>() > 0.1).then(|| format!("b{}", (z * z * 20.0) as u32));
-            let price = (r.random::<f64>() > 0.05).then(|| (r.random::<f64>() * 50.0).round() / 2.0);
-            let stock = if r.random::<f64>() < 0.3 { 0 } else { r.random_range(1..100i64) };
+            let price =
+                (r.random::<f64>() > 0.05).then(|| (r.random::<f64>() * 50.0).round() / 2.0);
+            let stock = if r.random::<f64>() < 0.3 {
+                0
+            } else {
+                r.random_range(1..100i64)
+            };
             let ntags = r.random_range(0..4usize);
-            let tags = (0..ntags).map(|_| format!("t{}", r.random_range(0..8u32))).collect();
+            let tags = (0..ntags)
+                .map(|_| format!("t{}", r.random_range(0..8u32)))
+                .collect();
             Doc {
                 id: format!("d{i}"),
                 vec: v,
@@ -98,7 +105,10 @@ fn make(dir: &Path, name: &str, docs: &[Doc], kind: searchd_engine::IndexKind) -
     assert_eq!(ty("tags").as_deref(), Some("keyword"));
     assert_eq!(ty("active").as_deref(), Some("bool"));
     assert_eq!(ty("created").as_deref(), Some("datetime"));
-    assert!(schema.get("text").is_none(), "the text field is not a keyword");
+    assert!(
+        schema.get("text").is_none(),
+        "the text field is not a keyword"
+    );
     out
 }
 
@@ -116,13 +126,22 @@ fn cos(a: &[f32], b: &[f32]) -> f32 {
 #[allow(clippy::type_complexity)]
 fn filters() -> Vec<(Value, Box<dyn Fn(&Doc) -> bool>)> {
     vec![
-        (json!({"term": {"brand": "b0"}}), Box::new(|d: &Doc| d.brand.as_deref() == Some("b0"))),
-        (json!({"term": {"brand": "b17"}}), Box::new(|d: &Doc| d.brand.as_deref() == Some("b17"))),
+        (
+            json!({"term": {"brand": "b0"}}),
+            Box::new(|d: &Doc| d.brand.as_deref() == Some("b0")),
+        ),
+        (
+            json!({"term": {"brand": "b17"}}),
+            Box::new(|d: &Doc| d.brand.as_deref() == Some("b17")),
+        ),
         (
             json!({"range": {"price": {"gte": 10, "lt": 12.5}}}),
             Box::new(|d: &Doc| d.price.is_some_and(|p| (10.0..12.5).contains(&p))),
         ),
-        (json!({"terms": {"tags": ["t1", "t2"]}}), Box::new(|d: &Doc| d.tags.iter().any(|t| t == "t1" || t == "t2"))),
+        (
+            json!({"terms": {"tags": ["t1", "t2"]}}),
+            Box::new(|d: &Doc| d.tags.iter().any(|t| t == "t1" || t == "t2")),
+        ),
         (
             json!({"bool": {"filter": [{"term": {"active": true}}, {"range": {"stock": {"gt": 0}}}],
                             "must_not": [{"exists": {"field": "brand"}}]}}),
@@ -130,9 +149,15 @@ fn filters() -> Vec<(Value, Box<dyn Fn(&Doc) -> bool>)> {
         ),
         (
             json!({"bool": {"should": [{"term": {"tags": "t7"}}, {"range": {"created": {"lt": "2024-01-05T00:00:00Z"}}}]}}),
-            Box::new(|d: &Doc| d.tags.iter().any(|t| t == "t7") || d.created_ms < 1_704_067_200_000 + 4 * 86_400_000),
+            Box::new(|d: &Doc| {
+                d.tags.iter().any(|t| t == "t7")
+                    || d.created_ms < 1_704_067_200_000 + 4 * 86_400_000
+            }),
         ),
-        (json!({"ids": {"values": ["d1", "d5", "nope"]}}), Box::new(|d: &Doc| d.id == "d1" || d.id == "d5")),
+        (
+            json!({"ids": {"values": ["d1", "d5", "nope"]}}),
+            Box::new(|d: &Doc| d.id == "d1" || d.id == "d5"),
+        ),
         (json!({"match_all": {}}), Box::new(|_: &Doc| true)),
     ]
 }
@@ -168,16 +193,32 @@ async fn filtered_search_counts_facets_pages() {
         }
         let mut want: Vec<(String, u64)> = counts.into_iter().collect();
         want.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let (st, v) = post(&format!("{u}/facet"), json!({"field": "brand", "filter": f, "size": 5})).await;
+        let (st, v) = post(
+            &format!("{u}/facet"),
+            json!({"field": "brand", "filter": f, "size": 5}),
+        )
+        .await;
         assert_eq!(st, 200, "{v}");
         let got: Vec<(String, u64)> = v["buckets"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|b| (b["value"].as_str().unwrap().to_string(), b["count"].as_u64().unwrap()))
+            .map(|b| {
+                (
+                    b["value"].as_str().unwrap().to_string(),
+                    b["count"].as_u64().unwrap(),
+                )
+            })
             .collect();
-        assert_eq!(got, want.iter().take(5).cloned().collect::<Vec<_>>(), "facet of {f}");
-        assert_eq!(v["other_count"], json!(want.iter().skip(5).map(|x| x.1).sum::<u64>()));
+        assert_eq!(
+            got,
+            want.iter().take(5).cloned().collect::<Vec<_>>(),
+            "facet of {f}"
+        );
+        assert_eq!(
+            v["other_count"],
+            json!(want.iter().skip(5).map(|x| x.1).sum::<u64>())
+        );
         // Sorted pages: price desc (missing last), then id asc; walk with the cursor.
         let mut order: Vec<&Doc> = pass.clone();
         order.sort_by(|a, b| {
@@ -223,7 +264,10 @@ async fn filtered_search_counts_facets_pages() {
                 let d = docs.iter().find(|d| &d.id == h).unwrap();
                 assert!(pred(d), "{h} does not pass {f}");
             }
-            let mut exact: Vec<(f32, &str)> = pass.iter().map(|d| (cos(query, &d.vec), d.id.as_str())).collect();
+            let mut exact: Vec<(f32, &str)> = pass
+                .iter()
+                .map(|d| (cos(query, &d.vec), d.id.as_str()))
+                .collect();
             exact.sort_by(|a, b| b.0.total_cmp(&a.0));
             let want_n = exact.len().min(10);
             assert_eq!(hits.len(), want_n, "{f}: hits {hits:?}");
@@ -253,7 +297,12 @@ async fn filtered_search_counts_facets_pages() {
     )
     .await;
     assert_eq!(st, 200, "{v}");
-    let total: u64 = v["facets"]["brand"]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum::<u64>()
+    let total: u64 = v["facets"]["brand"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum::<u64>()
         + v["facets"]["brand"]["other_count"].as_u64().unwrap();
     let with_brand = v["hits"].as_array().unwrap().len() as u64; // upper bound
     assert!(total <= with_brand, "{v}");
@@ -268,7 +317,10 @@ async fn elasticsearch_reads() {
     let s = TestServer::start(config(dir.path(), &docs)).await;
     let u = &s.url;
     let f = json!({"bool": {"filter": [{"range": {"stock": {"gte": 1}}}], "must_not": [{"term": {"brand": "b0"}}]}});
-    let pass: Vec<&Doc> = docs.iter().filter(|d| d.stock >= 1 && d.brand.as_deref() != Some("b0")).collect();
+    let pass: Vec<&Doc> = docs
+        .iter()
+        .filter(|d| d.stock >= 1 && d.brand.as_deref() != Some("b0"))
+        .collect();
     let (st, v) = post(&format!("{u}/shop/_count"), json!({"query": f})).await;
     assert_eq!((st, v["count"].clone()), (200, json!(pass.len())), "{v}");
     let (st, v) = post(
@@ -279,17 +331,38 @@ async fn elasticsearch_reads() {
     )
     .await;
     assert_eq!(st, 200, "{v}");
-    assert_eq!(v["hits"]["total"], json!({"value": pass.len(), "relation": "eq"}));
+    assert_eq!(
+        v["hits"]["total"],
+        json!({"value": pass.len(), "relation": "eq"})
+    );
     let mut order = pass.clone();
-    order.sort_by(|a, b| a.stock.cmp(&b.stock).then(a.id.as_bytes().cmp(b.id.as_bytes())));
-    let ids: Vec<&str> = v["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap()).collect();
-    assert_eq!(ids, order[2..5].iter().map(|d| d.id.as_str()).collect::<Vec<_>>());
+    order.sort_by(|a, b| {
+        a.stock
+            .cmp(&b.stock)
+            .then(a.id.as_bytes().cmp(b.id.as_bytes()))
+    });
+    let ids: Vec<&str> = v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        order[2..5]
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>()
+    );
     let h0 = &v["hits"]["hits"][0];
     assert_eq!(h0["_source"], json!({"stock": order[2].stock}));
     assert_eq!(h0["sort"], json!([order[2].stock, order[2].id]));
     assert_eq!(h0["_index"], "shop");
     let b = &v["aggregations"]["by_brand"];
-    assert!(b["buckets"][0]["key"].is_string() && b["buckets"][0]["doc_count"].is_u64(), "{b}");
+    assert!(
+        b["buckets"][0]["key"].is_string() && b["buckets"][0]["doc_count"].is_u64(),
+        "{b}"
+    );
     assert!(b["sum_other_doc_count"].is_u64());
     // search_after continues where the page ended.
     let (st, v2) = post(
@@ -309,12 +382,23 @@ async fn elasticsearch_reads() {
     assert_eq!(v["hits"]["hits"].as_array().unwrap().len(), 5);
     assert!(v["hits"]["hits"][0]["_score"].as_f64().is_some());
     // _doc and _mget.
-    let r = client().get(format!("{u}/shop/_doc/d3")).send().await.unwrap();
+    let r = client()
+        .get(format!("{u}/shop/_doc/d3"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let v: Value = r.json().await.unwrap();
-    assert_eq!((v["found"].clone(), v["_id"].clone()), (json!(true), json!("d3")));
+    assert_eq!(
+        (v["found"].clone(), v["_id"].clone()),
+        (json!(true), json!("d3"))
+    );
     assert_eq!(v["_source"]["stock"], json!(docs[3].stock));
-    let r = client().get(format!("{u}/shop/_doc/nope")).send().await.unwrap();
+    let r = client()
+        .get(format!("{u}/shop/_doc/nope"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 404);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["found"], json!(false));
@@ -324,7 +408,10 @@ async fn elasticsearch_reads() {
     assert_eq!(v["docs"][1]["found"], json!(false));
     // Unsupported features: a 400 naming them, before any work.
     for (body, needle) in [
-        (json!({"aggs": {"x": {"avg": {"field": "price"}}}}), "aggs.x.avg"),
+        (
+            json!({"aggs": {"x": {"avg": {"field": "price"}}}}),
+            "aggs.x.avg",
+        ),
         (json!({"script_fields": {}}), "script_fields"),
         (json!({"query": {"nested": {"path": "x"}}}), "nested"),
         (json!({"from": 9995, "size": 10}), "10000"),
@@ -349,25 +436,56 @@ async fn bad_inputs_name_the_path() {
         deep = json!({"bool": {"must": [deep]}});
     }
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("count", json!({"filter": {"term": {"colour": "red"}}}), "colour"),
-        ("count", json!({"filter": {"range": {"brand": {"gte": "a"}}}}), "filter.range.brand"),
-        ("count", json!({"filter": {"term": {"brand": {"x": 1}}}}), "filter.term.brand"),
-        ("count", json!({"filter": {"range": {"created": {"gte": "yesterday"}}}}), "filter.range.created"),
+        (
+            "count",
+            json!({"filter": {"term": {"colour": "red"}}}),
+            "colour",
+        ),
+        (
+            "count",
+            json!({"filter": {"range": {"brand": {"gte": "a"}}}}),
+            "filter.range.brand",
+        ),
+        (
+            "count",
+            json!({"filter": {"term": {"brand": {"x": 1}}}}),
+            "filter.term.brand",
+        ),
+        (
+            "count",
+            json!({"filter": {"range": {"created": {"gte": "yesterday"}}}}),
+            "filter.range.created",
+        ),
         ("count", json!({"filter": {"bogus": {}}}), "bogus"),
         ("count", json!({"filter": deep}), "deeper than 32"),
         ("facet", json!({"field": "price"}), "price"),
-        ("scroll", json!({"sort": [{"price": "desc"}], "after": [1, 2, 3]}), "after"),
+        (
+            "scroll",
+            json!({"sort": [{"price": "desc"}], "after": [1, 2, 3]}),
+            "after",
+        ),
         ("scroll", json!({"size": 20000}), "size"),
         ("scroll", json!({"sort": ["_score"]}), "_score"),
-        ("search", json!({"vector": docs[0].vec, "filter": {"term": {"nope": 1}}}), "nope"),
-        ("search", json!({"vector": docs[0].vec, "facets": ["price"]}), "price"),
+        (
+            "search",
+            json!({"vector": docs[0].vec, "filter": {"term": {"nope": 1}}}),
+            "nope",
+        ),
+        (
+            "search",
+            json!({"vector": docs[0].vec, "facets": ["price"]}),
+            "price",
+        ),
     ];
     for (route, body, needle) in cases {
         let (st, v) = post(&format!("{u}/{route}"), body.clone()).await;
         assert_eq!(st, 400, "{route} {body}: {v}");
         assert_eq!(v["error"]["code"], "invalid_argument");
         let msg = v["error"]["message"].as_str().unwrap();
-        assert!(msg.to_lowercase().contains(&needle.to_lowercase()), "{route} {body}: {msg}");
+        assert!(
+            msg.to_lowercase().contains(&needle.to_lowercase()),
+            "{route} {body}: {msg}"
+        );
     }
     s.stop().await.unwrap();
 }
@@ -385,7 +503,10 @@ async fn response_cache_hits_and_reload_invalidates() {
         let url = format!("{u}/count");
         async move {
             let r = client().post(url).json(&b).send().await.unwrap();
-            let h = r.headers().get("x-searchd-cache").map(|v| v.to_str().unwrap().to_string());
+            let h = r
+                .headers()
+                .get("x-searchd-cache")
+                .map(|v| v.to_str().unwrap().to_string());
             let v: Value = r.json().await.unwrap();
             (h, v)
         }
@@ -407,12 +528,29 @@ async fn response_cache_hits_and_reload_invalidates() {
     assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
     let (h3, v3) = send(body.clone()).await;
     assert_eq!(h3.as_deref(), Some("miss"));
-    let want = other.iter().filter(|d| d.brand.as_deref() == Some("b0")).count();
+    let want = other
+        .iter()
+        .filter(|d| d.brand.as_deref() == Some("b0"))
+        .count();
     assert_eq!(v3["count"], json!(want));
-    let st: Value = client().get(format!("{}/stats", s.url)).send().await.unwrap().json().await.unwrap();
+    let st: Value = client()
+        .get(format!("{}/stats", s.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(st["cache"]["hits"], json!(1), "{}", st["cache"]);
     assert_eq!(st["cache"]["misses"], json!(2));
-    let m = client().get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    let m = client()
+        .get(format!("{}/metrics", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(m.contains("searchd_cache_hits_total 1"), "{m}");
     s.stop().await.unwrap();
 }
