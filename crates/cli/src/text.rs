@@ -412,7 +412,11 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
                 f.name,
                 f.ty,
                 if f.array { "[]" } else { "" },
-                if f.declared { ", declared" } else { ", inferred" },
+                if f.declared {
+                    ", declared"
+                } else {
+                    ", inferred"
+                },
                 f.docs,
                 f.values
             );
