@@ -87,8 +87,8 @@ impl Collection {
     }
 
     /// Parse a value cursor (the `sort` of the last hit of a page) for these keys: one value
-    /// per key, plus the implicit id tiebreaker when `id` is not among the keys (it may be
-    /// left out, and then the page starts after every document with those values).
+    /// per key, plus the implicit id tiebreaker when `id` is not among the keys. Any other
+    /// length is refused (a cursor of another sort), as Elasticsearch refuses it.
     pub fn parse_after(
         &self,
         v: &serde_json::Value,
@@ -102,7 +102,7 @@ impl Collection {
                 message: format!("a cursor is the array of sort values of the last hit, got {v}"),
             });
         };
-        if a.len() != full.len() && a.len() != keys.len() {
+        if a.len() != full.len() {
             return Err(FilterError {
                 path: path.to_string(),
                 message: format!(
