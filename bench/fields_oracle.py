@@ -1564,12 +1564,17 @@ def reads_main(args, binary):
     coll = work / "coll"
     if not coll.exists() or args.skip_oracle:
         coll, _ = ingest(binary, docs, work)
-    servers = [("no-cache", [])]
     notes = []
-    if "--cache-bytes" in sh:
-        servers.append(("cache-64MiB", ["--cache-bytes", "64MiB"]))
+    if args.search_threads:
+        # The search-threads sweep: the same mix against servers with each pool size.
+        servers = [(f"threads-{n}", ["--search-threads", str(n)]) for n in args.search_threads.split(",")]
+        notes.append(f"search-threads sweep on a {os.cpu_count()}-core machine, no response cache")
     else:
-        notes.append("serve has no --cache-bytes: only the server without a response cache was run")
+        servers = [("no-cache", [])]
+        if "--cache-bytes" in sh:
+            servers.append(("cache-64MiB", ["--cache-bytes", "64MiB"]))
+        else:
+            notes.append("serve has no --cache-bytes: only the server without a response cache was run")
     cells, files = [], None
     for sname, extra in servers:
         with Server(binary, coll, work / f"serve-{sname}.log", extra) as srv:
@@ -1839,6 +1844,7 @@ def parse_args(argv):
     ap.add_argument("--md", default=str(ROOT / "bench" / "results" / "fields-oracle.md"))
     ap.add_argument("--load", action="store_true", help="also run the reads under load (searchd load --mix)")
     ap.add_argument("--skip-oracle", action="store_true", help="with --load: only the reads under load")
+    ap.add_argument("--search-threads", help="with --load: sweep serve --search-threads over this list (e.g. 1,2,4)")
     ap.add_argument("--load-warmup", default="2s")
     ap.add_argument("--load-duration", default="5s")
     ap.add_argument("--reads-json", default=str(ROOT / "bench" / "results" / "fields-reads.json"))
