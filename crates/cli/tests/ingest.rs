@@ -464,3 +464,79 @@ fn http(method: &str, url: &str, path: &str, body: Option<&str>) -> (u16, String
         .to_string();
     (status, body)
 }
+
+#[test]
+fn field_types_are_inferred_declared_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs.jsonl");
+    write_docs(&docs, 40);
+    let out = dir.path().join("coll");
+    // Inferred: n integer, tags keyword array; declared: n as keyword.
+    let printed = ok(&[
+        "ingest",
+        "--docs",
+        p(&docs),
+        "--out",
+        p(&out),
+        "--vector-field",
+        "v",
+        "--index",
+        "flat",
+        "--field-type",
+        "n=keyword",
+    ]);
+    assert!(
+        printed.contains("field n") && printed.contains("keyword, declared"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("field tags") && printed.contains("keyword[]"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("field text") && printed.contains("not indexed"),
+        "{printed}"
+    );
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("collection.json")).unwrap()).unwrap();
+    let fields = m["mapping"]["fields"].as_array().unwrap();
+    assert!(
+        fields
+            .iter()
+            .any(|f| f["name"] == "n" && f["type"] == "keyword"),
+        "{m}"
+    );
+    // Bad declarations and values that do not convert: exit 2, a message naming them.
+    refused(
+        &[
+            "ingest",
+            "--docs",
+            p(&docs),
+            "--out",
+            p(&dir.path().join("x")),
+            "--vector-field",
+            "v",
+            "--field-type",
+            "n=blob",
+        ],
+        "unknown type",
+    );
+    refused(
+        &[
+            "ingest",
+            "--docs",
+            p(&docs),
+            "--out",
+            p(&dir.path().join("y")),
+            "--vector-field",
+            "v",
+            "--field-type",
+            "text=integer",
+        ],
+        "text",
+    );
+    assert!(
+        !dir.path().join("y").exists(),
+        "nothing is written for a refused ingest"
+    );
+}

@@ -67,6 +67,7 @@ pub struct FieldSpec {
     /// The field name (a top-level key of the documents).
     pub name: String,
     /// The indexed type.
+    #[serde(rename = "type")]
     pub ty: FieldType,
     /// Some document gave this field as a JSON array (even of one element).
     pub array: bool,

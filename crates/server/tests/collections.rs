@@ -252,8 +252,8 @@ async fn text_search_docs_and_fields() {
         (json!({"text": "a", "mode": "fuzzy"}), "unknown mode"),
         (json!({"text": "a", "fields": 3}), "fields must be"),
         (
-            json!({"text": "a", "filter": {"term": {"year": 1}}}),
-            "filter",
+            json!({"text": "a", "filter": {"term": {"colour": 1}}}),
+            "colour",
         ),
         (json!({"id": -3}), "document id"),
     ] {
