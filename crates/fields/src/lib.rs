@@ -52,6 +52,9 @@
 //! `"missing": "_last"` is accepted); the document id is the implicit final tiebreaker.
 //! `_score` keys are ignored by [`FieldIndex::page`] (all rows tie on them and their sort value
 //! is [`SortValue::Missing`]); the integrator's search path orders by score itself.
+//! A page either scans every row's keys or, when the first key is a keyword, integer, float or
+//! datetime field and that looks cheaper, walks that field's value-sorted index from the
+//! cursor and stops once the page is full ([`PagePlan`]); both give the same page.
 //!
 //! # Files
 //!
@@ -81,7 +84,9 @@ pub use index::FieldIndex;
 pub use roaring::RoaringBitmap;
 pub use schema::{parse_datetime, FieldSpec, FieldType, FieldsConfig, Schema, Skipped};
 pub use searchd_docs::DocId;
-pub use sort::{compare, parse_sort, top_buckets, Bucket, Order, SortBy, SortKey, SortValue};
+pub use sort::{
+    compare, parse_sort, top_buckets, Bucket, Order, PagePlan, SortBy, SortKey, SortValue,
+};
 pub use writer::{FieldsMeta, FieldsWriter};
 
 /// The name of the segment's field file inside its directory.

@@ -572,3 +572,137 @@ fn deep_pages_over_10k_rows_equal_the_oracle() {
     let all = idx.page(&rows, &sk, None, 20_000, &id_of);
     assert_eq!(all.iter().map(|x| x.0).collect::<Vec<_>>(), want);
 }
+
+/// A cursor for the plan comparison: the sort values of some row of the page order (cut to a
+/// prefix), or arbitrary JSON values (converted as a client's `search_after` would be).
+#[derive(Clone, Debug)]
+enum TC {
+    None,
+    Row(usize, usize),
+    Json(Vec<Value>),
+}
+
+fn cursor_value() -> BoxedStrategy<Value> {
+    prop_oneof![
+        Just(Value::Null),
+        (-1i64..8).prop_map(|i| json!(i)),
+        (-1i64..8).prop_map(|i| json!(i as f64 * 0.5 + 0.25)),
+        (0..BRANDS.len() + TAGS.len() + 2).prop_map(|i| json!(BRANDS
+            .iter()
+            .chain(TAGS)
+            .chain(&["nope", "b"])
+            .nth(i)
+            .unwrap())),
+        any::<bool>().prop_map(|b| json!(b)),
+        (0u32..60).prop_map(|i| json!(format!("d{i}"))),
+        Just(json!(parse_datetime(TS[0]).unwrap())),
+    ]
+    .boxed()
+}
+
+fn cursor_strategy() -> impl Strategy<Value = TC> {
+    prop_oneof![
+        1 => Just(TC::None),
+        3 => (0usize..200, 0usize..6).prop_map(|(i, l)| TC::Row(i, l)),
+        2 => prop::collection::vec(cursor_value(), 0..6).prop_map(TC::Json),
+    ]
+}
+
+/// Multi-valued numeric fields (absent, null, empty, a scalar or an array with ties).
+fn arrays_strategy() -> impl Strategy<Value = (u8, Vec<i64>, u8, Vec<i64>)> {
+    (
+        0u8..5,
+        prop::collection::vec(0i64..6, 0..4),
+        0u8..5,
+        prop::collection::vec(0i64..5, 0..4),
+    )
+}
+
+fn add_arrays(m: &mut Map<String, Value>, (nm, nums, fm, fl): (u8, Vec<i64>, u8, Vec<i64>)) {
+    match nm {
+        0 => {}
+        1 => {
+            m.insert("nums".into(), Value::Null);
+        }
+        2 => {
+            m.insert("nums".into(), json!(nums.first().copied().unwrap_or(3)));
+        }
+        _ => {
+            m.insert("nums".into(), json!(nums));
+        }
+    }
+    match fm {
+        0 => {}
+        1 => {
+            m.insert(
+                "fl".into(),
+                json!(fl.first().map_or(-1.5, |&x| x as f64 * 0.5)),
+            );
+        }
+        _ => {
+            m.insert(
+                "fl".into(),
+                json!(fl.iter().map(|&x| x as f64 * 0.5 - 1.0).collect::<Vec<_>>()),
+            );
+        }
+    }
+}
+
+const PLAN_KEYS: &[&str] = &[
+    "brand", "tags", "price", "qty", "ok", "ts", "nums", "fl", "_id", "_score",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The walk of the first key's value order (and the automatic choice) gives exactly the
+    /// scan's pages: rows, order and sort values, from any cursor.
+    #[test]
+    fn page_plans_agree(
+        docs in prop::collection::vec((doc_strategy(), arrays_strategy()), 0..160),
+        filter in filter_strategy(),
+        keys in prop::collection::vec((prop::sample::select(PLAN_KEYS), any::<bool>()), 1..4),
+        cursor in cursor_strategy(),
+        size in prop_oneof![1usize..6, 1usize..40, Just(1000usize)],
+    ) {
+        let mut all_docs = vec![first_doc()];
+        for (mut d, a) in docs {
+            add_arrays(&mut d, a);
+            all_docs.push(d);
+        }
+        let (_dir, idx) = build(&all_docs);
+        let n = all_docs.len() as u32;
+        let f = Filter::parse(&to_json(&filter), idx.schema()).unwrap();
+        let rows = idx.eval(&f, &resolver(n));
+        let sort_json = Value::Array(keys.iter().map(|(k, d)| json!({*k: if *d { "desc" } else { "asc" }})).collect());
+        let Ok(sk) = parse_sort(&sort_json, idx.schema(), "sort") else {
+            // A field no document has is not in the schema.
+            return Ok(());
+        };
+        let key_at = |i: usize| sk.get(i).cloned().unwrap_or(SortKey { by: SortBy::Id, order: Order::Asc });
+        let mut after: Option<Vec<SortValue>> = match &cursor {
+            TC::None => None,
+            TC::Row(i, l) => {
+                let everything = idx.page_with_plan(&rows, &sk, None, usize::MAX, &id_of, PagePlan::Scan);
+                everything.get(i % everything.len().max(1)).map(|(_, v)| v[..(*l).min(v.len())].to_vec())
+            }
+            TC::Json(vs) => vs
+                .iter()
+                .enumerate()
+                .map(|(i, v)| SortValue::from_json(v, &key_at(i), idx.schema(), "after"))
+                .collect::<Result<Vec<_>, _>>()
+                .ok(),
+        };
+        for _ in 0..3 {
+            let scan = idx.page_with_plan(&rows, &sk, after.as_deref(), size, &id_of, PagePlan::Scan);
+            for plan in [PagePlan::Walk, PagePlan::Auto] {
+                let got = idx.page_with_plan(&rows, &sk, after.as_deref(), size, &id_of, plan);
+                prop_assert_eq!(&got, &scan, "{:?} sort {} after {:?}", plan, sort_json, after);
+            }
+            match scan.last() {
+                Some((_, v)) => after = Some(v.clone()),
+                None => break,
+            }
+        }
+    }
+}
