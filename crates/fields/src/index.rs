@@ -454,11 +454,23 @@ pub(crate) fn float_slice(
     &col.sorted_rows[a..b.max(a)]
 }
 
+/// The set of `rows` (unsorted, maybe repeated: a value-sorted column's row slice). Small
+/// slices are sorted; large ones are marked in a dense bit array (one write per row, no
+/// sort), which roaring then packs per 65,536-row chunk. Measured (`tests/perf.rs`,
+/// release): a range matching 920k of 1M rows took 23 ms sorted, 2.4 ms marked.
 fn rows_bitmap(rows: &[u32]) -> RoaringBitmap {
-    let mut v = rows.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    RoaringBitmap::from_sorted_iter(v).unwrap()
+    if rows.len() < 256 {
+        let mut v = rows.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        return RoaringBitmap::from_sorted_iter(v).unwrap();
+    }
+    let max = rows.iter().copied().max().unwrap_or(0) as usize;
+    let mut bits = vec![0u8; max / 8 + 1];
+    for &r in rows {
+        bits[r as usize / 8] |= 1 << (r % 8);
+    }
+    RoaringBitmap::from_lsb0_bytes(0, &bits)
 }
 
 /// P(at least m of independent events with probabilities ps).
