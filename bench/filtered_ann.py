@@ -245,8 +245,7 @@ def main():
           "independent 20% fields); exact filtered ground truth by brute force. "
           "searchd HNSW m=16 efc=200 (float32); qdrant-edge-py HNSW m=16 ef_construct=200 with "
           "integer payload indexes; faiss IndexHNSWFlat M=16 efC=200 + IDSelectorBitmap. "
-          "QPS is wall-clock on a shared 2-core machine (load from other work was high: compare "
-          "within one table); cpu QPS = 1 / mean thread CPU time per query.", "",
+          "QPS is wall-clock on a 2-core machine (compare within one table); cpu QPS = 1 / mean thread CPU time per query.", "",
           "Produced by `bench/filtered_ann.py` (runs `crates/engine/examples/filtered_bench.rs`).", ""]
     md.append("## Unfiltered searchd")
     md.append("| ef | recall | QPS | p99 us | cpu QPS |")
