@@ -16,7 +16,6 @@
 //! integer ids are shown as strings in `_id` (Elasticsearch ids are strings).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
@@ -24,12 +23,12 @@ use axum::response::{IntoResponse, Response};
 use searchd_collection::fusion::Fusion;
 use searchd_collection::DocId;
 
-use crate::api::{arrival_of, backend_error, json_response, overloaded, App};
+use crate::api::{backend_error, json_response, overloaded, App};
 use crate::backend::{
     FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput, SearchRequest, MAX_RESULT_WINDOW,
 };
 use crate::error::{ApiError, Code};
-use crate::reads::{backend_of, cached, run_read};
+use crate::reads::{backend_of, read_request, read_route, run_read};
 
 /// The keys of a `_search` body this layer understands.
 const SEARCH_KEYS: &[&str] = &[
@@ -421,47 +420,6 @@ fn total_json(track: &TrackTotal, n: u64) -> Option<serde_json::Value> {
     }
 }
 
-/// An Elasticsearch route's common prologue and the cache around it.
-async fn es_route<F, Fut>(
-    app: Arc<App>,
-    name: String,
-    req: Request,
-    route: &'static str,
-    f: F,
-) -> Response
-where
-    F: FnOnce(Arc<App>, Arc<crate::api::Slot>, bytes::Bytes, Instant) -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<u8>, ApiError>>,
-{
-    let slot = match app.slot(&name) {
-        Ok(s) => s,
-        Err(e) => return e.into_response(),
-    };
-    let arrival = arrival_of(&req);
-    let uri = req.uri().clone();
-    // Elasticsearch clients send GET with a body, or no body at all.
-    let has_body = req
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .is_some_and(|v| v != "0")
-        || req
-            .headers()
-            .contains_key(axum::http::header::TRANSFER_ENCODING);
-    let body = if has_body {
-        match crate::api::read_body(&app, req).await {
-            Ok(b) => b,
-            Err(e) => return e.into_response(),
-        }
-    } else {
-        bytes::Bytes::new()
-    };
-    let (a2, s2, b2) = (app.clone(), slot.clone(), body.clone());
-    cached(&app, &slot, route, &uri, &body, move || {
-        f(a2, s2, b2, arrival)
-    })
-    .await
-}
-
 // ---------------------------------------------------------------------------------------
 // _search
 
@@ -470,7 +428,7 @@ pub(crate) async fn search(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    es_route(app, name, req, "_search", |app, slot, body, arrival| async move {
+    read_route(app, name, req, "_search", true, |app, slot, body, arrival| async move {
         let m = body_object(&body)?;
         check_keys(&m, SEARCH_KEYS, "")?;
         let backend = backend_of(&slot)?;
@@ -508,17 +466,17 @@ pub(crate) async fn search(
                 return Err(ApiError::invalid("rank needs knn and a match query"));
             }
             // A filter-only query: an exact sorted page.
-            let mut r = crate::backend::ReadRequest {
+            // The total is counted even when not shown: it is a bitmap's size.
+            let r = crate::backend::ReadRequest {
                 filter: parts.filter,
                 sort: m.get("sort").cloned(),
                 after: m.get("search_after").cloned(),
                 from,
                 size,
                 fields: source.wanted(),
-                total: !matches!(track, TrackTotal::Off) || !aggs.is_empty(),
+                total: true,
                 facets: aggs,
-                deadline,
-                permit: None,
+                ..read_request(&app, arrival)
             };
             if r.sort.is_none() && r.after.is_some() {
                 return Err(ApiError::invalid(
@@ -526,7 +484,6 @@ pub(crate) async fn search(
                 ));
             }
             let sorted = r.sort.is_some();
-            r.total = true;
             let out: ReadOutput = run_read(&app, &**backend, r).await?;
             let hits: Vec<serde_json::Value> = out
                 .hits
@@ -734,11 +691,12 @@ pub(crate) async fn count(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    es_route(
+    read_route(
         app,
         name,
         req,
         "_count",
+        true,
         |app, slot, body, arrival| async move {
             let m = body_object(&body)?;
             check_keys(&m, &["query"], "")?;
@@ -752,15 +710,8 @@ pub(crate) async fn count(
             }
             let r = crate::backend::ReadRequest {
                 filter: parts.filter,
-                sort: None,
-                after: None,
-                from: 0,
-                size: 0,
-                fields: FieldsWanted::None,
                 total: true,
-                facets: Vec::new(),
-                deadline: arrival + app.cfg.timeout,
-                permit: None,
+                ..read_request(&app, arrival)
             };
             let out = run_read(&app, &**backend, r).await?;
             let v = serde_json::json!({"count": out.total.unwrap_or(0), "_shards": shards()});
@@ -830,11 +781,12 @@ pub(crate) async fn mget(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    es_route(
+    read_route(
         app,
         name,
         req,
         "_mget",
+        true,
         |app, slot, body, _arrival| async move {
             let m = body_object(&body)?;
             check_keys(&m, &["ids", "docs"], "")?;

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use crate::api::{
-    arrival_of, backend_error, int_in, json_error, json_response, object, overloaded, parse_fields,
+    arrival_of, backend_error, int_in, json_error, json_response, overloaded, parse_fields,
     read_body, write_facets, write_id, App, Slot, DEFAULT_FACET_SIZE, MAX_FACET_SIZE,
 };
 use crate::backend::{
@@ -107,11 +107,17 @@ fn unknown_keys(
     m: &serde_json::Map<String, serde_json::Value>,
     known: &[&str],
 ) -> Result<(), ApiError> {
-    // `object` names the unknown key and lists the known ones.
-    object("the body", &serde_json::Value::Object(m.clone()), known).map(|_| ())
+    match m.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(bad) => Err(ApiError::invalid(format!(
+            "the body: unknown key {bad:?} (known: {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
 }
 
-fn read_request(app: &App, arrival: Instant) -> ReadRequest {
+/// A read of everything with nothing asked for yet, deadline from `arrival`.
+pub(crate) fn read_request(app: &App, arrival: Instant) -> ReadRequest {
     ReadRequest {
         filter: None,
         sort: None,
@@ -126,12 +132,15 @@ fn read_request(app: &App, arrival: Instant) -> ReadRequest {
     }
 }
 
-/// A collection read route: slot, arrival, body, then the cache around `f`.
-async fn read_route<F, Fut>(
+/// A collection read route: slot, arrival, body, then the cache around `f`. With
+/// `body_optional` a request without a body (Elasticsearch clients send GET without one)
+/// reads as an empty body instead of a missing Content-Type.
+pub(crate) async fn read_route<F, Fut>(
     app: Arc<App>,
     name: String,
     req: Request,
     route: &'static str,
+    body_optional: bool,
     f: F,
 ) -> Response
 where
@@ -144,9 +153,20 @@ where
     };
     let arrival = arrival_of(&req);
     let uri = req.uri().clone();
-    let body = match read_body(&app, req).await {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
+    let has_body = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .is_some_and(|v| v != "0")
+        || req
+            .headers()
+            .contains_key(axum::http::header::TRANSFER_ENCODING);
+    let body = if body_optional && !has_body {
+        Bytes::new()
+    } else {
+        match read_body(&app, req).await {
+            Ok(b) => b,
+            Err(e) => return e.into_response(),
+        }
     };
     let app2 = app.clone();
     let slot2 = slot.clone();
@@ -170,6 +190,7 @@ pub(crate) async fn count(
         name,
         req,
         "count",
+        false,
         |app, slot, body, arrival| async move {
             let m = parse_object(&body)?;
             unknown_keys(&m, &["filter"])?;
@@ -197,7 +218,7 @@ pub(crate) async fn facet(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    read_route(app, name, req, "facet", |app, slot, body, arrival| async move {
+    read_route(app, name, req, "facet", false, |app, slot, body, arrival| async move {
         let m = parse_object(&body)?;
         unknown_keys(&m, &["field", "filter", "size"])?;
         let Some(field) = m.get("field").and_then(|f| f.as_str()) else {
@@ -245,6 +266,7 @@ pub(crate) async fn scroll(
         name,
         req,
         "scroll",
+        false,
         |app, slot, body, arrival| async move {
             let m = parse_object(&body)?;
             unknown_keys(
