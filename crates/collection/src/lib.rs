@@ -653,8 +653,9 @@ impl Collection {
 
     /// [`Collection::search`] restricted to the documents of `allow` (a filter's
     /// [`Matches`]): each segment's engine plans its own search from the size of its row
-    /// set (exact scan of the passing rows, or filtered graph traversal); the plan of the
-    /// first segment that searched is returned with the hits. A returned hit always passes.
+    /// set (exact scan of the passing rows, or filtered graph traversal); the plan the first
+    /// segment that searched actually ran (`exact` when a graph walk fell back to the scan)
+    /// is returned with the hits. A returned hit always passes.
     pub fn search_filtered(
         &self,
         query: &[f32],
@@ -678,11 +679,11 @@ impl Collection {
                     Some(rows) if !rows.is_empty() => p.allow = Some(rows),
                     _ => continue,
                 }
-                if plan.is_none() {
-                    plan = Some(seg.index.filter_plan(&p));
-                }
             }
-            let hits = seg.index.search(query, &p)?;
+            let (hits, used) = seg.index.search_with_plan(query, &p)?;
+            if allow.is_some() && plan.is_none() {
+                plan = Some(used);
+            }
             all.extend(hits.into_iter().map(|h| DocHit {
                 doc: DocRef {
                     segment: i as u32,
