@@ -28,6 +28,9 @@ pub enum Error {
     Fields(#[from] searchd_fields::Error),
     #[error("{path} already exists; pass --force to replace it")]
     Exists { path: PathBuf },
+    /// A write to a collection that is not open for writing (HTTP 409).
+    #[error("{0}")]
+    ReadOnly(String),
 }
 
 impl Error {
@@ -42,6 +45,22 @@ impl Error {
             path: path.into(),
             message: message.into(),
         }
+    }
+    /// Whether the disk (or a quota) is full: the write was refused and nothing
+    /// acknowledged before it is lost (HTTP 507).
+    pub fn is_disk_full(&self) -> bool {
+        let io = match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Docs(searchd_docs::Error::Io { source, .. }) => Some(source),
+            Error::Fields(searchd_fields::Error::Io { source, .. }) => Some(source),
+            _ => None,
+        };
+        io.is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) || e.raw_os_error() == Some(28)
+        })
     }
     /// Whether this is bad input (a document, a flag, a file of the wrong kind) rather than
     /// an I/O failure: the CLI exits 2 for these and 1 for the rest.
@@ -61,6 +80,7 @@ impl Error {
                 source.kind() == std::io::ErrorKind::NotFound
             }
             Error::Fields(_) => true,
+            Error::ReadOnly(_) => true,
         }
     }
 }

@@ -237,13 +237,13 @@ fn read_chunk(path: &Path, rows: usize, dim: usize) -> Option<Vec<f32>> {
     )
 }
 
-fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
 }
 
-fn file_meta(path: &Path) -> Result<FileMeta> {
+pub(crate) fn file_meta_of(path: &Path) -> Result<FileMeta> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     Ok(FileMeta {
         name: path
@@ -715,7 +715,7 @@ fn ingest_inner(
             bytes: ids_bytes,
             crc32: ids_crc,
         },
-        file_meta(&seg_dir.join("docs.bin"))?,
+        file_meta_of(&seg_dir.join("docs.bin"))?,
     ];
     let name = cfg.name.clone().unwrap_or_else(|| {
         out.file_name()
@@ -758,7 +758,10 @@ fn ingest_inner(
                     })
                     .collect(),
             }),
+            deleted: None,
         }],
+        wal_seq: 0,
+        next_segment: 1,
         ingest: serde_json::json!({
             "source": cfg.docs,
             "skipped": skipped,

@@ -27,12 +27,16 @@ mod error;
 pub mod fusion;
 mod ids;
 pub mod ingest;
+pub mod live;
 pub mod query;
+mod segwrite;
+pub mod wal;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use searchd_engine::roaring::RoaringBitmap;
 use searchd_engine::{Index, LoadOptions, Metric, SearchError, SearchParams};
 use serde::{Deserialize, Serialize};
 
@@ -49,9 +53,12 @@ pub const MANIFEST: &str = "collection.json";
 /// `schema` of the manifest.
 pub const SCHEMA: &str = "searchd.collection.v1";
 /// Manifest format versions this build reads.
-pub const FORMATS: std::ops::RangeInclusive<u32> = 1..=1;
-/// Manifest format version this build writes.
+pub const FORMATS: std::ops::RangeInclusive<u32> = 1..=2;
+/// Manifest format version `ingest` writes (a collection as it was made).
 pub const FORMAT: u32 = 1;
+/// Manifest format version of a collection that took writes (deleted sets, `wal_seq`):
+/// older searchd builds refuse it rather than resurrect deleted documents.
+pub const FORMAT_LIVE: u32 = 2;
 
 /// The model that made a collection's vectors (text queries must use the same one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +111,10 @@ pub struct SegmentMeta {
     /// fields are refused with a clear message (`ids` filters still work).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<FieldsSegment>,
+    /// The segment's deleted rows (`deleted-GEN.bin`, a checksummed roaring set), when
+    /// documents of it were deleted or replaced since it was written (format 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<FileMeta>,
 }
 
 /// A segment's field indexes, as the manifest records them.
@@ -147,6 +158,13 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping: Option<Schema>,
     pub segments: Vec<SegmentMeta>,
+    /// Every write-ahead-log operation up to this sequence number is in the segments (and
+    /// their deleted sets); start-up replays the log after it (format 2; 0 before).
+    #[serde(default)]
+    pub wal_seq: u64,
+    /// Number of the next segment directory a live collection creates (format 2).
+    #[serde(default)]
+    pub next_segment: u64,
     /// How the collection was made (source, counts, timings); informational.
     #[serde(default)]
     pub ingest: serde_json::Value,
@@ -267,7 +285,13 @@ impl Segment {
 pub struct Collection {
     dir: PathBuf,
     manifest: Option<Manifest>,
-    segments: Vec<Segment>,
+    segments: Vec<Arc<Segment>>,
+    /// Per segment, the rows still alive when some were deleted (`None`: all are). A live
+    /// collection ([`live`]) makes a new view with new sets on every change; a segment's
+    /// files never change.
+    live: Vec<Option<Arc<RoaringBitmap>>>,
+    /// The last write-ahead-log sequence number this view reflects (0 for a static one).
+    seq: u64,
     dim: usize,
     metric: Metric,
 }
@@ -309,14 +333,16 @@ impl Collection {
             dim: index.dim(),
             metric: index.metric(),
             manifest: None,
-            segments: vec![Segment {
+            segments: vec![Arc::new(Segment {
                 index,
                 ids: ids::IdMap::rows(n),
                 store: None,
                 lexical: None,
                 fields: None,
                 no_fields: searchd_fields::FieldIndex::empty(n as u32),
-            }],
+            })],
+            live: vec![None],
+            seq: 0,
         }
     }
 
@@ -331,7 +357,40 @@ impl Collection {
             )
         })?;
         let mut segments = Vec::with_capacity(manifest.segments.len());
+        let mut live = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
+            let seg = Segment::open(dir, meta, manifest.dim, opts)?;
+            live.push(match &meta.deleted {
+                None => None,
+                Some(f) => Some(Arc::new(live::read_live(
+                    &dir.join(&meta.name),
+                    f,
+                    seg.len(),
+                )?)),
+            });
+            segments.push(Arc::new(seg));
+        }
+        Ok(Collection {
+            dir: dir.to_path_buf(),
+            dim: manifest.dim,
+            seq: manifest.wal_seq,
+            metric,
+            manifest: Some(manifest),
+            segments,
+            live,
+        })
+    }
+}
+
+impl Segment {
+    /// Open one segment of the collection in `dir` as its manifest entry says.
+    pub(crate) fn open(
+        dir: &Path,
+        meta: &SegmentMeta,
+        dim: usize,
+        opts: &LoadOptions,
+    ) -> Result<Segment> {
+        {
             let sdir = dir.join(&meta.name);
             let index = Index::open(&sdir.join("index"), opts)?;
             for f in &meta.files {
@@ -366,13 +425,13 @@ impl Collection {
                     ));
                 }
             }
-            if index.dim() != manifest.dim {
+            if index.dim() != dim {
                 return Err(Error::format(
                     &sdir,
                     format!(
                         "index has {} dimensions, the manifest says {}",
                         index.dim(),
-                        manifest.dim
+                        dim
                     ),
                 ));
             }
@@ -411,24 +470,19 @@ impl Collection {
                     Some(fi)
                 }
             };
-            segments.push(Segment {
+            Ok(Segment {
                 index: Arc::new(index),
                 ids,
                 store: Some(store),
                 lexical,
                 fields,
                 no_fields: searchd_fields::FieldIndex::empty(docs as u32),
-            });
+            })
         }
-        Ok(Collection {
-            dir: dir.to_path_buf(),
-            dim: manifest.dim,
-            metric,
-            manifest: Some(manifest),
-            segments,
-        })
     }
+}
 
+impl Collection {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -439,8 +493,39 @@ impl Collection {
     pub fn model(&self) -> Option<&ModelRecord> {
         self.manifest.as_ref()?.model.as_ref()
     }
-    pub fn segments(&self) -> &[Segment] {
+    pub fn segments(&self) -> &[Arc<Segment>] {
         &self.segments
+    }
+    /// The alive rows of segment `i` when some of its rows were deleted; `None` when all
+    /// are alive (or for an unknown segment).
+    pub fn live_rows(&self, i: usize) -> Option<&RoaringBitmap> {
+        self.live.get(i).and_then(|l| l.as_deref())
+    }
+    /// Whether the document at `r` exists and was not deleted.
+    pub fn is_live(&self, r: DocRef) -> bool {
+        let Some(seg) = self.segments.get(r.segment as usize) else {
+            return false;
+        };
+        if r.row >= seg.len() as u64 {
+            return false;
+        }
+        match self.live_rows(r.segment as usize) {
+            None => true,
+            Some(b) => u32::try_from(r.row).is_ok_and(|row| b.contains(row)),
+        }
+    }
+    /// The last write-ahead-log sequence number this view reflects (0 for a collection
+    /// that was never written to).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// Deleted rows still held by segments (a vacuum or merge drops them).
+    pub fn deleted(&self) -> u64 {
+        self.segments
+            .iter()
+            .zip(&self.live)
+            .map(|(s, l)| l.as_ref().map_or(0, |b| s.len() as u64 - b.len()))
+            .sum()
     }
     pub fn dim(&self) -> usize {
         self.dim
@@ -448,8 +533,13 @@ impl Collection {
     pub fn metric(&self) -> Metric {
         self.metric
     }
+    /// Alive documents.
     pub fn len(&self) -> usize {
-        self.segments.iter().map(|s| s.len()).sum()
+        self.segments
+            .iter()
+            .zip(&self.live)
+            .map(|(s, l)| l.as_ref().map_or(s.len(), |b| b.len() as usize))
+            .sum()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -499,20 +589,21 @@ impl Collection {
         let mut out = LexicalResult::default();
         for (i, seg) in self.segments.iter().enumerate() {
             let Some(lex) = &seg.lexical else { continue };
-            let seg_allow = allow.map(|f| {
-                move |row: u32| {
-                    f(DocRef {
-                        segment: i as u32,
-                        row: row as u64,
+            let live = self.live_rows(i);
+            let seg_allow = move |row: u32| {
+                live.is_none_or(|b| b.contains(row))
+                    && allow.is_none_or(|f| {
+                        f(DocRef {
+                            segment: i as u32,
+                            row: row as u64,
+                        })
                     })
-                }
-            });
+            };
             let r = lex.search(
                 query,
                 k,
-                seg_allow
-                    .as_ref()
-                    .map(|f| f as &(dyn Fn(u32) -> bool + Sync)),
+                (allow.is_some() || live.is_some())
+                    .then_some(&seg_allow as &(dyn Fn(u32) -> bool + Sync)),
             )?;
             out.terms = out.terms.max(r.terms);
             out.truncated |= r.truncated;
@@ -594,10 +685,13 @@ impl Collection {
     pub fn lookup(&self, id: &DocId) -> Option<DocRef> {
         let find = |id: &DocId| {
             self.segments.iter().enumerate().find_map(|(i, s)| {
-                s.ids.row(id).map(|row| DocRef {
-                    segment: i as u32,
-                    row: row as u64,
-                })
+                s.ids
+                    .row(id)
+                    .map(|row| DocRef {
+                        segment: i as u32,
+                        row: row as u64,
+                    })
+                    .filter(|r| self.is_live(*r))
             })
         };
         find(id).or_else(|| match id {
@@ -674,11 +768,15 @@ impl Collection {
             if own.is_some() {
                 p.filter = Some(&not_self);
             }
-            if let Some(m) = allow {
-                match m.segment(i) {
+            // A filter's rows are alive rows already ([`Collection::matches`]).
+            match (allow, self.live_rows(i)) {
+                (Some(m), _) => match m.segment(i) {
                     Some(rows) if !rows.is_empty() => p.allow = Some(rows),
                     _ => continue,
-                }
+                },
+                (None, Some(live)) if live.is_empty() => continue,
+                (None, Some(live)) => p.allow = Some(live),
+                (None, None) => {}
             }
             let (hits, used) = seg.index.search_with_plan(query, &p)?;
             if allow.is_some() && plan.is_none() {
@@ -722,6 +820,8 @@ impl Collection {
             "dim": self.dim,
             "metric": self.metric.name(),
             "segments": self.segments.len(),
+            "deleted": self.deleted(),
+            "seq": self.seq,
             "index": first,
             "model": self.model(),
             "text_field": self.manifest.as_ref().and_then(|m| m.text_field.clone()),

@@ -139,7 +139,11 @@ impl Collection {
         let per_segment = (0..self.segments.len())
             .map(|i| {
                 let ids = &self.segments[i].ids;
-                self.field_index(i).eval(f, &|id| ids.row(id))
+                let mut b = self.field_index(i).eval(f, &|id| ids.row(id));
+                if let Some(live) = self.live_rows(i) {
+                    b &= live;
+                }
+                b
             })
             .collect();
         Matches { per_segment }
@@ -151,10 +155,14 @@ impl Collection {
             per_segment: self
                 .segments
                 .iter()
-                .map(|s| {
-                    let mut b = RoaringBitmap::new();
-                    b.insert_range(0..s.len() as u32);
-                    b
+                .enumerate()
+                .map(|(i, s)| match self.live_rows(i) {
+                    Some(live) => live.clone(),
+                    None => {
+                        let mut b = RoaringBitmap::new();
+                        b.insert_range(0..s.len() as u32);
+                        b
+                    }
                 })
                 .collect(),
         }

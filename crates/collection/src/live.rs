@@ -1,0 +1,1639 @@
+//! Live collections: upserts and deletes through a write-ahead log, new documents in new
+//! small segments, deletes as per-segment deleted sets, a background optimizer that merges
+//! segments, commits that make it all durable, and snapshots.
+//!
+//! ```text
+//! DIR/collection.json       the last commit: segments, their deleted sets, wal_seq (format 2)
+//! DIR/wal/SEQ.log           the write-ahead log ([`crate::wal`]): operations after wal_seq
+//! DIR/seg-NNNNNN/           immutable segments (as ingest writes them)
+//! DIR/seg-NNNNNN/deleted-SEQ.bin   rows of the segment deleted or replaced (roaring, CRC32)
+//! DIR/LOCK                  held (flock) by the one process that writes
+//! ```
+//!
+//! The life of a write:
+//! 1. **acknowledged**: the operation is appended to the log (and synced, per [`Fsync`])
+//!    and kept in the pending list. It survives `kill -9` from here on.
+//! 2. **applied** (a *refresh*, Elasticsearch's word): pending operations are collapsed
+//!    (the last per id wins), the upserted documents written as one new segment (flat
+//!    index while small), and every earlier copy of a written or deleted id marked deleted
+//!    in its segment. A new view (an immutable [`Collection`]) is swapped in; searches that
+//!    started on the old view finish on it. Refreshes run when a writer waits
+//!    (`wait: true`), every [`LiveConfig::refresh_interval`], or when
+//!    [`LiveConfig::refresh_docs`] are pending.
+//! 3. **committed**: the optimizer thread syncs new segments and deleted sets, then writes
+//!    the manifest (temp file, fsync, rename, fsync of the directory) with the view's
+//!    sequence number, and drops the log files before it. Start-up opens the last commit
+//!    and applies the log after it again, so replay is idempotent: an operation at or
+//!    before `wal_seq` is never applied twice.
+//!
+//! The optimizer (one thread, [`LiveConfig::optimizer_threads`] for its index builds)
+//! merges small segments into larger ones (a graph once they pass
+//! [`LiveConfig::flat_max`]), vacuums segments with many deleted rows, and commits. A
+//! merge reads a view, builds the merged segment without any lock, then swaps it in,
+//! carrying over rows deleted while it ran.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use searchd_docs::DocId;
+use searchd_engine::roaring::RoaringBitmap;
+use searchd_engine::{BuildConfig, IndexKind, LoadOptions, Metric, Quantization};
+
+use crate::error::{Error, Result};
+use crate::segwrite::{sync_tree, write_segment, NewDoc, SegmentSpec};
+use crate::wal::{Fsync, Recovery, Wal};
+use crate::{Collection, DocRef, FileMeta, Manifest, Segment, FORMAT_LIVE, MANIFEST};
+
+pub use crate::segwrite::NewDoc as Doc;
+
+/// How a live collection behaves. Defaults in [`LiveConfig::default`].
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    /// When acknowledged writes are synced (default [`Fsync::None`]: survives `kill -9`).
+    pub fsync: Fsync,
+    /// Open without taking writes (409 for writes); also what a second process gets.
+    pub read_only: bool,
+    /// Writes not waited for become visible within this (default 1 s, as Elasticsearch).
+    pub refresh_interval: Duration,
+    /// A refresh runs as soon as this many documents are pending (default 10,000).
+    pub refresh_docs: usize,
+    /// Segments smaller than this get a flat (exact-scan) index (default 20,000: below it
+    /// an exact scan of a 384-d segment costs less than a graph build is worth).
+    pub flat_max: usize,
+    /// Small segments merged together once this many exist (default 8).
+    pub merge_factor: usize,
+    /// Past this many segments, the smallest `merge_factor` are merged (default 12).
+    pub max_segments: usize,
+    /// A segment with at least this share of deleted rows is rewritten (default 0.3).
+    pub vacuum_ratio: f64,
+    /// The optimizer commits at least this often while there are changes (default 5 s).
+    pub commit_interval: Duration,
+    /// Threads of the optimizer's index builds (default 1: a bounded budget).
+    pub optimizer_threads: usize,
+    /// Run the optimizer thread (refreshes on interval, merges, commits). Tests turn it
+    /// off to drive each step themselves.
+    pub background: bool,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        LiveConfig {
+            fsync: Fsync::None,
+            read_only: false,
+            refresh_interval: Duration::from_secs(1),
+            refresh_docs: 10_000,
+            flat_max: 20_000,
+            merge_factor: 8,
+            max_segments: 12,
+            vacuum_ratio: 0.3,
+            commit_interval: Duration::from_secs(5),
+            optimizer_threads: 1,
+            background: true,
+        }
+    }
+}
+
+/// One logged operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Upsert(Vec<NewDoc>),
+    Delete(Vec<DocId>),
+}
+
+const OP_UPSERT: u8 = 1;
+const OP_DELETE: u8 = 2;
+
+fn put_id(b: &mut Vec<u8>, id: &DocId) {
+    match id {
+        DocId::Int(v) => {
+            b.push(0);
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        DocId::Str(s) => {
+            b.push(1);
+            b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        }
+    }
+}
+
+impl Op {
+    /// The log payload of the operation.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        match self {
+            Op::Upsert(docs) => {
+                b.push(OP_UPSERT);
+                b.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+                for d in docs {
+                    put_id(&mut b, &d.id);
+                    b.extend_from_slice(&(d.vector.len() as u32).to_le_bytes());
+                    for x in &d.vector {
+                        b.extend_from_slice(&x.to_le_bytes());
+                    }
+                    b.extend_from_slice(&(d.source.len() as u32).to_le_bytes());
+                    b.extend_from_slice(&d.source);
+                }
+            }
+            Op::Delete(ids) => {
+                b.push(OP_DELETE);
+                b.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+                for id in ids {
+                    put_id(&mut b, id);
+                }
+            }
+        }
+        b
+    }
+
+    /// Decode a payload; `text_field` names the stored field the lexical index gets.
+    pub fn decode(b: &[u8], text_field: Option<&str>) -> std::result::Result<Op, String> {
+        struct R<'a>(&'a [u8]);
+        impl R<'_> {
+            fn take(&mut self, n: usize) -> std::result::Result<&[u8], String> {
+                if self.0.len() < n {
+                    return Err("truncated operation".into());
+                }
+                let (a, rest) = self.0.split_at(n);
+                self.0 = rest;
+                Ok(a)
+            }
+            fn u32(&mut self) -> std::result::Result<u32, String> {
+                Ok(u32::from_le_bytes(
+                    self.take(4)?.try_into().unwrap_or_default(),
+                ))
+            }
+            fn id(&mut self) -> std::result::Result<DocId, String> {
+                match self.take(1)?[0] {
+                    0 => Ok(DocId::Int(u64::from_le_bytes(
+                        self.take(8)?.try_into().unwrap_or_default(),
+                    ))),
+                    1 => {
+                        let n = self.u32()? as usize;
+                        String::from_utf8(self.take(n)?.to_vec())
+                            .map(DocId::Str)
+                            .map_err(|_| "an id is not UTF-8".to_string())
+                    }
+                    t => Err(format!("unknown id tag {t}")),
+                }
+            }
+        }
+        let mut r = R(b);
+        let kind = r.take(1)?[0];
+        let n = r.u32()? as usize;
+        match kind {
+            OP_UPSERT => {
+                let mut docs = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    let id = r.id()?;
+                    let dim = r.u32()? as usize;
+                    let raw = r.take(dim * 4)?;
+                    let vector = raw
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect();
+                    let sl = r.u32()? as usize;
+                    let source = r.take(sl)?.to_vec();
+                    let text = text_of(&source, text_field);
+                    docs.push(NewDoc {
+                        id,
+                        vector,
+                        text,
+                        source,
+                    });
+                }
+                Ok(Op::Upsert(docs))
+            }
+            OP_DELETE => {
+                let mut ids = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    ids.push(r.id()?);
+                }
+                Ok(Op::Delete(ids))
+            }
+            k => Err(format!("unknown operation kind {k}")),
+        }
+    }
+}
+
+/// The text field's string value in a stored JSON object.
+pub(crate) fn text_of(source: &[u8], text_field: Option<&str>) -> Option<String> {
+    let f = text_field?;
+    let v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(source).ok()?;
+    match v.get(f) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Receipt {
+    /// The operation's sequence number in the log (0: nothing was logged).
+    pub seq: u64,
+    /// Visible to searches when the call returned (`wait`).
+    pub applied: bool,
+    /// Deletes: ids that did not exist (not an error).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_found: Vec<DocId>,
+    /// Deletes: ids that existed and are now deleted.
+    pub deleted: u64,
+    /// Upserts: documents written.
+    pub upserted: u64,
+}
+
+/// Counters of the writer and the optimizer, for `/stats`.
+#[derive(Debug, Default)]
+struct Counters {
+    writes: AtomicU64,
+    docs_upserted: AtomicU64,
+    docs_deleted: AtomicU64,
+    refreshes: AtomicU64,
+    refresh_us: AtomicU64,
+    merges: AtomicU64,
+    merged_docs: AtomicU64,
+    merge_us: AtomicU64,
+    commits: AtomicU64,
+    commit_us: AtomicU64,
+    errors: AtomicU64,
+    merging: AtomicBool,
+    merge_started_ms: AtomicU64,
+}
+
+struct Inner {
+    wal: Wal,
+    pending: Vec<(u64, Op)>,
+    pending_docs: usize,
+    /// Whether each id written by pending (or being refreshed) operations exists after them.
+    pending_ids: HashMap<DocId, bool>,
+    inflight_ids: HashMap<DocId, bool>,
+    next_segment: u64,
+    committed_seq: u64,
+    /// Segments written by refreshes or merges and not yet synced.
+    unsynced: Vec<String>,
+    /// Segments merged away: removed from disk after the next commit.
+    obsolete: Vec<String>,
+    last_commit: Instant,
+    last_error: Option<String>,
+}
+
+/// A collection that takes writes. `Send + Sync`; searches use [`LiveCollection::view`].
+pub struct LiveCollection {
+    dir: PathBuf,
+    /// Where segments of a read-only process's replayed log go (never the collection).
+    scratch: Option<tempdir::Scratch>,
+    opts: LoadOptions,
+    cfg: LiveConfig,
+    spec: SegmentSpec,
+    text_field: Option<String>,
+    view: RwLock<Arc<Collection>>,
+    inner: Mutex<Inner>,
+    /// One refresh at a time (writers do not wait on it).
+    refresh_lock: Mutex<()>,
+    /// One optimizer step (merge or commit) at a time, and snapshots against deletions.
+    gc_lock: Mutex<()>,
+    applied: Mutex<u64>,
+    applied_cv: Condvar,
+    wake: (Mutex<bool>, Condvar),
+    stop: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    counters: Counters,
+    recovery: Recovery,
+    read_only_reason: Option<String>,
+    _lock: Option<std::fs::File>,
+}
+
+mod tempdir {
+    use std::path::{Path, PathBuf};
+    /// A private directory removed on drop.
+    pub struct Scratch(PathBuf);
+    impl Scratch {
+        pub fn new() -> std::io::Result<Scratch> {
+            let base = std::env::temp_dir();
+            for i in 0..1000u32 {
+                let p = base.join(format!("searchd-replay-{}-{i}", std::process::id()));
+                if std::fs::create_dir(&p).is_ok() {
+                    return Ok(Scratch(p));
+                }
+            }
+            Err(std::io::Error::other("no scratch directory could be made"))
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Read a segment's deleted set file and return its alive rows.
+pub(crate) fn read_live(sdir: &Path, f: &FileMeta, rows: usize) -> Result<RoaringBitmap> {
+    let p = sdir.join(&f.name);
+    let b = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+    if b.len() as u64 != f.bytes || crc32fast::hash(&b) != f.crc32 {
+        return Err(Error::format(
+            &p,
+            "the deleted-rows file does not match its size or checksum in the manifest; the collection is corrupt",
+        ));
+    }
+    let deleted = RoaringBitmap::deserialize_from(&b[..])
+        .map_err(|e| Error::format(&p, format!("unreadable deleted-rows set: {e}")))?;
+    let mut live = RoaringBitmap::new();
+    live.insert_range(0..rows as u32);
+    live -= deleted;
+    Ok(live)
+}
+
+fn write_deleted(sdir: &Path, seq: u64, live: &RoaringBitmap, rows: usize) -> Result<FileMeta> {
+    let mut deleted = RoaringBitmap::new();
+    deleted.insert_range(0..rows as u32);
+    deleted -= live;
+    let mut b = Vec::with_capacity(deleted.serialized_size());
+    deleted
+        .serialize_into(&mut b)
+        .map_err(|e| Error::io(sdir, e))?;
+    let name = format!("deleted-{seq:020}.bin");
+    let p = sdir.join(&name);
+    let tmp = sdir.join(format!("{name}.tmp"));
+    {
+        let f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        use std::io::Write;
+        (&f).write_all(&b).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, &p).map_err(|e| Error::io(&p, e))?;
+    Ok(FileMeta {
+        name,
+        bytes: b.len() as u64,
+        crc32: crc32fast::hash(&b),
+    })
+}
+
+fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
+    let path = dir.join(MANIFEST);
+    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    {
+        let f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        use std::io::Write;
+        (&f).write_all(&serde_json::to_vec_pretty(m).unwrap_or_default())
+            .map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    crate::wal::sync_dir(dir);
+    Ok(())
+}
+
+fn spec_of(m: &Manifest, cfg: &LiveConfig, analyzer: Option<crate::Analyzer>) -> SegmentSpec {
+    let ix = &m.ingest["index"];
+    let mut build = BuildConfig {
+        metric: Metric::parse(&m.metric).unwrap_or(Metric::Cosine),
+        threads: cfg.optimizer_threads.max(1),
+        ..BuildConfig::default()
+    };
+    if let Some(k) = ix["kind"].as_str().and_then(IndexKind::parse) {
+        build.kind = k;
+    }
+    if build.kind == IndexKind::Flat {
+        // A collection built flat stays exact as it grows.
+        build.kind = IndexKind::Flat;
+    }
+    if let Some(q) = ix["quantization"].as_str().and_then(Quantization::parse) {
+        build.quantization = q;
+    }
+    if let Some(v) = ix["m"].as_u64() {
+        build.hnsw.m = v as usize;
+    }
+    if let Some(v) = ix["ef_construction"].as_u64() {
+        build.hnsw.ef_construction = v as usize;
+    }
+    let fields = m.mapping.as_ref().map(|s| searchd_fields::FieldsConfig {
+        declared: s.fields.iter().map(|f| (f.name.clone(), f.ty)).collect(),
+        skip: m.text_field.iter().cloned().collect(),
+    });
+    SegmentSpec {
+        dim: m.dim,
+        build,
+        flat_max: cfg.flat_max,
+        lexical: analyzer.map(|a| searchd_lexical::LexicalConfig {
+            analyzer: a,
+            writer_heap_bytes: searchd_lexical::MIN_HEAP_BYTES_PER_THREAD,
+            threads: 1,
+        }),
+        fields,
+    }
+}
+
+/// Remove what a killed process left: temp files and directories, segment directories no
+/// manifest lists, deleted sets no manifest lists.
+fn clean_leftovers(dir: &Path, m: &Manifest) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let listed: std::collections::HashSet<&str> =
+        m.segments.iter().map(|s| s.name.as_str()).collect();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = e.path();
+        let stale = name.ends_with(".tmp")
+            || name.contains(".tmp-")
+            || (name.starts_with("seg-") && !listed.contains(name.as_str()));
+        if stale {
+            let r = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            r.map_err(|e| Error::io(&path, e))?;
+            removed.push(path);
+        }
+    }
+    for s in &m.segments {
+        let sdir = dir.join(&s.name);
+        let Ok(rd) = std::fs::read_dir(&sdir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("deleted-") && s.deleted.as_ref().is_none_or(|d| d.name != name) {
+                let _ = std::fs::remove_file(e.path());
+                removed.push(e.path());
+            }
+        }
+    }
+    Ok(removed)
+}
+
+impl LiveCollection {
+    /// Open the collection in `dir` for writing (or read-only): the last commit, then the
+    /// log after it applied again. A second process on the same directory opens it
+    /// read-only (the first holds `DIR/LOCK`).
+    pub fn open(dir: &Path, opts: &LoadOptions, cfg: LiveConfig) -> Result<Arc<LiveCollection>> {
+        if !crate::is_collection(dir) {
+            return Err(Error::Input(format!(
+                "{} is not a collection directory (no {MANIFEST})",
+                dir.display()
+            )));
+        }
+        let mut read_only_reason = cfg.read_only.then(|| "opened with --read-only".to_string());
+        let mut lock = None;
+        if read_only_reason.is_none() {
+            let p = dir.join("LOCK");
+            match std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&p)
+            {
+                Ok(f) => match f.try_lock() {
+                    Ok(()) => lock = Some(f),
+                    Err(_) => {
+                        read_only_reason = Some(format!(
+                            "another process holds {} (it takes the writes); this one serves it read-only",
+                            p.display()
+                        ))
+                    }
+                },
+                Err(e) => {
+                    read_only_reason = Some(format!("{}: {e}; serving read-only", p.display()))
+                }
+            }
+        }
+        let read_only = read_only_reason.is_some();
+        let manifest = Manifest::read(dir)?;
+        if !read_only {
+            let removed = clean_leftovers(dir, &manifest)?;
+            if !removed.is_empty() {
+                tracing::info!(
+                    removed = removed.len(),
+                    "removed files a stopped process left (temp files, uncommitted segments)"
+                );
+            }
+        }
+        let coll = Collection::open(dir, opts)?;
+        let mut cfg = cfg;
+        cfg.read_only = read_only;
+        let mut read_only_reason = read_only_reason;
+        if !read_only && !coll.has_vectors() {
+            read_only_reason = Some(
+                "the collection's float vectors are not loaded (--vectors none): merges need them; serving read-only"
+                    .into(),
+            );
+        }
+        let read_only = read_only_reason.is_some();
+        let (wal, replay, recovery) =
+            Wal::open(&dir.join("wal"), manifest.wal_seq, cfg.fsync, read_only)?;
+        if let Some(cut) = &recovery.cut {
+            tracing::warn!(cut = %cut, "write-ahead log: cut at the last good record");
+        }
+        let text_field = manifest.text_field.clone();
+        let mut pending = Vec::with_capacity(replay.len());
+        let mut pending_docs = 0;
+        for (seq, payload) in &replay {
+            let op = Op::decode(payload, text_field.as_deref()).map_err(|e| {
+                Error::format(
+                    dir.join("wal"),
+                    format!("operation {seq} cannot be read: {e}"),
+                )
+            })?;
+            if let Op::Upsert(d) = &op {
+                pending_docs += d.len();
+            }
+            pending.push((*seq, op));
+        }
+        let spec = spec_of(&manifest, &cfg, coll.analyzer());
+        let scratch = if read_only && !pending.is_empty() {
+            Some(tempdir::Scratch::new().map_err(|e| Error::io(std::env::temp_dir(), e))?)
+        } else {
+            None
+        };
+        let seq0 = coll.seq();
+        let live = Arc::new(LiveCollection {
+            dir: dir.to_path_buf(),
+            scratch,
+            opts: opts.clone(),
+            spec,
+            text_field,
+            view: RwLock::new(Arc::new(coll)),
+            inner: Mutex::new(Inner {
+                wal,
+                pending,
+                pending_docs,
+                pending_ids: HashMap::new(),
+                inflight_ids: HashMap::new(),
+                next_segment: manifest.next_segment.max(manifest.segments.len() as u64),
+                committed_seq: manifest.wal_seq,
+                unsynced: Vec::new(),
+                obsolete: Vec::new(),
+                last_commit: Instant::now(),
+                last_error: None,
+            }),
+            refresh_lock: Mutex::new(()),
+            gc_lock: Mutex::new(()),
+            applied: Mutex::new(seq0),
+            applied_cv: Condvar::new(),
+            wake: (Mutex::new(false), Condvar::new()),
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+            counters: Counters::default(),
+            recovery,
+            read_only_reason,
+            _lock: lock,
+            cfg,
+        });
+        {
+            let mut inner = live.lock_inner();
+            let ops: Vec<(u64, Op)> = inner.pending.clone();
+            for (_, op) in &ops {
+                note_ids(&mut inner.pending_ids, op);
+            }
+        }
+        // The replayed operations become visible before the first search.
+        live.refresh()?;
+        if !live.is_read_only() {
+            if live.recovery.replayed > 0 {
+                live.commit()?;
+            }
+            if live.cfg.background {
+                let me = Arc::downgrade(&live);
+                let h = std::thread::Builder::new()
+                    .name("searchd-optimizer".into())
+                    .spawn(move || optimizer_loop(me))
+                    .map_err(|e| Error::io(dir, e))?;
+                *live.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+            }
+        }
+        Ok(live)
+    }
+
+    fn lock_inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current view: an immutable collection that searches run on.
+    pub fn view(&self) -> Arc<Collection> {
+        self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    fn set_view(&self, c: Collection) {
+        *self.view.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(c);
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.read_only_reason.is_some()
+    }
+    /// Why writes are refused, if they are.
+    pub fn read_only_reason(&self) -> Option<&str> {
+        self.read_only_reason.as_deref()
+    }
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+    pub fn config(&self) -> &LiveConfig {
+        &self.cfg
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        match &self.read_only_reason {
+            Some(r) => Err(Error::ReadOnly(format!(
+                "collection {} is read-only: {r}",
+                self.dir.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Check documents before they are logged: dimensions, finite components, a non-zero
+    /// vector under cosine, a JSON object of stored fields whose mapped fields convert.
+    pub fn validate(&self, docs: &[NewDoc]) -> Result<()> {
+        let view = self.view();
+        let dim = view.dim();
+        let cosine = view.metric() == Metric::Cosine;
+        let mut fw = self
+            .spec
+            .fields
+            .clone()
+            .map(searchd_fields::FieldsWriter::new);
+        for (i, d) in docs.iter().enumerate() {
+            let at = format!("docs[{i}]");
+            if d.vector.len() != dim {
+                return Err(Error::Input(format!(
+                    "{at}.vector has {} dimensions, the collection has {dim}",
+                    d.vector.len()
+                )));
+            }
+            if let Some(j) = d.vector.iter().position(|x| !x.is_finite()) {
+                return Err(Error::Input(format!(
+                    "{at}.vector[{j}] is not a finite number"
+                )));
+            }
+            if cosine
+                && d.vector
+                    .iter()
+                    .map(|&x| (x as f64) * (x as f64))
+                    .sum::<f64>()
+                    == 0.0
+            {
+                return Err(Error::Input(format!(
+                    "{at}.vector is all zeros: it has no direction under cosine"
+                )));
+            }
+            let mut map: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(&d.source).map_err(|e| {
+                    Error::Input(format!("{at}: fields are not a JSON object: {e}"))
+                })?;
+            if let (Some(w), Some(fc)) = (fw.as_mut(), &self.spec.fields) {
+                map.retain(|k, _| fc.declared.iter().any(|(n, _)| n == k));
+                w.add(i as u32, &map)
+                    .map_err(|e| Error::Input(format!("{at}.fields: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Insert or replace documents by id. Acknowledged (logged) when this returns; with
+    /// `wait`, also visible to searches.
+    pub fn upsert(&self, docs: Vec<NewDoc>, wait: bool) -> Result<Receipt> {
+        self.check_writable()?;
+        if docs.is_empty() {
+            return Err(Error::Input("docs is empty: nothing to write".into()));
+        }
+        self.validate(&docs)?;
+        let n = docs.len() as u64;
+        let op = Op::Upsert(docs);
+        let seq = self.log(op)?;
+        self.counters.docs_upserted.fetch_add(n, Relaxed);
+        let applied = self.finish_write(seq, wait)?;
+        Ok(Receipt {
+            seq,
+            applied,
+            not_found: Vec::new(),
+            deleted: 0,
+            upserted: n,
+        })
+    }
+
+    /// Delete documents by id. Ids that do not exist are reported, not an error; when none
+    /// exists nothing is logged.
+    pub fn delete(&self, ids: Vec<DocId>, wait: bool) -> Result<Receipt> {
+        self.check_writable()?;
+        let view = self.view();
+        let (found, not_found): (Vec<DocId>, Vec<DocId>) = {
+            let inner = self.lock_inner();
+            ids.into_iter().partition(|id| {
+                inner
+                    .pending_ids
+                    .get(id)
+                    .or_else(|| inner.inflight_ids.get(id))
+                    .copied()
+                    .unwrap_or_else(|| lookup_exact(&view, id).is_some())
+            })
+        };
+        if found.is_empty() {
+            return Ok(Receipt {
+                seq: 0,
+                applied: true,
+                not_found,
+                deleted: 0,
+                upserted: 0,
+            });
+        }
+        let n = found.len() as u64;
+        let seq = self.log(Op::Delete(found))?;
+        self.counters.docs_deleted.fetch_add(n, Relaxed);
+        let applied = self.finish_write(seq, wait)?;
+        Ok(Receipt {
+            seq,
+            applied,
+            not_found,
+            deleted: n,
+            upserted: 0,
+        })
+    }
+
+    /// Delete every document that passes `f` (evaluated on a fresh refresh, as
+    /// Elasticsearch's delete-by-query runs on a refreshed snapshot).
+    pub fn delete_by_filter(&self, f: &searchd_fields::Filter, wait: bool) -> Result<Receipt> {
+        self.check_writable()?;
+        self.refresh()?;
+        let view = self.view();
+        let m = view.matches(f);
+        let mut ids = Vec::with_capacity(m.len() as usize);
+        for (i, seg) in view.segments().iter().enumerate() {
+            if let Some(rows) = m.segment(i) {
+                for r in rows {
+                    if let Some(id) = seg.ids.id(r as u64) {
+                        ids.push(id.clone());
+                    }
+                }
+            }
+        }
+        self.delete(ids, wait)
+    }
+
+    fn log(&self, op: Op) -> Result<u64> {
+        let payload = op.encode();
+        let (seq, group, docs) = {
+            let mut inner = self.lock_inner();
+            let seq = inner.wal.append(&payload).inspect_err(|_| {
+                self.counters.errors.fetch_add(1, Relaxed);
+            })?;
+            let docs = match &op {
+                Op::Upsert(d) => d.len(),
+                Op::Delete(_) => 0,
+            };
+            note_ids(&mut inner.pending_ids, &op);
+            inner.pending.push((seq, op));
+            inner.pending_docs += docs;
+            let group = (inner.wal.fsync() == Fsync::Group).then(|| inner.wal.group());
+            (seq, group, inner.pending_docs)
+        };
+        if let Some(g) = group {
+            g.wait(seq)
+                .map_err(|e| Error::io(self.dir.join("wal"), e))?;
+        }
+        self.counters.writes.fetch_add(1, Relaxed);
+        if docs >= self.cfg.refresh_docs {
+            self.wake_optimizer();
+        }
+        Ok(seq)
+    }
+
+    fn finish_write(&self, seq: u64, wait: bool) -> Result<bool> {
+        if !wait {
+            return Ok(false);
+        }
+        // A refresh that started before this write was logged does not include it: run
+        // (or wait for) one that does.
+        loop {
+            if self.applied_seq() >= seq {
+                return Ok(true);
+            }
+            self.refresh()?;
+        }
+    }
+
+    /// The last sequence number visible to searches.
+    pub fn applied_seq(&self) -> u64 {
+        *self.applied.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake_optimizer(&self) {
+        let (m, cv) = &self.wake;
+        *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_one();
+    }
+
+    /// Make every acknowledged write visible: collapse the pending operations into one new
+    /// segment plus deleted rows, and swap in a new view.
+    pub fn refresh(&self) -> Result<()> {
+        let _r = self.refresh_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let t = Instant::now();
+        let (ops, name) = {
+            let mut inner = self.lock_inner();
+            if inner.pending.is_empty() {
+                return Ok(());
+            }
+            let ops = std::mem::take(&mut inner.pending);
+            inner.pending_docs = 0;
+            inner.inflight_ids = std::mem::take(&mut inner.pending_ids);
+            let name = format!("seg-{:06}", inner.next_segment);
+            inner.next_segment += 1;
+            (ops, name)
+        };
+        let upto = ops.last().map_or(0, |(s, _)| *s);
+        // The last operation per id wins.
+        let mut order: Vec<DocId> = Vec::new();
+        let mut latest: HashMap<DocId, Option<NewDoc>> = HashMap::new();
+        for (_, op) in ops {
+            match op {
+                Op::Upsert(docs) => {
+                    for d in docs {
+                        if !latest.contains_key(&d.id) {
+                            order.push(d.id.clone());
+                        }
+                        latest.insert(d.id.clone(), Some(d));
+                    }
+                }
+                Op::Delete(ids) => {
+                    for id in ids {
+                        if !latest.contains_key(&id) {
+                            order.push(id.clone());
+                        }
+                        latest.insert(id, None);
+                    }
+                }
+            }
+        }
+        let docs: Vec<&NewDoc> = order
+            .iter()
+            .filter_map(|id| latest.get(id).and_then(|d| d.as_ref()))
+            .collect();
+        let base = self
+            .scratch
+            .as_ref()
+            .map_or(self.dir.as_path(), |s| s.path());
+        let new_seg = if docs.is_empty() {
+            None
+        } else {
+            let built = write_segment(base, &name, &docs, &self.spec).and_then(|meta| {
+                let seg = Segment::open(base, &meta, self.spec.dim, &self.opts)?;
+                Ok((meta, seg))
+            });
+            match built {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    // Put the operations back: they are in the log, a later refresh
+                    // retries them.
+                    self.counters.errors.fetch_add(1, Relaxed);
+                    let mut inner = self.lock_inner();
+                    inner.last_error = Some(e.to_string());
+                    let back: Vec<(u64, Op)> = latest_back(order, latest, upto);
+                    let mut rest = std::mem::take(&mut inner.pending);
+                    let mut all = back;
+                    all.append(&mut rest);
+                    inner.pending = all;
+                    let inflight = std::mem::take(&mut inner.inflight_ids);
+                    for (k, v) in inflight {
+                        inner.pending_ids.entry(k).or_insert(v);
+                    }
+                    return Err(e);
+                }
+            }
+        };
+        {
+            let mut inner = self.lock_inner();
+            let cur = self.view();
+            let mut live: Vec<Option<RoaringBitmap>> = (0..cur.segments.len())
+                .map(|i| cur.live_rows(i).cloned())
+                .collect();
+            let mut changed = vec![false; cur.segments.len()];
+            for id in &order {
+                if let Some(r) = lookup_exact(&cur, id) {
+                    let i = r.segment as usize;
+                    let l = live[i].get_or_insert_with(|| {
+                        let mut b = RoaringBitmap::new();
+                        b.insert_range(0..cur.segments[i].len() as u32);
+                        b
+                    });
+                    l.remove(r.row as u32);
+                    changed[i] = true;
+                }
+            }
+            let mut manifest = cur
+                .manifest
+                .clone()
+                .unwrap_or_else(|| unreachable_manifest());
+            let mut segments = cur.segments.clone();
+            let mut lives: Vec<Option<Arc<RoaringBitmap>>> = live
+                .into_iter()
+                .zip(&changed)
+                .zip(&cur.live)
+                .map(|((l, c), old)| if *c { l.map(Arc::new) } else { old.clone() })
+                .collect();
+            if let Some((meta, seg)) = new_seg {
+                manifest.segments.push(meta);
+                segments.push(Arc::new(seg));
+                lives.push(None);
+                if self.scratch.is_none() {
+                    inner.unsynced.push(name);
+                }
+            }
+            manifest.next_segment = inner.next_segment;
+            let next = Collection {
+                dir: cur.dir.clone(),
+                manifest: Some(manifest),
+                segments,
+                live: lives,
+                seq: upto,
+                dim: cur.dim,
+                metric: cur.metric,
+            };
+            self.set_view(next);
+            inner.inflight_ids.clear();
+        }
+        *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = upto;
+        self.applied_cv.notify_all();
+        self.counters.refreshes.fetch_add(1, Relaxed);
+        self.counters
+            .refresh_us
+            .fetch_add(t.elapsed().as_micros() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Make the current view durable: sync its new segments, write the deleted sets and
+    /// the manifest, drop the log before it and the segments merged away.
+    pub fn commit(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Ok(());
+        }
+        let _g = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let t = Instant::now();
+        let (view, unsynced, obsolete) = {
+            let mut inner = self.lock_inner();
+            let v = self.view();
+            if v.seq <= inner.committed_seq
+                && inner.obsolete.is_empty()
+                && inner.unsynced.is_empty()
+            {
+                inner.last_commit = Instant::now();
+                return Ok(());
+            }
+            (
+                v,
+                std::mem::take(&mut inner.unsynced),
+                std::mem::take(&mut inner.obsolete),
+            )
+        };
+        let r = self.commit_view(&view, &unsynced);
+        let mut inner = self.lock_inner();
+        match r {
+            Err(e) => {
+                inner.unsynced.extend(unsynced);
+                inner.obsolete.extend(obsolete);
+                inner.last_error = Some(e.to_string());
+                self.counters.errors.fetch_add(1, Relaxed);
+                Err(e)
+            }
+            Ok(manifest) => {
+                inner.committed_seq = view.seq;
+                inner.last_commit = Instant::now();
+                inner.wal.truncate_through(view.seq)?;
+                drop(inner);
+                let listed: std::collections::HashSet<&str> =
+                    manifest.segments.iter().map(|s| s.name.as_str()).collect();
+                for name in obsolete {
+                    if !listed.contains(name.as_str()) {
+                        let _ = std::fs::remove_dir_all(self.dir.join(&name));
+                    }
+                }
+                for s in &manifest.segments {
+                    let sdir = self.dir.join(&s.name);
+                    if let Ok(rd) = std::fs::read_dir(&sdir) {
+                        for e in rd.flatten() {
+                            let n = e.file_name().to_string_lossy().into_owned();
+                            if n.starts_with("deleted-")
+                                && s.deleted.as_ref().is_none_or(|d| d.name != n)
+                            {
+                                let _ = std::fs::remove_file(e.path());
+                            }
+                        }
+                    }
+                }
+                self.counters.commits.fetch_add(1, Relaxed);
+                self.counters
+                    .commit_us
+                    .fetch_add(t.elapsed().as_micros() as u64, Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    /// Write a manifest for `view` into `dir` (segments already there).
+    fn manifest_for(&self, view: &Collection, dir: &Path) -> Result<Manifest> {
+        let mut m = view
+            .manifest
+            .clone()
+            .unwrap_or_else(|| unreachable_manifest());
+        for (i, s) in m.segments.iter_mut().enumerate() {
+            s.deleted = match view.live_rows(i) {
+                None => None,
+                Some(l) => {
+                    let sdir = dir.join(&s.name);
+                    match &s.deleted {
+                        // Unchanged since the last commit: the file is still right.
+                        Some(d)
+                            if dir == self.dir
+                                && read_live(&sdir, d, view.segments[i].len())
+                                    .is_ok_and(|x| &x == l) =>
+                        {
+                            Some(d.clone())
+                        }
+                        _ => Some(write_deleted(&sdir, view.seq, l, view.segments[i].len())?),
+                    }
+                }
+            };
+        }
+        m.format = FORMAT_LIVE;
+        m.wal_seq = view.seq;
+        m.docs = view.len() as u64;
+        Ok(m)
+    }
+
+    fn commit_view(&self, view: &Collection, unsynced: &[String]) -> Result<Manifest> {
+        for name in unsynced {
+            let p = self.dir.join(name);
+            if p.exists() {
+                sync_tree(&p)?;
+            }
+        }
+        let m = self.manifest_for(view, &self.dir)?;
+        for s in &m.segments {
+            crate::wal::sync_dir(&self.dir.join(&s.name));
+        }
+        write_manifest(&self.dir, &m)?;
+        // The live view keeps its manifest (for the next commit) in step.
+        Ok(m)
+    }
+
+    /// One optimizer step: merge what the policy picks. Returns whether it merged.
+    pub fn optimize(&self) -> Result<bool> {
+        if self.is_read_only() {
+            return Ok(false);
+        }
+        let v0 = self.view();
+        let pick = self.pick_merge(&v0);
+        if pick.is_empty() {
+            return Ok(false);
+        }
+        self.merge(&v0, &pick)?;
+        Ok(true)
+    }
+
+    fn pick_merge(&self, v: &Collection) -> Vec<usize> {
+        let n = v.segments.len();
+        let alive = |i: usize| {
+            v.live_rows(i)
+                .map_or(v.segments[i].len(), |b| b.len() as usize)
+        };
+        let small: Vec<usize> = (0..n)
+            .filter(|&i| v.segments[i].len() < self.cfg.flat_max)
+            .collect();
+        let small_docs: usize = small.iter().map(|&i| alive(i)).sum();
+        let mut pick: Vec<usize> = Vec::new();
+        if small.len() >= self.cfg.merge_factor
+            || (small.len() >= 2 && small_docs >= self.cfg.flat_max)
+        {
+            pick.extend(&small);
+        }
+        for i in 0..n {
+            let len = v.segments[i].len();
+            if len > 0 && !pick.contains(&i) {
+                let dead = len - alive(i);
+                if dead > 0 && dead as f64 >= self.cfg.vacuum_ratio * len as f64 {
+                    pick.push(i);
+                    if !small.is_empty() {
+                        for &s in &small {
+                            if !pick.contains(&s) {
+                                pick.push(s);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if pick.is_empty() && n > self.cfg.max_segments {
+            let mut by_size: Vec<usize> = (0..n).collect();
+            by_size.sort_by_key(|&i| alive(i));
+            pick.extend(by_size.into_iter().take(self.cfg.merge_factor.max(2)));
+        }
+        pick.sort_unstable();
+        pick.dedup();
+        // A single segment with nothing deleted is not worth rewriting.
+        if pick.len() == 1 && alive(pick[0]) == v.segments[pick[0]].len() {
+            pick.clear();
+        }
+        pick
+    }
+
+    fn merge(&self, v0: &Collection, pick: &[usize]) -> Result<()> {
+        let t = Instant::now();
+        self.counters.merging.store(true, Relaxed);
+        self.counters.merge_started_ms.store(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            Relaxed,
+        );
+        let r = self.merge_inner(v0, pick);
+        self.counters.merging.store(false, Relaxed);
+        if r.is_err() {
+            self.counters.errors.fetch_add(1, Relaxed);
+        }
+        let moved = r?;
+        self.counters.merges.fetch_add(1, Relaxed);
+        self.counters.merged_docs.fetch_add(moved, Relaxed);
+        self.counters
+            .merge_us
+            .fetch_add(t.elapsed().as_micros() as u64, Relaxed);
+        Ok(())
+    }
+
+    fn merge_inner(&self, v0: &Collection, pick: &[usize]) -> Result<u64> {
+        // Read the alive documents of the picked segments, as of v0.
+        let mut docs: Vec<NewDoc> = Vec::new();
+        let mut maps: Vec<Vec<u32>> = Vec::with_capacity(pick.len());
+        for &i in pick {
+            let seg = &v0.segments[i];
+            let mut map = vec![u32::MAX; seg.len()];
+            for row in 0..seg.len() {
+                let r = DocRef {
+                    segment: i as u32,
+                    row: row as u64,
+                };
+                if !v0.is_live(r) {
+                    continue;
+                }
+                let id = seg
+                    .ids
+                    .id(row as u64)
+                    .cloned()
+                    .ok_or_else(|| Error::format(&self.dir, "a row without an id"))?;
+                let vector = v0
+                    .vector(r)
+                    .map_err(|e| Error::Input(format!("merge: {e}")))?
+                    .ok_or_else(|| Error::format(&self.dir, "a row without a vector"))?
+                    .into_owned();
+                let source = v0.source(r)?.unwrap_or_else(|| b"{}".to_vec());
+                let text = text_of(&source, self.text_field.as_deref());
+                map[row] = docs.len() as u32;
+                docs.push(NewDoc {
+                    id,
+                    vector,
+                    text,
+                    source,
+                });
+            }
+            maps.push(map);
+        }
+        let name = {
+            let mut inner = self.lock_inner();
+            let name = format!("seg-{:06}", inner.next_segment);
+            inner.next_segment += 1;
+            name
+        };
+        let refs: Vec<&NewDoc> = docs.iter().collect();
+        let new_seg = if refs.is_empty() {
+            None
+        } else {
+            let meta = write_segment(&self.dir, &name, &refs, &self.spec)?;
+            let seg = Segment::open(&self.dir, &meta, self.spec.dim, &self.opts)?;
+            Some((meta, seg))
+        };
+        let moved = docs.len() as u64;
+        drop(docs);
+        // Swap: the picked segments (still in the view: only this thread removes
+        // segments) leave; rows deleted since v0 are deleted in the merged one.
+        let _r = self.refresh_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.lock_inner();
+        let cur = self.view();
+        let mut merged_live: Option<RoaringBitmap> = None;
+        let mut gone = Vec::new();
+        for (k, &i) in pick.iter().enumerate() {
+            let seg0 = &v0.segments[i];
+            let j = cur
+                .segments
+                .iter()
+                .position(|s| Arc::ptr_eq(s, seg0))
+                .ok_or_else(|| Error::format(&self.dir, "a merged segment left the view"))?;
+            gone.push(j);
+            if let Some(l1) = cur.live_rows(j) {
+                for (row, &to) in maps[k].iter().enumerate() {
+                    if to != u32::MAX && !l1.contains(row as u32) {
+                        let ml = merged_live.get_or_insert_with(|| {
+                            let mut b = RoaringBitmap::new();
+                            b.insert_range(0..moved as u32);
+                            b
+                        });
+                        ml.remove(to);
+                    }
+                }
+            }
+        }
+        let mut manifest = cur
+            .manifest
+            .clone()
+            .unwrap_or_else(|| unreachable_manifest());
+        let mut segments = Vec::new();
+        let mut lives = Vec::new();
+        let mut metas = Vec::new();
+        for j in 0..cur.segments.len() {
+            if gone.contains(&j) {
+                inner.obsolete.push(manifest.segments[j].name.clone());
+                continue;
+            }
+            segments.push(cur.segments[j].clone());
+            lives.push(cur.live[j].clone());
+            metas.push(manifest.segments[j].clone());
+        }
+        if let Some((meta, seg)) = new_seg {
+            // The merged segment goes first: it holds the oldest documents.
+            segments.insert(0, Arc::new(seg));
+            lives.insert(0, merged_live.map(Arc::new));
+            metas.insert(0, meta);
+            inner.unsynced.push(name);
+        }
+        manifest.segments = metas;
+        manifest.next_segment = inner.next_segment;
+        let next = Collection {
+            dir: cur.dir.clone(),
+            manifest: Some(manifest),
+            segments,
+            live: lives,
+            seq: cur.seq,
+            dim: cur.dim,
+            metric: cur.metric,
+        };
+        self.set_view(next);
+        Ok(moved)
+    }
+
+    /// Write a consistent point-in-time copy of the collection to `out` (which must not
+    /// exist) while writes continue: immutable files hard-linked (copied across file
+    /// systems), the log copied up to a record boundary. `out` opens as a collection
+    /// (the copied log is applied at open). Returns the sequence number it holds.
+    pub fn snapshot(&self, out: &Path) -> Result<u64> {
+        if out.exists() {
+            return Err(Error::Exists {
+                path: out.to_path_buf(),
+            });
+        }
+        let _g = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (view, wal_files, wal_len, seq) = {
+            let inner = self.lock_inner();
+            let (files, len) = inner.wal.extent();
+            (self.view(), files, len, inner.wal.next_seq() - 1)
+        };
+        let tmp = {
+            let mut n = out.as_os_str().to_owned();
+            n.push(format!(".tmp-{}", std::process::id()));
+            PathBuf::from(n)
+        };
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        }
+        let r = (|| -> Result<()> {
+            std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+            let base = self
+                .scratch
+                .as_ref()
+                .map_or(self.dir.as_path(), |s| s.path());
+            let m = view
+                .manifest
+                .as_ref()
+                .ok_or_else(|| Error::Input("not a collection".into()))?;
+            for s in &m.segments {
+                let from = if self.dir.join(&s.name).exists() {
+                    self.dir.join(&s.name)
+                } else {
+                    base.join(&s.name)
+                };
+                link_tree(&from, &tmp.join(&s.name))?;
+            }
+            let manifest = self.manifest_for(&view, &tmp)?;
+            let wdir = tmp.join("wal");
+            std::fs::create_dir_all(&wdir).map_err(|e| Error::io(&wdir, e))?;
+            let last = wal_files.len().saturating_sub(1);
+            for (i, f) in wal_files.iter().enumerate() {
+                let to = wdir.join(f.file_name().unwrap_or_default());
+                let mut b = std::fs::read(f).map_err(|e| Error::io(f, e))?;
+                if i == last {
+                    b.truncate(wal_len as usize);
+                }
+                std::fs::write(&to, &b).map_err(|e| Error::io(&to, e))?;
+            }
+            write_manifest(&tmp, &manifest)?;
+            sync_tree(&tmp)?;
+            Ok(())
+        })();
+        if let Err(e) = r {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
+        crate::wal::sync_dir(out.parent().unwrap_or(Path::new(".")));
+        Ok(seq)
+    }
+
+    /// Refresh and commit, and stop the optimizer (at shutdown).
+    pub fn close(&self) -> Result<()> {
+        self.stop.store(true, Relaxed);
+        self.wake_optimizer();
+        if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+        if self.is_read_only() {
+            return Ok(());
+        }
+        self.refresh()?;
+        self.commit()
+    }
+
+    /// What `/stats` shows of the writer and the optimizer.
+    pub fn stats(&self) -> serde_json::Value {
+        let view = self.view();
+        let inner = self.lock_inner();
+        let c = &self.counters;
+        serde_json::json!({
+            "read_only": self.read_only_reason,
+            "fsync": self.cfg.fsync.name(),
+            "seq": {"logged": inner.wal.next_seq() - 1, "applied": view.seq, "committed": inner.committed_seq},
+            "pending": {"ops": inner.pending.len(), "docs": inner.pending_docs},
+            "wal": {"files": inner.wal.files(), "bytes": inner.wal.bytes(), "syncs": inner.wal.group().syncs()},
+            "segments": view.segments.iter().enumerate().map(|(i, s)| serde_json::json!({
+                "docs": s.len(),
+                "deleted": s.len() - view.live_rows(i).map_or(s.len(), |b| b.len() as usize),
+                "index": s.index.info().kind,
+            })).collect::<Vec<_>>(),
+            "writes": c.writes.load(Relaxed),
+            "docs_upserted": c.docs_upserted.load(Relaxed),
+            "docs_deleted": c.docs_deleted.load(Relaxed),
+            "refreshes": c.refreshes.load(Relaxed),
+            "refresh_seconds": c.refresh_us.load(Relaxed) as f64 / 1e6,
+            "optimizer": {
+                "merging": c.merging.load(Relaxed),
+                "merges": c.merges.load(Relaxed),
+                "merged_docs": c.merged_docs.load(Relaxed),
+                "merge_seconds": c.merge_us.load(Relaxed) as f64 / 1e6,
+                "commits": c.commits.load(Relaxed),
+                "commit_seconds": c.commit_us.load(Relaxed) as f64 / 1e6,
+                "threads": self.cfg.optimizer_threads,
+            },
+            "errors": c.errors.load(Relaxed),
+            "last_error": inner.last_error,
+            "recovery": self.recovery,
+        })
+    }
+}
+
+impl Drop for LiveCollection {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+    }
+}
+
+fn unreachable_manifest() -> Manifest {
+    // A live collection always has a manifest (open checks it); this keeps the code total.
+    Manifest {
+        schema: crate::SCHEMA.into(),
+        format: FORMAT_LIVE,
+        name: String::new(),
+        dim: 0,
+        metric: "cosine".into(),
+        docs: 0,
+        id_kind: crate::IdKind::Int,
+        text_field: None,
+        model: None,
+        fields: Vec::new(),
+        mapping: None,
+        segments: Vec::new(),
+        wal_seq: 0,
+        next_segment: 0,
+        ingest: serde_json::Value::Null,
+    }
+}
+
+/// Rebuild pending operations from a collapsed batch (a refresh that failed).
+fn latest_back(
+    order: Vec<DocId>,
+    mut latest: HashMap<DocId, Option<NewDoc>>,
+    seq: u64,
+) -> Vec<(u64, Op)> {
+    let mut ups = Vec::new();
+    let mut dels = Vec::new();
+    for id in order {
+        match latest.remove(&id).flatten() {
+            Some(d) => ups.push(d),
+            None => dels.push(id),
+        }
+    }
+    let mut out = Vec::new();
+    if !dels.is_empty() {
+        out.push((seq, Op::Delete(dels)));
+    }
+    if !ups.is_empty() {
+        out.push((seq, Op::Upsert(ups)));
+    }
+    out
+}
+
+fn note_ids(map: &mut HashMap<DocId, bool>, op: &Op) {
+    match op {
+        Op::Upsert(docs) => {
+            for d in docs {
+                map.insert(d.id.clone(), true);
+            }
+        }
+        Op::Delete(ids) => {
+            for id in ids {
+                map.insert(id.clone(), false);
+            }
+        }
+    }
+}
+
+/// Where the alive copy of exactly this id is (no int/string equivalence).
+fn lookup_exact(c: &Collection, id: &DocId) -> Option<DocRef> {
+    c.segments.iter().enumerate().find_map(|(i, s)| {
+        s.ids
+            .row(id)
+            .map(|row| DocRef {
+                segment: i as u32,
+                row: row as u64,
+            })
+            .filter(|r| c.is_live(*r))
+    })
+}
+
+/// Hard-link every file of a tree (copy when linking is not possible).
+fn link_tree(from: &Path, to: &Path) -> Result<()> {
+    let md = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
+    if md.is_dir() {
+        std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+        for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+            let e = e.map_err(|e| Error::io(from, e))?;
+            let n = e.file_name();
+            let ns = n.to_string_lossy();
+            if ns.starts_with("deleted-") || ns.ends_with(".tmp") {
+                continue;
+            }
+            link_tree(&e.path(), &to.join(&n))?;
+        }
+        Ok(())
+    } else {
+        if std::fs::hard_link(from, to).is_err() {
+            std::fs::copy(from, to).map_err(|e| Error::io(from, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Copy a snapshot (or any collection) to `out` as a new collection: checked by opening
+/// it first, immutable files hard-linked, the log copied. `out` must not exist.
+pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
+    if out.exists() {
+        return Err(Error::Exists {
+            path: out.to_path_buf(),
+        });
+    }
+    // Check it opens, with its log, without changing it.
+    let check = LiveCollection::open(
+        snapshot,
+        opts,
+        LiveConfig {
+            read_only: true,
+            background: false,
+            ..LiveConfig::default()
+        },
+    )?;
+    let docs = check.view().len() as u64;
+    drop(check);
+    let tmp = {
+        let mut n = out.as_os_str().to_owned();
+        n.push(format!(".tmp-{}", std::process::id()));
+        PathBuf::from(n)
+    };
+    let r = (|| -> Result<()> {
+        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        for e in std::fs::read_dir(snapshot).map_err(|e| Error::io(snapshot, e))? {
+            let e = e.map_err(|e| Error::io(snapshot, e))?;
+            let n = e.file_name();
+            let ns = n.to_string_lossy();
+            if ns == "LOCK" || ns.ends_with(".tmp") {
+                continue;
+            }
+            let to = tmp.join(&n);
+            if ns == "wal" || ns == MANIFEST {
+                copy_tree(&e.path(), &to)?;
+            } else {
+                link_all(&e.path(), &to)?;
+            }
+        }
+        sync_tree(&tmp)
+    })();
+    if let Err(e) = r {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
+    crate::wal::sync_dir(out.parent().unwrap_or(Path::new(".")));
+    Ok(docs)
+}
+
+fn link_all(from: &Path, to: &Path) -> Result<()> {
+    let md = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
+    if md.is_dir() {
+        std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+        for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+            let e = e.map_err(|e| Error::io(from, e))?;
+            link_all(&e.path(), &to.join(e.file_name()))?;
+        }
+        Ok(())
+    } else if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to)
+            .map(|_| ())
+            .map_err(|e| Error::io(from, e))
+    } else {
+        Ok(())
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let md = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
+    if md.is_dir() {
+        std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+        for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+            let e = e.map_err(|e| Error::io(from, e))?;
+            copy_tree(&e.path(), &to.join(e.file_name()))?;
+        }
+        Ok(())
+    } else {
+        std::fs::copy(from, to)
+            .map(|_| ())
+            .map_err(|e| Error::io(from, e))
+    }
+}
+
+fn optimizer_loop(me: std::sync::Weak<LiveCollection>) {
+    let mut last_refresh = Instant::now();
+    loop {
+        let Some(live) = me.upgrade() else { return };
+        if live.stop.load(Relaxed) {
+            return;
+        }
+        let tick = live.cfg.refresh_interval.min(Duration::from_millis(200));
+        {
+            let (m, cv) = &live.wake;
+            let g = m.lock().unwrap_or_else(|p| p.into_inner());
+            let (mut g, _) = cv
+                .wait_timeout_while(g, tick, |woken| !*woken)
+                .unwrap_or_else(|p| p.into_inner());
+            *g = false;
+        }
+        if live.stop.load(Relaxed) {
+            return;
+        }
+        let (pending_docs, since_commit, dirty) = {
+            let inner = live.lock_inner();
+            (
+                inner.pending_docs,
+                inner.last_commit.elapsed(),
+                !inner.pending.is_empty(),
+            )
+        };
+        if (dirty && last_refresh.elapsed() >= live.cfg.refresh_interval)
+            || pending_docs >= live.cfg.refresh_docs
+        {
+            last_refresh = Instant::now();
+            if let Err(e) = live.refresh() {
+                tracing::warn!(error = %e, "refresh failed; the writes stay in the log and are retried");
+            }
+        }
+        match live.optimize() {
+            Ok(true) => {}
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "merge failed; retried later"),
+        }
+        if since_commit >= live.cfg.commit_interval {
+            if let Err(e) = live.commit() {
+                tracing::warn!(error = %e, "commit failed; retried later");
+            }
+        }
+    }
+}

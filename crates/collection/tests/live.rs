@@ -1,0 +1,451 @@
+//! Live collections against an oracle: seeded random upserts and deletes, refreshes,
+//! merges, commits and reopenings (with and without a clean close); the view must hold
+//! exactly the model's documents, searches must equal brute force over the model, filters
+//! and counts must equal the model's; torn logs, leftover temp files, snapshots, restore.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use searchd_collection::ingest::{ingest, IngestConfig};
+use searchd_collection::live::{restore, Doc, LiveCollection, LiveConfig};
+use searchd_collection::wal::Fsync;
+use searchd_collection::{Collection, DocId};
+use searchd_engine::{LoadOptions, SearchParams};
+
+const DIM: usize = 8;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+fn vector(rng: &mut Rng) -> Vec<f32> {
+    let v: Vec<f32> = (0..DIM).map(|_| rng.unit() - 0.5).collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+    v.into_iter().map(|x| x / n).collect()
+}
+
+/// The model: id -> (vector, color, text).
+type Model = BTreeMap<u64, (Vec<f32>, String, String)>;
+
+const COLORS: [&str; 3] = ["red", "green", "blue"];
+
+fn source(color: &str, text: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({"color": color, "text": text})).unwrap()
+}
+
+fn make_collection(dir: &Path, n: u64, rng: &mut Rng, model: &mut Model) {
+    let docs = dir.join("docs.jsonl");
+    let mut f = std::fs::File::create(&docs).unwrap();
+    for id in 0..n {
+        let v = vector(rng);
+        let color = COLORS[rng.below(3) as usize].to_string();
+        let text = format!("word{} common", id % 7);
+        writeln!(
+            f,
+            "{}",
+            serde_json::json!({"id": id, "text": text, "color": color, "vector": v})
+        )
+        .unwrap();
+        model.insert(id, (v, color, text));
+    }
+    drop(f);
+    let mut cfg = IngestConfig::new(&docs, dir.join("c"));
+    cfg.reader.vector_field = Some("vector".into());
+    cfg.reader.text_field = Some("text".into());
+    cfg.build.threads = 1;
+    ingest(&cfg, None, &|_| {}).unwrap();
+}
+
+fn cfg() -> LiveConfig {
+    LiveConfig {
+        background: false,
+        flat_max: 40,
+        merge_factor: 3,
+        ..LiveConfig::default()
+    }
+}
+
+fn check(live: &LiveCollection, model: &Model, rng: &mut Rng, what: &str) {
+    let v = live.view();
+    assert_eq!(v.len(), model.len(), "{what}: document count");
+    for (id, (vec, color, text)) in model {
+        let r = v
+            .lookup(&DocId::Int(*id))
+            .unwrap_or_else(|| panic!("{what}: id {id} is missing"));
+        let src: serde_json::Value =
+            serde_json::from_slice(&v.source(r).unwrap().unwrap()).unwrap();
+        assert_eq!(src["color"], color.as_str(), "{what}: id {id} color");
+        assert_eq!(src["text"], text.as_str(), "{what}: id {id} text");
+        let got = v.vector(r).unwrap().unwrap();
+        for (a, b) in got.iter().zip(vec) {
+            assert!((a - b).abs() < 1e-5, "{what}: id {id} vector");
+        }
+    }
+    // Exact top-k over the model (flat segments and a graph at ef = n are exact here).
+    for _ in 0..5 {
+        let q = vector(rng);
+        let k = 10.min(model.len());
+        let mut want: Vec<(f32, u64)> = model
+            .iter()
+            .map(|(id, (v, _, _))| (v.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>(), *id))
+            .collect();
+        want.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let params = SearchParams::new(k, 4096);
+        let hits = v.search(&q, &params, None).unwrap();
+        assert_eq!(hits.len(), k, "{what}: hits");
+        let kth = want[k - 1].0;
+        for h in &hits {
+            let id = match v.doc_id(h.doc).unwrap() {
+                DocId::Int(i) => *i,
+                other => panic!("{other:?}"),
+            };
+            let s = model[&id].0.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>();
+            assert!(
+                s >= kth - 1e-4,
+                "{what}: hit {id} scores {s} below the k-th {kth}"
+            );
+            assert!(v.is_live(h.doc));
+        }
+    }
+    // Filters and counts.
+    for color in COLORS {
+        let f = v
+            .parse_filter(&serde_json::json!({"term": {"color": color}}), "filter")
+            .unwrap();
+        let want = model.values().filter(|x| x.1 == color).count() as u64;
+        assert_eq!(v.matches(&f).len(), want, "{what}: count of {color}");
+    }
+    assert_eq!(v.all().len(), model.len() as u64);
+    // Lexical: every hit is alive.
+    let lx = v.search_lexical("common", 1000, None).unwrap();
+    assert_eq!(lx.hits.len(), model.len(), "{what}: lexical hits");
+}
+
+fn random_ops(
+    live: &LiveCollection,
+    model: &mut Model,
+    rng: &mut Rng,
+    next_id: &mut u64,
+    n: usize,
+) {
+    for _ in 0..n {
+        match rng.below(10) {
+            0..=5 => {
+                let mut docs = Vec::new();
+                for _ in 0..1 + rng.below(5) {
+                    let id = if rng.below(2) == 0 && !model.is_empty() {
+                        *model
+                            .keys()
+                            .nth(rng.below(model.len() as u64) as usize)
+                            .unwrap()
+                    } else {
+                        *next_id += 1;
+                        *next_id
+                    };
+                    let v = vector(rng);
+                    let color = COLORS[rng.below(3) as usize].to_string();
+                    let text = format!("word{} common v{}", id % 7, rng.below(100));
+                    docs.push(Doc {
+                        id: DocId::Int(id),
+                        vector: v.clone(),
+                        text: Some(text.clone()),
+                        source: source(&color, &text),
+                    });
+                    model.insert(id, (v, color, text));
+                }
+                let r = live.upsert(docs, rng.below(4) == 0).unwrap();
+                assert!(r.seq > 0);
+            }
+            6..=8 => {
+                let mut ids = Vec::new();
+                let mut unknown = 0;
+                for _ in 0..1 + rng.below(3) {
+                    if rng.below(4) == 0 || model.is_empty() {
+                        ids.push(DocId::Int(1_000_000 + rng.below(1000)));
+                        unknown += 1;
+                    } else {
+                        let id = *model
+                            .keys()
+                            .nth(rng.below(model.len() as u64) as usize)
+                            .unwrap();
+                        if !ids.contains(&DocId::Int(id)) {
+                            ids.push(DocId::Int(id));
+                            model.remove(&id);
+                        }
+                    }
+                }
+                let r = live.delete(ids, rng.below(3) == 0).unwrap();
+                assert_eq!(r.not_found.len(), unknown, "{r:?}");
+            }
+            _ => {
+                live.refresh().unwrap();
+                while live.optimize().unwrap() {}
+                if rng.below(2) == 0 {
+                    live.commit().unwrap();
+                }
+            }
+        }
+    }
+    live.refresh().unwrap();
+}
+
+#[test]
+fn writes_refreshes_merges_and_reopenings_match_the_oracle() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x5eed_1234);
+    let mut model = Model::new();
+    make_collection(d.path(), 60, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let opts = LoadOptions::default();
+    let mut next_id = 100;
+    let mut merges = 0;
+    for round in 0..6 {
+        let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+        check(
+            &live,
+            &model,
+            &mut rng,
+            &format!("round {round} after open"),
+        );
+        random_ops(&live, &mut model, &mut rng, &mut next_id, 60);
+        check(
+            &live,
+            &model,
+            &mut rng,
+            &format!("round {round} after writes"),
+        );
+        merges += live.stats()["optimizer"]["merges"].as_u64().unwrap();
+        assert!(live.view().segments().len() <= 12, "segments are merged");
+        match round % 3 {
+            // A clean close commits everything.
+            0 => live.close().unwrap(),
+            // No close: what a killed process leaves (the log has it all).
+            1 => drop(live),
+            _ => {
+                live.commit().unwrap();
+                random_ops(&live, &mut model, &mut rng, &mut next_id, 10);
+                drop(live);
+            }
+        }
+    }
+    assert!(merges >= 3, "the optimizer merged ({merges})");
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    check(&live, &model, &mut rng, "final");
+    let st = live.stats();
+    assert!(st["refreshes"].as_u64().unwrap() >= 1, "{st}");
+    // A format-2 manifest is written by commits; it still opens as a plain collection.
+    live.close().unwrap();
+    drop(live);
+    let plain = Collection::open(&dir, &opts).unwrap();
+    assert_eq!(plain.len(), model.len());
+}
+
+#[test]
+fn a_torn_log_tail_and_leftover_temp_files_are_recovered() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(77);
+    let mut model = Model::new();
+    make_collection(d.path(), 20, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let opts = LoadOptions::default();
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    let mut next_id = 100;
+    random_ops(&live, &mut model, &mut rng, &mut next_id, 30);
+    drop(live);
+    // A killed process mid-append: a partial record at the end of the log.
+    let wal = std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .max()
+        .unwrap();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&wal).unwrap();
+    f.write_all(&[200, 0, 0, 0, 1, 2, 3]).unwrap();
+    drop(f);
+    // ...and mid-refresh / mid-commit: a segment directory under a temp name, an
+    // uncommitted segment, a manifest temp file.
+    std::fs::create_dir_all(dir.join("seg-000777.tmp/index")).unwrap();
+    std::fs::create_dir_all(dir.join("seg-000778")).unwrap();
+    std::fs::write(dir.join("collection.json.tmp"), b"{half").unwrap();
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    assert!(live.recovery().cut.is_some(), "{:?}", live.recovery());
+    check(&live, &model, &mut rng, "after recovery");
+    assert!(!dir.join("seg-000777.tmp").exists());
+    assert!(!dir.join("seg-000778").exists());
+    assert!(!dir.join("collection.json.tmp").exists());
+    // Writes go on after the cut.
+    random_ops(&live, &mut model, &mut rng, &mut next_id, 10);
+    drop(live);
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    check(&live, &model, &mut rng, "after writes past the cut");
+}
+
+#[test]
+fn snapshots_are_point_in_time_and_restore_serves_them() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(99);
+    let mut model = Model::new();
+    make_collection(d.path(), 30, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let opts = LoadOptions::default();
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    let mut next_id = 100;
+    random_ops(&live, &mut model, &mut rng, &mut next_id, 40);
+    // Some writes not yet refreshed: the snapshot has them (from its copy of the log).
+    let pending = Doc {
+        id: DocId::Int(5000),
+        vector: vector(&mut rng),
+        text: Some("pending common".into()),
+        source: source("red", "pending common"),
+    };
+    model.insert(
+        5000,
+        (
+            pending.vector.clone(),
+            "red".into(),
+            "pending common".into(),
+        ),
+    );
+    live.upsert(vec![pending], false).unwrap();
+    let at = model.clone();
+    let snap = d.path().join("snap");
+    live.snapshot(&snap).unwrap();
+    // Writes after the snapshot are not in it.
+    random_ops(&live, &mut model, &mut rng, &mut next_id, 20);
+    check(&live, &model, &mut rng, "live after snapshot");
+    // The snapshot opens read-only in a second "process" while the first writes.
+    let ro = LiveCollection::open(
+        &snap,
+        &opts,
+        LiveConfig {
+            read_only: true,
+            ..cfg()
+        },
+    )
+    .unwrap();
+    check(&ro, &at, &mut rng, "snapshot read-only");
+    assert!(ro.upsert(vec![], false).is_err());
+    drop(ro);
+    let out = d.path().join("restored");
+    restore(&snap, &out, &opts).unwrap();
+    let r = LiveCollection::open(&out, &opts, cfg()).unwrap();
+    check(&r, &at, &mut rng, "restored");
+    // The restored copy takes writes of its own.
+    let mut m2 = at.clone();
+    let mut n2 = 9000;
+    random_ops(&r, &mut m2, &mut rng, &mut n2, 10);
+    check(&r, &m2, &mut rng, "restored after writes");
+    check(&live, &model, &mut rng, "live unaffected");
+    assert!(
+        restore(&snap, &out, &opts).is_err(),
+        "restore over an existing directory"
+    );
+}
+
+#[test]
+fn bad_writes_are_refused_before_the_log() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(5);
+    let mut model = Model::new();
+    make_collection(d.path(), 10, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    let bad = |vector: Vec<f32>, source: &[u8]| Doc {
+        id: DocId::Int(1),
+        vector,
+        text: None,
+        source: source.to_vec(),
+    };
+    let e = live
+        .upsert(vec![bad(vec![0.1; 3], b"{}")], true)
+        .unwrap_err();
+    assert!(e.to_string().contains("dimensions"), "{e}");
+    let mut v = vec![0.1; DIM];
+    v[2] = f32::NAN;
+    let e = live.upsert(vec![bad(v, b"{}")], true).unwrap_err();
+    assert!(e.to_string().contains("finite"), "{e}");
+    let e = live
+        .upsert(vec![bad(vec![0.0; DIM], b"{}")], true)
+        .unwrap_err();
+    assert!(e.to_string().contains("zeros"), "{e}");
+    let e = live
+        .upsert(vec![bad(vec![0.1; DIM], b"[1]")], true)
+        .unwrap_err();
+    assert!(e.to_string().contains("JSON object"), "{e}");
+    let e = live
+        .upsert(vec![bad(vec![0.1; DIM], br#"{"color": {"a": 1}}"#)], true)
+        .unwrap_err();
+    assert!(e.to_string().contains("color"), "{e}");
+    let r = live.delete(vec![DocId::Int(424242)], true).unwrap();
+    assert_eq!(r.not_found, vec![DocId::Int(424242)]);
+    assert_eq!(r.seq, 0);
+    check(&live, &model, &mut rng, "after refused writes");
+    // Nothing reached the log.
+    assert_eq!(live.stats()["seq"]["logged"], 0);
+    // A second writer on the same directory gets a read-only view.
+    let second = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    assert!(second.is_read_only());
+    let e = second
+        .upsert(vec![bad(vec![0.1; DIM], b"{}")], true)
+        .unwrap_err();
+    assert!(matches!(e, searchd_collection::Error::ReadOnly(_)), "{e}");
+}
+
+#[test]
+fn group_and_always_fsync_modes_take_writes() {
+    for mode in [Fsync::Always, Fsync::Group] {
+        let d = tempfile::tempdir().unwrap();
+        let mut rng = Rng(11);
+        let mut model = Model::new();
+        make_collection(d.path(), 10, &mut rng, &mut model);
+        let dir = d.path().join("c");
+        let live = LiveCollection::open(
+            &dir,
+            &LoadOptions::default(),
+            LiveConfig {
+                fsync: mode,
+                ..cfg()
+            },
+        )
+        .unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let live = &live;
+                s.spawn(move || {
+                    let mut rng = Rng(t + 1);
+                    for i in 0..20u64 {
+                        live.upsert(
+                            vec![Doc {
+                                id: DocId::Int(10_000 + t * 100 + i),
+                                vector: vector(&mut rng),
+                                text: None,
+                                source: source("red", ""),
+                            }],
+                            false,
+                        )
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        live.refresh().unwrap();
+        assert_eq!(live.view().len(), 10 + 80);
+        drop(live);
+        let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+        assert_eq!(live.view().len(), 10 + 80, "{mode:?}");
+    }
+}
