@@ -6,6 +6,7 @@ mod commands;
 mod demo;
 mod demo_text;
 mod quality;
+mod restore;
 mod text;
 mod util;
 
@@ -60,6 +61,9 @@ enum Command {
     /// queries, documents by id, admission control, deadlines, /health /ready /stats
     /// /metrics, atomic reload.
     Serve(Box<searchd_server::ServeArgs>),
+    /// A snapshot of a live collection (`POST /collections/{name}/snapshot`) to a new
+    /// collection directory, checked by opening it first.
+    Restore(restore::RestoreArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -110,6 +114,7 @@ fn main() {
             })
         }
         Command::Demo(a) => demo::demo(a),
+        Command::Restore(a) => restore::restore_cmd(&a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

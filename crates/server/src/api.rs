@@ -52,6 +52,7 @@ pub(crate) struct Settings {
     pub max_inflight: usize,
     pub queue: usize,
     pub threads: usize,
+    pub write_body_limit: usize,
 }
 
 /// One served collection: its name and its backend, swapped whole on reload.
@@ -128,7 +129,13 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/collections", get(collections))
         .route("/collections/{name}", get(collection_info))
         .route("/collections/{name}/search", post(collection_search))
-        .route("/collections/{name}/docs/{id}", get(get_doc))
+        .route(
+            "/collections/{name}/docs/{id}",
+            get(get_doc).delete(crate::writes::delete_one),
+        )
+        .route("/collections/{name}/docs", post(crate::writes::upsert))
+        .route("/collections/{name}/delete", post(crate::writes::delete_many))
+        .route("/collections/{name}/snapshot", post(crate::writes::snapshot))
         .route("/collections/{name}/count", post(crate::reads::count))
         .route("/collections/{name}/facet", post(crate::reads::facet))
         .route("/collections/{name}/scroll", post(crate::reads::scroll))
@@ -314,8 +321,16 @@ fn is_json(headers: &HeaderMap) -> Result<(), ApiError> {
 /// Check the content type and read the whole body, within the size limit and the read
 /// timeout. Admission happens only after this, so a slow client holds no search slot.
 pub(crate) async fn read_body(app: &App, req: Request) -> Result<Bytes, ApiError> {
+    read_body_limit(app, req, app.cfg.body_limit).await
+}
+
+/// [`read_body`] with another size limit (writes take larger bodies).
+pub(crate) async fn read_body_limit(
+    app: &App,
+    req: Request,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     is_json(req.headers())?;
-    let limit = app.cfg.body_limit;
     let too_large = || {
         ApiError::new(
             Code::BodyTooLarge,
@@ -903,6 +918,11 @@ pub(crate) fn backend_error(app: &App, e: BackendError) -> ApiError {
             tracing::error!("backend failed: {m}");
             ApiError::new(Code::Internal, m)
         }
+        BackendError::Conflict(m) => ApiError::new(Code::Conflict, m),
+        BackendError::Storage(m) => {
+            tracing::error!("write refused: {m}");
+            ApiError::new(Code::InsufficientStorage, m)
+        }
     }
 }
 
@@ -1378,7 +1398,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
+pub(crate) fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
     match &app.cfg.admin_token {
         Some(token) => {
             let got = req

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use searchd_collection::fusion::Fusion;
+use searchd_collection::live::{Doc as LiveDoc, LiveCollection};
 use searchd_collection::{
     Collection, DocHit, DocId, DocRef, FilterError, HybridError, Matches, ModelRecord, SortBy,
 };
@@ -198,6 +199,10 @@ pub enum BackendError {
     Unavailable(String),
     /// Anything else, including a storage read failure (500 `internal`).
     Internal(String),
+    /// A write to a collection that is not open for writing (409 `conflict`).
+    Conflict(String),
+    /// The disk is full (507 `insufficient_storage`).
+    Storage(String),
 }
 
 /// What answers searches for one collection. Object-safe: served as `Arc<dyn SearchBackend>`.
@@ -234,20 +239,101 @@ pub trait SearchBackend: Send + Sync + 'static {
             ))
         })
     }
+    /// Upserts and deletes (`wait`: return once visible). Default: not supported.
+    fn write(
+        &self,
+        op: WriteOp,
+        wait: bool,
+    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+        drop((op, wait));
+        Box::pin(async {
+            Err(BackendError::Conflict(
+                "this collection takes no writes (a bare index directory is read-only)".into(),
+            ))
+        })
+    }
+    /// A consistent point-in-time copy written to `out`; returns its sequence number.
+    fn snapshot(&self, out: std::path::PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
+        drop(out);
+        Box::pin(async {
+            Err(BackendError::Conflict(
+                "this collection has no snapshots (it is not a live collection)".into(),
+            ))
+        })
+    }
+    /// Changes whenever what searches see changes (part of response cache keys).
+    fn version(&self) -> u64 {
+        0
+    }
+    /// The writer's and optimizer's figures, for `/stats`.
+    fn live_stats(&self) -> Option<serde_json::Value> {
+        None
+    }
+    /// Make everything durable at shutdown.
+    fn close(&self) {}
 }
 
 /// searchd's own engine: a [`Collection`] searched on the CPU pool.
 pub struct LocalBackend {
-    coll: Arc<Collection>,
+    src: Source,
     pool: Arc<Pool>,
+}
+
+/// What a local backend serves: a fixed collection (a bare index, or one opened
+/// read-only), or a live one whose view changes with writes.
+enum Source {
+    Fixed(Arc<Collection>),
+    Live(Arc<LiveCollection>),
 }
 
 impl LocalBackend {
     pub fn new(coll: Arc<Collection>, pool: Arc<Pool>) -> LocalBackend {
-        LocalBackend { coll, pool }
+        LocalBackend {
+            src: Source::Fixed(coll),
+            pool,
+        }
     }
-    pub fn collection(&self) -> &Arc<Collection> {
-        &self.coll
+    /// A live collection: each request runs on the view current when it starts.
+    pub fn live(live: Arc<LiveCollection>, pool: Arc<Pool>) -> LocalBackend {
+        LocalBackend {
+            src: Source::Live(live),
+            pool,
+        }
+    }
+    /// The collection as searches see it now.
+    pub fn collection(&self) -> Arc<Collection> {
+        match &self.src {
+            Source::Fixed(c) => c.clone(),
+            Source::Live(l) => l.view(),
+        }
+    }
+    pub fn live_collection(&self) -> Option<&Arc<LiveCollection>> {
+        match &self.src {
+            Source::Fixed(_) => None,
+            Source::Live(l) => Some(l),
+        }
+    }
+}
+
+/// One write, as the HTTP layer parsed it.
+#[derive(Debug)]
+pub enum WriteOp {
+    Upsert(Vec<LiveDoc>),
+    Delete(Vec<DocId>),
+    DeleteFilter(serde_json::Value),
+}
+
+fn write_error(e: searchd_collection::Error) -> BackendError {
+    if e.is_disk_full() {
+        BackendError::Storage(format!(
+            "{e}; the write was refused and nothing acknowledged before it is lost; writes resume once space is freed"
+        ))
+    } else if matches!(e, searchd_collection::Error::ReadOnly(_)) {
+        BackendError::Conflict(e.to_string())
+    } else if e.is_input() {
+        BackendError::Invalid(e.to_string())
+    } else {
+        BackendError::Internal(e.to_string())
     }
 }
 
@@ -614,17 +700,79 @@ fn read_local(coll: &Collection, req: &ReadRequest) -> Result<ReadOutput, Backen
 
 impl SearchBackend for LocalBackend {
     fn info(&self) -> serde_json::Value {
-        self.coll.info()
+        let mut v = self.collection().info();
+        if let (Some(l), Some(o)) = (self.live_collection(), v.as_object_mut()) {
+            o.insert("live".into(), l.stats());
+        }
+        v
+    }
+    fn version(&self) -> u64 {
+        self.collection().seq()
+    }
+    fn live_stats(&self) -> Option<serde_json::Value> {
+        self.live_collection().map(|l| l.stats())
+    }
+    fn close(&self) {
+        if let Some(l) = self.live_collection() {
+            if let Err(e) = l.close() {
+                tracing::error!(error = %e, "closing the live collection failed (its log keeps the writes)");
+            }
+        }
+    }
+    fn write(
+        &self,
+        op: WriteOp,
+        wait: bool,
+    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+        let live = self.live_collection().cloned();
+        Box::pin(async move {
+            let Some(live) = live else {
+                return Err(BackendError::Conflict(
+                    "this is a bare index directory, not a collection: it takes no writes (ingest it as a collection)".into(),
+                ));
+            };
+            if let Some(r) = live.read_only_reason() {
+                return Err(BackendError::Conflict(format!("the collection is read-only: {r}")));
+            }
+            // Logging (and a sync) and refreshes block: off the I/O threads.
+            tokio::task::spawn_blocking(move || match op {
+                WriteOp::Upsert(docs) => live.upsert(docs, wait).map_err(write_error),
+                WriteOp::Delete(ids) => live.delete(ids, wait).map_err(write_error),
+                WriteOp::DeleteFilter(v) => {
+                    let f = live
+                        .view()
+                        .parse_filter(&v, "filter")
+                        .map_err(filter_error)?;
+                    live.delete_by_filter(&f, wait).map_err(write_error)
+                }
+            })
+            .await
+            .map_err(|e| BackendError::Internal(format!("the write task failed: {e}")))?
+        })
+    }
+    fn snapshot(&self, out: std::path::PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
+        let live = self.live_collection().cloned();
+        Box::pin(async move {
+            let Some(live) = live else {
+                return Err(BackendError::Conflict(
+                    "this is a bare index directory, not a live collection: copy the directory instead".into(),
+                ));
+            };
+            tokio::task::spawn_blocking(move || live.snapshot(&out).map_err(write_error))
+                .await
+                .map_err(|e| BackendError::Internal(format!("the snapshot task failed: {e}")))?
+        })
     }
     fn figures(&self) -> (u64, usize, u64) {
         // Called on every search (for the dimension check): no JSON built here.
-        (self.coll.len() as u64, self.coll.dim(), self.coll.bytes())
+        let c = self.collection();
+        (c.len() as u64, c.dim(), c.bytes())
     }
     fn model(&self) -> Option<ModelRecord> {
-        self.coll.model().cloned()
+        self.collection().model().cloned()
     }
     fn can_search_by_id(&self) -> Result<(), String> {
-        if self.coll.has_vectors() {
+        if self.collection().has_vectors() {
             Ok(())
         } else {
             Err(
@@ -635,13 +783,13 @@ impl SearchBackend for LocalBackend {
         }
     }
     fn can_search_text(&self) -> Result<(), String> {
-        self.coll.check_lexical().map_err(|e| e.to_string())
+        self.collection().check_lexical().map_err(|e| e.to_string())
     }
     fn text_field(&self) -> Option<String> {
-        self.coll.manifest()?.text_field.clone()
+        self.collection().manifest()?.text_field.clone()
     }
     fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
-        let coll = self.coll.clone();
+        let coll = self.collection();
         Box::pin(async move {
             let SearchRequest {
                 query,
@@ -674,7 +822,7 @@ impl SearchBackend for LocalBackend {
         })
     }
     fn read(&self, mut req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
-        let coll = self.coll.clone();
+        let coll = self.collection();
         Box::pin(async move {
             let permit = req.permit.take();
             let deadline = req.deadline;
@@ -690,13 +838,13 @@ impl SearchBackend for LocalBackend {
         id: DocId,
         fields: FieldsWanted,
     ) -> BoxFuture<'_, Result<Document, BackendError>> {
+        let coll = self.collection();
         Box::pin(async move {
-            let Some(r) = self.coll.lookup(&id) else {
-                return Err(not_found(&self.coll, &id));
+            let Some(r) = coll.lookup(&id) else {
+                return Err(not_found(&coll, &id));
             };
-            let doc_id = self.coll.doc_id(r).cloned().unwrap_or(id);
-            let src = self
-                .coll
+            let doc_id = coll.doc_id(r).cloned().unwrap_or(id);
+            let src = coll
                 .source(r)
                 .map_err(|e| BackendError::Internal(e.to_string()))?
                 .unwrap_or_else(|| b"{}".to_vec());

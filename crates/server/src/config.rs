@@ -225,6 +225,30 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_verify: bool,
 
+    /// Serve collections without taking writes (writes get 409 `conflict`). A second
+    /// process serving a collection that another one writes is read-only by itself.
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// When an acknowledged write is synced to disk: `none` (written to the log before the
+    /// reply: survives `kill -9`), `always` (fdatasync before each reply: survives power
+    /// loss), `group` (one fdatasync shared by concurrent writers: survives power loss).
+    #[arg(long, default_value = "none", value_parser = ["none", "always", "group"])]
+    pub fsync: String,
+
+    /// Writes not waited for (`"wait": false`) become visible to searches within this.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub refresh_ms: u64,
+
+    /// Threads of the background optimizer's index builds (merges of segments).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub optimizer_threads: usize,
+
+    /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
+    /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON).
+    #[arg(long, default_value_t = DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
+    pub write_body_limit: usize,
+
     /// `POST /admin/reload` only opens index directories inside this directory
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
     #[arg(long, value_name = "DIR")]
@@ -302,6 +326,17 @@ pub struct ServerConfig {
     pub search_delay: Option<Duration>,
     /// The response cache: (bytes, time to live); `None` (the default) = off.
     pub cache: Option<(u64, Duration)>,
+    /// How collections take writes (log syncs, refreshes, optimizer, read-only).
+    pub live: searchd_collection::live::LiveConfig,
+    /// Largest body of a write request.
+    pub write_body_limit: usize,
+}
+
+/// Default `--write-body-limit`: 64 MiB.
+pub const DEFAULT_WRITE_BODY_LIMIT: usize = 64 << 20;
+
+fn parse_bytes_usize(s: &str) -> Result<usize, String> {
+    parse_bytes(s).and_then(|b| usize::try_from(b).map_err(|e| e.to_string()))
 }
 
 /// `64MiB`, `512KiB`, `1GiB`, `1000000` (bytes); KB/MB/GB are powers of 1000.
@@ -370,6 +405,8 @@ impl ServerConfig {
             io_nice: 0,
             search_delay: None,
             cache: None,
+            live: searchd_collection::live::LiveConfig::default(),
+            write_body_limit: DEFAULT_WRITE_BODY_LIMIT,
         }
     }
 
@@ -502,6 +539,18 @@ impl ServerConfig {
             )));
         }
         cfg.io_nice = args.io_nice;
+        cfg.live.read_only = args.read_only;
+        cfg.live.fsync = searchd_collection::wal::Fsync::parse(&args.fsync).ok_or_else(|| {
+            ServerError::Config(format!("--fsync must be none, always or group, got {:?}", args.fsync))
+        })?;
+        if args.refresh_ms == 0 || args.optimizer_threads == 0 {
+            return Err(ServerError::Config(
+                "--refresh-ms and --optimizer-threads must be at least 1".into(),
+            ));
+        }
+        cfg.live.refresh_interval = Duration::from_millis(args.refresh_ms);
+        cfg.live.optimizer_threads = args.optimizer_threads;
+        cfg.write_body_limit = args.write_body_limit;
         Ok(cfg)
     }
 }

@@ -52,10 +52,14 @@ pub enum Code {
     Overloaded,
     NotReady,
     DeadlineExceeded,
+    /// A write to a collection that is not open for writing (409).
+    Conflict,
+    /// The disk is full: the write was refused, nothing acknowledged before is lost (507).
+    InsufficientStorage,
 }
 
 impl Code {
-    pub const ALL: [Code; 14] = [
+    pub const ALL: [Code; 16] = [
         Code::Ok,
         Code::InvalidJson,
         Code::InvalidArgument,
@@ -70,6 +74,8 @@ impl Code {
         Code::Overloaded,
         Code::NotReady,
         Code::DeadlineExceeded,
+        Code::Conflict,
+        Code::InsufficientStorage,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +94,8 @@ impl Code {
             Code::Overloaded => "overloaded",
             Code::NotReady => "not_ready",
             Code::DeadlineExceeded => "deadline_exceeded",
+            Code::Conflict => "conflict",
+            Code::InsufficientStorage => "insufficient_storage",
         }
     }
 
@@ -105,6 +113,8 @@ impl Code {
             Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Code::Overloaded | Code::NotReady => StatusCode::SERVICE_UNAVAILABLE,
             Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+            Code::Conflict => StatusCode::CONFLICT,
+            Code::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
 

@@ -65,9 +65,10 @@ mod pool;
 mod reads;
 mod rerank;
 mod stats;
+mod writes;
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -76,8 +77,8 @@ use searchd_vecio::Vectors;
 use tokio::net::TcpListener;
 
 pub use backend::{
-    BackendError, BoxFuture, Document, FieldsWanted, LocalBackend, QueryInput, ScoredDoc,
-    SearchBackend, SearchOutput, SearchRequest, StageTimes,
+    BackendError, BoxFuture, Document, FieldsWanted, LocalBackend, QueryInput, ReadOutput,
+    ReadRequest, ScoredDoc, SearchBackend, SearchOutput, SearchRequest, StageTimes, WriteOp,
 };
 pub use embedq::{TextEmbed, DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
 pub use pool::Permit;
@@ -185,6 +186,7 @@ where
             max_inflight: config.max_inflight,
             queue: config.queue,
             threads: config.threads,
+            write_body_limit: config.write_body_limit,
         },
         admission: pool::Admission::new(config.max_inflight, config.queue),
         pool,
@@ -271,6 +273,13 @@ where
         io_nice,
     )
     .await;
+    // Live collections: make every write durable in the segments before exiting (their
+    // logs hold the writes anyway; this makes the next start fast).
+    for slot in &app.slots {
+        if let Some(b) = slot.backend.load_full() {
+            let _ = tokio::task::spawn_blocking(move || b.close()).await;
+        }
+    }
     tracing::info!("searchd stopped");
     match failed {
         Some(e) => Err(e),
@@ -331,6 +340,28 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     ) -> BoxFuture<'_, Result<Document, BackendError>> {
         (**self).get(id, fields)
     }
+    fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
+        (**self).read(req)
+    }
+    fn write(
+        &self,
+        op: backend::WriteOp,
+        wait: bool,
+    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+        (**self).write(op, wait)
+    }
+    fn snapshot(&self, out: PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
+        (**self).snapshot(out)
+    }
+    fn version(&self) -> u64 {
+        (**self).version()
+    }
+    fn live_stats(&self) -> Option<serde_json::Value> {
+        (**self).live_stats()
+    }
+    fn close(&self) {
+        (**self).close()
+    }
 }
 
 fn open_source(
@@ -340,6 +371,28 @@ fn open_source(
     model: Option<&ModelRecord>,
 ) -> Result<Box<dyn SearchBackend>, ServerError> {
     let backend: Box<dyn SearchBackend> = match src {
+        IndexSource::Path(p) if searchd_collection::is_collection(p) => {
+            let live = searchd_collection::live::LiveCollection::open(
+                p,
+                &config.load,
+                config.live.clone(),
+            )
+            .map_err(|e| match e {
+                searchd_collection::Error::Engine(e) => ServerError::Index(e),
+                other => ServerError::Collection(other),
+            })?;
+            if let Some(m) = model {
+                check_model(m, live.view().model(), p).map_err(ServerError::Config)?;
+            }
+            if let Some(r) = live.read_only_reason() {
+                tracing::info!(path = %p.display(), "collection is read-only: {r}");
+            }
+            let rec = live.recovery();
+            if rec.replayed > 0 || rec.cut.is_some() {
+                tracing::info!(path = %p.display(), replayed = rec.replayed, cut = ?rec.cut, "write-ahead log applied");
+            }
+            Box::new(LocalBackend::live(live, pool.clone()))
+        }
         IndexSource::Path(p) => {
             let coll = Collection::open_any(p, &config.load).map_err(|e| match e {
                 searchd_collection::Error::Engine(e) => ServerError::Index(e),

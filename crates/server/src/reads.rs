@@ -46,7 +46,10 @@ where
             Err(e) => e.into_response(),
         };
     };
-    let generation = slot.generation.load(Ordering::Acquire);
+    // Reloads bump the generation; writes change the backend's version (what a live
+    // collection's searches see): both are part of the key.
+    let version = slot.backend.load_full().map_or(0, |b| b.version());
+    let generation = slot.generation.load(Ordering::Acquire).wrapping_shl(40) ^ version;
     let key = ResponseCache::key(&slot.name, generation, route, uri.query(), body);
     if let Some(k) = &key {
         if let Some(hit) = cache.get(k) {

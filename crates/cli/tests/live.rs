@@ -1,0 +1,288 @@
+//! Live collections through a real `searchd serve` process: upserts and deletes over HTTP,
+//! SIGKILL at random points and restarts (every acknowledged write back, nothing
+//! resurrected), bad writes, read-only serving, snapshots and `searchd restore`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const DIM: usize = 8;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_searchd")
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn vector(&mut self) -> Vec<f32> {
+        (0..DIM)
+            .map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+            .collect()
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+fn http(port: u16, method: &str, path: &str, body: Option<&str>) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let b = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        b.len()
+    );
+    s.write_all(req.as_bytes())?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status in {text:?}")))?;
+    let body = text.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
+    // Chunked bodies: the JSON is between the chunk size lines.
+    let body = if text.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body.lines()
+            .filter(|l| !l.chars().all(|c| c.is_ascii_hexdigit()) || l.is_empty())
+            .collect::<Vec<_>>()
+            .join("")
+    } else {
+        body
+    };
+    Ok((status, body))
+}
+
+fn json(port: u16, method: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let (s, b) = http(port, method, path, Some(&body.to_string())).unwrap();
+    (s, serde_json::from_str(&b).unwrap_or(serde_json::Value::Null))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn serve(dir: &Path, extra: &[&str]) -> (Child, u16) {
+    let port = free_port();
+    let mut cmd = Command::new(bin());
+    cmd.args(["serve", "--collection"])
+        .arg(dir)
+        .args(["--addr", &format!("127.0.0.1:{port}"), "--threads", "1", "--refresh-ms", "50"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn().unwrap();
+    let t = Instant::now();
+    loop {
+        if let Ok((200, _)) = http(port, "GET", "/ready", None) {
+            return (child, port);
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "server did not become ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn make_collection(d: &Path, rng: &mut Rng, model: &mut BTreeMap<u64, (String, Vec<f32>)>) -> std::path::PathBuf {
+    let docs = d.join("docs.jsonl");
+    let mut f = std::fs::File::create(&docs).unwrap();
+    for id in 0..40u64 {
+        let v = rng.vector();
+        let color = ["red", "blue"][(id % 2) as usize].to_string();
+        writeln!(
+            f,
+            "{}",
+            serde_json::json!({"id": id, "text": format!("doc {id}"), "color": color, "vector": v})
+        )
+        .unwrap();
+        model.insert(id, (color, v));
+    }
+    drop(f);
+    let out = d.join("c");
+    let st = Command::new(bin())
+        .args(["ingest", "--docs"])
+        .arg(&docs)
+        .arg("--out")
+        .arg(&out)
+        .args(["--vector-field", "vector", "--text-field", "text"])
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    out
+}
+
+fn verify(port: u16, model: &BTreeMap<u64, (String, Vec<f32>)>, gone: &[u64], what: &str) {
+    let (s, c) = json(port, "POST", "/collections/c/count", &serde_json::json!({}));
+    assert_eq!(s, 200, "{what}: {c}");
+    assert_eq!(c["count"].as_u64(), Some(model.len() as u64), "{what}: count {c}");
+    for (id, (color, _)) in model {
+        let (s, b) = http(port, "GET", &format!("/collections/c/docs/{id}"), None).unwrap();
+        assert_eq!(s, 200, "{what}: acknowledged id {id} is missing: {b}");
+        let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+        assert_eq!(v["fields"]["color"], color.as_str(), "{what}: id {id} has an old value");
+    }
+    for id in gone {
+        if !model.contains_key(id) {
+            let (s, _) = http(port, "GET", &format!("/collections/c/docs/{id}"), None).unwrap();
+            assert_eq!(s, 404, "{what}: deleted id {id} came back");
+        }
+    }
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_write() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0xc0ffee);
+    let mut model = BTreeMap::new();
+    let dir = make_collection(d.path(), &mut rng, &mut model);
+    let mut gone: Vec<u64> = Vec::new();
+    let mut next = 1000u64;
+    for round in 0..6 {
+        let (mut child, port) = serve(&dir, &["--fsync", if round % 2 == 0 { "none" } else { "group" }]);
+        verify(port, &model, &gone, &format!("round {round} after restart"));
+        let ops = 20 + rng.below(40);
+        for _ in 0..ops {
+            if rng.below(4) == 0 && !model.is_empty() {
+                let id = *model.keys().nth(rng.below(model.len() as u64) as usize).unwrap();
+                let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"ids": [id]}));
+                assert_eq!(s, 200, "{r}");
+                assert_eq!(r["deleted"], 1, "{r}");
+                model.remove(&id);
+                gone.push(id);
+            } else {
+                let mut docs = Vec::new();
+                for _ in 0..1 + rng.below(3) {
+                    let id = if rng.below(2) == 0 && !model.is_empty() {
+                        *model.keys().nth(rng.below(model.len() as u64) as usize).unwrap()
+                    } else {
+                        next += 1;
+                        next
+                    };
+                    let color = format!("c{}", rng.below(1000));
+                    let v = rng.vector();
+                    docs.push(serde_json::json!({"id": id, "text": format!("doc {id}"), "vector": v, "fields": {"color": color}}));
+                    model.insert(id, (color, v));
+                }
+                let wait = rng.below(3) == 0;
+                let (s, r) = json(port, "POST", "/collections/c/docs", &serde_json::json!({"docs": docs, "wait": wait}));
+                assert_eq!(s, 200, "{r}");
+                assert_eq!(r["status"], if wait { "applied" } else { "acknowledged" }, "{r}");
+            }
+        }
+        // SIGKILL: no chance to commit or close.
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let (mut child, port) = serve(&dir, &[]);
+    verify(port, &model, &gone, "final");
+    // Searches see the live documents: the top hit of a stored vector is itself.
+    let (id, (_, v)) = model.iter().next().unwrap();
+    let (s, r) = json(port, "POST", "/collections/c/search", &serde_json::json!({"vector": v, "k": 3}));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["hits"][0]["id"], *id, "{r}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn bad_writes_read_only_snapshot_and_restore() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(7);
+    let mut model = BTreeMap::new();
+    let dir = make_collection(d.path(), &mut rng, &mut model);
+    let (mut child, port) = serve(&dir, &["--write-body-limit", "4096"]);
+    let v = rng.vector();
+    let cases: Vec<(serde_json::Value, u16, &str)> = vec![
+        (serde_json::json!({"docs": [{"vector": v}]}), 400, "id is missing"),
+        (serde_json::json!({"docs": [{"id": 1, "vector": [0.1, 0.2]}]}), 400, "dimensions"),
+        (serde_json::json!({"docs": [{"id": 1, "vector": v, "fields": {"color": {"x": 1}}}]}), 400, "color"),
+        (serde_json::json!({"docs": [{"id": 1}]}), 400, "vector"),
+        (serde_json::json!({"docs": []}), 400, "empty"),
+        (serde_json::json!({"docs": [{"id": -3, "vector": v}]}), 400, "non-negative"),
+        (serde_json::json!({"docs": [{"id": 1, "vector": v, "color": "x"}]}), 400, "unknown field"),
+        (serde_json::json!({"documents": []}), 400, "unknown field"),
+    ];
+    for (body, status, needle) in cases {
+        let (s, r) = json(port, "POST", "/collections/c/docs", &body);
+        assert_eq!(s, status, "{body} -> {r}");
+        assert!(r["error"]["message"].as_str().unwrap_or("").contains(needle), "{body} -> {r}");
+    }
+    let (s, b) = http(port, "POST", "/collections/c/docs", Some("{\"docs\": [{\"id\": 1, \"vector\": [NaN, 1]}]}")).unwrap();
+    assert_eq!(s, 400, "{b}");
+    let big = serde_json::json!({"docs": (0..200).map(|i| serde_json::json!({"id": i, "vector": v})).collect::<Vec<_>>()});
+    let (s, b) = http(port, "POST", "/collections/c/docs", Some(&big.to_string())).unwrap();
+    assert_eq!(s, 413, "{b}");
+    // Unknown ids are reported, not an error.
+    let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"ids": [99999, "nope"]}));
+    assert_eq!((s, r["deleted"].as_u64()), (200, Some(0)), "{r}");
+    assert_eq!(r["not_found"].as_array().map(|a| a.len()), Some(2), "{r}");
+    let (s, r) = json(port, "DELETE", "/collections/c/docs/99999", &serde_json::json!(null));
+    assert_eq!(s, 200, "{r}");
+    // A delete by filter, waited for.
+    let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"filter": {"term": {"color": "red"}}, "wait": true}));
+    assert_eq!((s, r["deleted"].as_u64()), (200, Some(20)), "{r}");
+    let (_, c) = json(port, "POST", "/collections/c/count", &serde_json::json!({}));
+    assert_eq!(c["count"], 20, "{c}");
+    let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"filter": {"term": {"nope": 1}}}));
+    assert_eq!(s, 400, "{r}");
+    // A snapshot, then more writes.
+    let (s, snap) = json(port, "POST", "/collections/c/snapshot", &serde_json::json!({}));
+    assert_eq!(s, 200, "{snap}");
+    let snap_path = snap["path"].as_str().unwrap().to_string();
+    let (s, r) = json(port, "POST", "/collections/c/docs", &serde_json::json!({"docs": [{"id": 5000, "vector": v}], "wait": true}));
+    assert_eq!(s, 200, "{r}");
+    let (_, c) = json(port, "POST", "/collections/c/count", &serde_json::json!({}));
+    assert_eq!(c["count"], 21);
+    // A second process on the live directory serves it read-only.
+    let (mut second, p2) = serve(&dir, &[]);
+    let (s, r) = json(p2, "POST", "/collections/c/docs", &serde_json::json!({"docs": [{"id": 6000, "vector": v}]}));
+    assert_eq!(s, 409, "{r}");
+    assert_eq!(r["error"]["code"], "conflict", "{r}");
+    second.kill().unwrap();
+    second.wait().unwrap();
+    // The snapshot served by another process: the state at the snapshot.
+    let (mut third, p3) = serve(Path::new(&snap_path), &["--read-only"]);
+    let (_, c) = json(p3, "POST", "/collections/c/count", &serde_json::json!({}));
+    assert_eq!(c["count"], 20, "{c}");
+    let (s, _) = json(p3, "POST", "/collections/c/docs", &serde_json::json!({"docs": [{"id": 7, "vector": v}]}));
+    assert_eq!(s, 409);
+    third.kill().unwrap();
+    third.wait().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // restore: a new writable collection.
+    let out = d.path().join("restored");
+    let o = Command::new(bin())
+        .args(["restore", "--snapshot", &snap_path, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(bin())
+        .args(["restore", "--snapshot", &snap_path, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "restore over an existing directory");
+    let (mut r, p4) = serve(&out, &[]);
+    let (_, c) = json(p4, "POST", "/collections/restored/count", &serde_json::json!({}));
+    assert_eq!(c["count"], 20, "{c}");
+    let (s, _) = json(p4, "POST", "/collections/restored/docs", &serde_json::json!({"docs": [{"id": 8, "vector": v}], "wait": true}));
+    assert_eq!(s, 200);
+    r.kill().unwrap();
+    r.wait().unwrap();
+}

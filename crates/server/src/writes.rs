@@ -1,0 +1,452 @@
+//! Write routes (CONTRACTS.md "Version 2", writes and snapshot):
+//!
+//! - `POST /collections/{name}/docs` `{"docs": [{"id", "text"?, "vector"?, "fields"?}], "wait"?}`
+//!   upserts (insert or replace by id). A document without a vector is embedded from its
+//!   text with the server's `--model` (which must be the collection's).
+//! - `DELETE /collections/{name}/docs/{id}[?wait=true]`
+//! - `POST /collections/{name}/delete` `{"ids": [...]}` or `{"filter": {...}}`, `"wait"?`
+//! - `POST /collections/{name}/snapshot` `{"path"?}` (an admin route: token or loopback)
+//!
+//! Replies: `{"seq", "status": "acknowledged" | "applied", ...}`. Acknowledged means in the
+//! write-ahead log (and synced per `--fsync`); applied means visible to searches.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use searchd_collection::live::{Doc, Receipt};
+use searchd_collection::DocId;
+use serde_json::Value;
+
+use crate::api::{
+    authorize, backend_error, json_error, json_response, read_body_limit, App, Slot,
+};
+use crate::backend::{FieldsWanted, SearchBackend, WriteOp};
+use crate::embedq::EmbedFailure;
+use crate::error::{ApiError, Code};
+
+/// Most documents one upsert request may carry.
+pub const MAX_DOCS_PER_WRITE: usize = 10_000;
+
+fn receipt_json(r: &Receipt, took: Duration) -> Vec<u8> {
+    let mut v = serde_json::json!({
+        "seq": r.seq,
+        "status": if r.applied { "applied" } else { "acknowledged" },
+        "took_ms": took.as_secs_f64() * 1e3,
+    });
+    if let Some(o) = v.as_object_mut() {
+        if r.upserted > 0 {
+            o.insert("upserted".into(), r.upserted.into());
+        } else {
+            o.insert("deleted".into(), r.deleted.into());
+            o.insert(
+                "not_found".into(),
+                serde_json::to_value(&r.not_found).unwrap_or(Value::Null),
+            );
+        }
+    }
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+fn loaded(slot: &Slot) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
+    slot.backend
+        .load_full()
+        .ok_or_else(|| ApiError::new(Code::NotReady, "the collection is still loading; retry shortly"))
+}
+
+fn parse_id(v: &Value, at: &str) -> Result<DocId, ApiError> {
+    match v {
+        Value::Number(n) => n.as_u64().map(DocId::Int).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "{at} must be a non-negative integer or a string, got {n}"
+            ))
+        }),
+        Value::String(s) if s.is_empty() => Err(ApiError::invalid(format!("{at} is empty"))),
+        Value::String(s) => Ok(DocId::Str(s.clone())),
+        Value::Null => Err(ApiError::invalid(format!("{at} is missing"))),
+        other => Err(ApiError::invalid(format!(
+            "{at} must be a non-negative integer or a string, got {other}"
+        ))),
+    }
+}
+
+fn parse_wait(v: Option<&Value>) -> Result<bool, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(ApiError::invalid(format!(
+            "wait must be true or false, got {other}"
+        ))),
+    }
+}
+
+fn body_object(body: &[u8], known: &[&str]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| json_error(e, body))?;
+    let Value::Object(o) = v else {
+        return Err(ApiError::invalid("the body must be a JSON object"));
+    };
+    if let Some(k) = o.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "unknown field {k:?} (expected {})",
+            known.join(", ")
+        )));
+    }
+    Ok(o)
+}
+
+/// A parsed upsert document; `vector` is `None` when it is to be embedded from `text`.
+struct Incoming {
+    id: DocId,
+    vector: Option<Vec<f32>>,
+    text: Option<String>,
+    fields: serde_json::Map<String, Value>,
+}
+
+fn parse_doc(v: &Value, i: usize, text_field: Option<&str>) -> Result<Incoming, ApiError> {
+    let at = format!("docs[{i}]");
+    let Value::Object(o) = v else {
+        return Err(ApiError::invalid(format!("{at} must be an object")));
+    };
+    if let Some(k) = o
+        .keys()
+        .find(|k| !["id", "text", "vector", "fields"].contains(&k.as_str()))
+    {
+        return Err(ApiError::invalid(format!(
+            "{at}: unknown field {k:?} (a document has id, text, vector and fields)"
+        )));
+    }
+    let id = parse_id(o.get("id").unwrap_or(&Value::Null), &format!("{at}.id"))?;
+    let vector = match o.get("vector") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => {
+            let mut out = Vec::with_capacity(a.len());
+            for (j, x) in a.iter().enumerate() {
+                let f = x.as_f64().ok_or_else(|| {
+                    ApiError::invalid(format!("{at}.vector[{j}] is not a number"))
+                })?;
+                out.push(f as f32);
+            }
+            Some(out)
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(format!(
+                "{at}.vector must be an array of numbers"
+            )))
+        }
+    };
+    let text = match o.get("text") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ApiError::invalid(format!("{at}.text must be a string"))),
+    };
+    let mut fields = match o.get("fields") {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(f)) => f.clone(),
+        Some(_) => return Err(ApiError::invalid(format!("{at}.fields must be an object"))),
+    };
+    if let (Some(t), Some(tf)) = (&text, text_field) {
+        fields.insert(tf.to_string(), Value::String(t.clone()));
+    }
+    let text = text.or_else(|| {
+        text_field
+            .and_then(|tf| fields.get(tf))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    });
+    Ok(Incoming {
+        id,
+        vector,
+        text,
+        fields,
+    })
+}
+
+/// `POST /collections/{name}/docs`
+pub(crate) async fn upsert(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Response {
+    let t = Instant::now();
+    match upsert_inner(&app, &name, req, t).await {
+        Ok(b) => json_response(StatusCode::OK, b),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn upsert_inner(app: &App, name: &str, req: Request, t: Instant) -> Result<Vec<u8>, ApiError> {
+    let slot = app.slot(name)?;
+    let body = read_body_limit(app, req, app.cfg.write_body_limit).await?;
+    let backend = loaded(&slot)?;
+    let o = body_object(&body, &["docs", "wait"])?;
+    let wait = parse_wait(o.get("wait"))?;
+    let Some(Value::Array(docs)) = o.get("docs") else {
+        return Err(ApiError::invalid("docs must be an array of documents"));
+    };
+    if docs.is_empty() {
+        return Err(ApiError::invalid("docs is empty: nothing to write"));
+    }
+    if docs.len() > MAX_DOCS_PER_WRITE {
+        return Err(ApiError::invalid(format!(
+            "{} documents in one request; at most {MAX_DOCS_PER_WRITE}",
+            docs.len()
+        )));
+    }
+    let text_field = backend.text_field();
+    let mut incoming = Vec::with_capacity(docs.len());
+    for (i, d) in docs.iter().enumerate() {
+        incoming.push(parse_doc(d, i, text_field.as_deref())?);
+    }
+    let deadline = Instant::now() + app.cfg.timeout.max(Duration::from_secs(30));
+    let mut out = Vec::with_capacity(incoming.len());
+    for (i, d) in incoming.into_iter().enumerate() {
+        let vector = match d.vector {
+            Some(v) => v,
+            None => embed_text(app, &**backend, d.text.as_deref(), i, deadline).await?,
+        };
+        out.push(Doc {
+            id: d.id,
+            vector,
+            text: d.text,
+            source: serde_json::to_vec(&d.fields).unwrap_or_else(|_| b"{}".to_vec()),
+        });
+    }
+    let r = backend
+        .write(WriteOp::Upsert(out), wait)
+        .await
+        .map_err(|e| backend_error(app, e))?;
+    slot.generation.fetch_add(1, Ordering::AcqRel);
+    Ok(receipt_json(&r, t.elapsed()))
+}
+
+async fn embed_text(
+    app: &App,
+    backend: &dyn SearchBackend,
+    text: Option<&str>,
+    i: usize,
+    deadline: Instant,
+) -> Result<Vec<f32>, ApiError> {
+    let Some(text) = text else {
+        return Err(ApiError::invalid(format!(
+            "docs[{i}] has neither a vector nor text to embed"
+        )));
+    };
+    let Some(batcher) = &app.embedder else {
+        return Err(ApiError::invalid(format!(
+            "docs[{i}] has no vector and this server has no --model to embed its text; give \"vector\""
+        )));
+    };
+    match backend.model() {
+        Some(m) if m.checksum == batcher.record.checksum => {
+            if m.passage_prefix != m.query_prefix {
+                return Err(ApiError::invalid(format!(
+                    "docs[{i}] has no vector: model {} embeds passages with another prefix than queries, which the server's query embedder does not do; give \"vector\"",
+                    m.name
+                )));
+            }
+        }
+        _ => {
+            return Err(ApiError::invalid(format!(
+                "docs[{i}] has no vector, and the collection's vectors were not made by the server's --model; give \"vector\""
+            )))
+        }
+    }
+    match batcher.embed(text.to_string(), deadline).await {
+        Ok(e) => Ok(e.vector),
+        Err(EmbedFailure::Busy) => Err(ApiError::new(
+            Code::Overloaded,
+            "the embedder queue is full; retry",
+        )),
+        Err(EmbedFailure::Deadline) => Err(ApiError::new(
+            Code::DeadlineExceeded,
+            "embedding the documents took longer than the deadline",
+        )),
+        Err(EmbedFailure::Failed(m)) => Err(ApiError::new(
+            Code::Internal,
+            format!("embedding failed: {m}"),
+        )),
+    }
+}
+
+/// `?wait=true|false` of a query string (absent: false).
+fn wait_of(uri: &Uri) -> Result<bool, ApiError> {
+    for kv in uri.query().unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
+        match (k, v) {
+            ("wait", "true") | ("wait", "") => return Ok(true),
+            ("wait", "false") => return Ok(false),
+            ("wait", other) => {
+                return Err(ApiError::invalid(format!(
+                    "wait must be true or false, got {other:?}"
+                )))
+            }
+            (other, _) => {
+                return Err(ApiError::invalid(format!(
+                    "unknown query parameter {other:?} (expected wait)"
+                )))
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// `DELETE /collections/{name}/docs/{id}`
+pub(crate) async fn delete_one(
+    State(app): State<Arc<App>>,
+    Path((name, id)): Path<(String, String)>,
+    uri: Uri,
+) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let wait = wait_of(&uri)?;
+        let slot = app.slot(&name)?;
+        let backend = loaded(&slot)?;
+        if id.is_empty() {
+            return Err(ApiError::invalid("the document id is empty"));
+        }
+        // A path cannot tell "17" from 17: delete the one that exists.
+        let target = match backend.get(DocId::Str(id.clone()), FieldsWanted::None).await {
+            Ok(d) => d.id,
+            Err(_) => DocId::Str(id.clone()),
+        };
+        let r = backend
+            .write(WriteOp::Delete(vec![target]), wait)
+            .await
+            .map_err(|e| backend_error(&app, e))?;
+        slot.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(receipt_json(&r, t.elapsed()))
+    }
+    .await;
+    match r {
+        Ok(b) => json_response(StatusCode::OK, b),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /collections/{name}/delete`
+pub(crate) async fn delete_many(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let slot = app.slot(&name)?;
+        let body = read_body_limit(&app, req, app.cfg.write_body_limit).await?;
+        let backend = loaded(&slot)?;
+        let o = body_object(&body, &["ids", "filter", "wait"])?;
+        let wait = parse_wait(o.get("wait"))?;
+        let op = match (o.get("ids"), o.get("filter")) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid("give ids or filter, not both"));
+            }
+            (Some(Value::Array(ids)), None) => {
+                if ids.is_empty() {
+                    return Err(ApiError::invalid("ids is empty: nothing to delete"));
+                }
+                let mut out = Vec::with_capacity(ids.len());
+                for (i, v) in ids.iter().enumerate() {
+                    out.push(parse_id(v, &format!("ids[{i}]"))?);
+                }
+                WriteOp::Delete(out)
+            }
+            (Some(_), None) => return Err(ApiError::invalid("ids must be an array of ids")),
+            (None, Some(f)) => WriteOp::DeleteFilter(f.clone()),
+            (None, None) => return Err(ApiError::invalid("give ids or filter")),
+        };
+        let r = backend
+            .write(op, wait)
+            .await
+            .map_err(|e| backend_error(&app, e))?;
+        slot.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(receipt_json(&r, t.elapsed()))
+    }
+    .await;
+    match r {
+        Ok(b) => json_response(StatusCode::OK, b),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /collections/{name}/snapshot`: written next to the collection
+/// (`DIR.snapshots/NAME-SEQ-UNIXMS`, so hard links work) unless `path` names a place
+/// inside the reload root.
+pub(crate) async fn snapshot(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Response {
+    let t = Instant::now();
+    let r = async {
+        authorize(&app, &req)?;
+        let slot = app.slot(&name)?;
+        let body = read_body_limit(&app, req, app.cfg.body_limit).await?;
+        let backend = loaded(&slot)?;
+        let o = if body.is_empty() {
+            serde_json::Map::new()
+        } else {
+            body_object(&body, &["path"])?
+        };
+        let info = backend.info();
+        let dir = std::path::PathBuf::from(info["path"].as_str().unwrap_or("."));
+        let out = match o.get("path") {
+            None | Some(Value::Null) => {
+                let ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                let mut base = dir.clone().into_os_string();
+                base.push(".snapshots");
+                std::path::PathBuf::from(base).join(format!(
+                    "{}-{}-{ms}",
+                    slot.name,
+                    backend.version()
+                ))
+            }
+            Some(Value::String(p)) => {
+                let p = std::path::PathBuf::from(p);
+                let root = app.cfg.reload_root.clone();
+                let abs = match &root {
+                    Some(r) if p.is_relative() => r.join(&p),
+                    _ => p.clone(),
+                };
+                let parent = abs.parent().map(|x| x.to_path_buf()).unwrap_or_default();
+                let ok = match (&root, parent.canonicalize()) {
+                    (Some(r), Ok(c)) => c.starts_with(r),
+                    (None, Ok(_)) => true,
+                    _ => false,
+                };
+                if !ok {
+                    return Err(ApiError::new(
+                        Code::Forbidden,
+                        "path must be inside the reload root (an existing directory there)",
+                    ));
+                }
+                abs
+            }
+            Some(_) => return Err(ApiError::invalid("path must be a string")),
+        };
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                ApiError::new(Code::Internal, format!("{}: {e}", parent.display()))
+            })?;
+        }
+        let seq = backend
+            .snapshot(out.clone())
+            .await
+            .map_err(|e| backend_error(&app, e))?;
+        let v = serde_json::json!({
+            "path": out,
+            "seq": seq,
+            "took_ms": t.elapsed().as_secs_f64() * 1e3,
+        });
+        Ok(serde_json::to_vec(&v).unwrap_or_default())
+    }
+    .await;
+    match r {
+        Ok(b) => json_response(StatusCode::OK, b),
+        Err(e) => e.into_response(),
+    }
+}
