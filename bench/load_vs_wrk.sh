@@ -10,7 +10,9 @@
 # Pass mark: both >= 0.80. Writes bench/results/load-vs-wrk.{json,md}.
 #
 # Usage: bash bench/load_vs_wrk.sh   (env: CONNS=64 DURATION=10 ROUNDS=5 THREADS=2
-#                                     SEARCHD=target/release/searchd)
+#                                     SEARCHD=target/release/searchd
+#                                     LOAD="$SEARCHD load", the load lab under test, e.g.
+#                                     target/release/examples/load)
 # Needs wrk (Debian: apt-get install -y wrk). Exit 0 pass, 1 miss, 2 setup error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,7 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-5}
 THREADS=${THREADS:-2}
 SEARCHD=${SEARCHD:-target/release/searchd}
+LOAD=${LOAD:-$SEARCHD load}
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 2; }
 [ -x "$SEARCHD" ] || { echo "$SEARCHD not found: cargo build --release" >&2; exit 2; }
 
@@ -46,7 +49,7 @@ run_wrk() {
 }
 run_lg() {
   local j="$TMP/lg.json"
-  "$SEARCHD" load --url "$URL" --endpoint 'GET /health' --ramp "$CONNS" --warmup 2s \
+  $LOAD --url "$URL" --endpoint 'GET /health' --ramp "$CONNS" --warmup 2s \
     --duration "${DURATION}s" --threads "$THREADS" --slo-p99-ms 1000000 --quiet --json "$j" >/dev/null
   python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['steps'][0]; print(round(s['rps'],1), s['requests']-s['ok'], round(s['client_cpu_pct']))" "$j"
 }

@@ -162,14 +162,23 @@ pub fn norm_sq(v: &[f32]) -> f32 {
 }
 
 /// Scales `v` to unit length. Returns false (and leaves `v` alone) if its norm is zero or
-/// not finite.
+/// not finite. The norm and the scaling are computed in f64, so vectors whose squared
+/// components underflow or overflow float32 (every component near 1e-25, or near 1e20)
+/// are still normalised instead of being taken for zero or infinite length.
 pub fn normalize(v: &mut [f32]) -> bool {
-    let n = norm_sq(v).sqrt();
+    if v.iter().any(|x| !x.is_finite()) {
+        return false;
+    }
+    let n = v
+        .iter()
+        .map(|&x| f64::from(x) * f64::from(x))
+        .sum::<f64>()
+        .sqrt();
     if !n.is_finite() || n == 0.0 {
         return false;
     }
     let inv = 1.0 / n;
-    v.iter_mut().for_each(|x| *x *= inv);
+    v.iter_mut().for_each(|x| *x = (f64::from(*x) * inv) as f32);
     true
 }
 

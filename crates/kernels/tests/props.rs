@@ -245,6 +245,13 @@ fn normalize_gives_unit_norm() {
     let mut inf = vec![f32::INFINITY, 1.0];
     assert!(!searchd_kernels::normalize(&mut inf));
     assert_eq!(inf[1], 1.0);
+    // Squares that underflow or overflow float32 are still valid vectors.
+    for scale in [1e-30f32, 1e-40, 1e25, 4e37] {
+        let mut v: Vec<f32> = (0..384).map(|i| scale * (1.0 + (i % 7) as f32)).collect();
+        assert!(searchd_kernels::normalize(&mut v), "scale {scale}");
+        let n: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+        assert!((n - 1.0).abs() < 1e-5, "scale {scale}: norm^2 {n}");
+    }
 }
 
 #[test]

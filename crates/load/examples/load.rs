@@ -15,8 +15,11 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    if let Err(e) = searchd_load::run_cli(&cli.load) {
-        eprintln!("error: {e}");
-        std::process::exit(e.exit_code());
+    match searchd_load::run_cli(&cli.load) {
+        Ok(r) => std::process::exit(searchd_load::exit_status(&r)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(e.exit_code());
+        }
     }
 }

@@ -19,12 +19,45 @@ pub const DEFAULT_RAMP: &str = "1,2,4,8,16,32,64,96,128,192,256";
 /// arrival rate, latency measured from the scheduled send time.
 ///
 /// Every response is checked (status, JSON shape, hit count, score order);
-/// failures are counted per kind, never dropped.
+/// failures are counted per kind, never dropped, and the first answer of each
+/// kind is shown. A step passes when its p99 is within --slo-p99-ms and at most
+/// --max-error-rate of its requests failed; a step over the error cap is never
+/// sustainable nor peak.
+///
+/// Before any load, a preflight connects (failing within a second when nothing
+/// listens) and sends one request. Exit status: 0 when some step passed, 1 when
+/// none did or the run was aborted, 2 for bad flags or input files, 130 after
+/// Ctrl-C (the first Ctrl-C ends the run and still prints the summary and writes
+/// the reports, marking the cut step PARTIAL; a second one exits at once).
+///
+/// Habits from wrk and oha work: -c N (one step of N connections), -z/-d DURATION,
+/// -q RATE (open loop), -t THREADS, --port P (http://127.0.0.1:P), and the URL as
+/// the last argument.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Base URL of the server under test (plain http), e.g. http://127.0.0.1:8080
-    #[arg(long)]
+    /// Base URL of the server under test (plain http), e.g. http://127.0.0.1:8080.
+    /// Required unless --port or a trailing URL argument gives it.
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub url: String,
+
+    /// The target as wrk/oha take it: a trailing URL (base URL only; the path goes in
+    /// --endpoint).
+    #[arg(hide = true, value_name = "URL")]
+    pub url_arg: Option<String>,
+
+    /// Shorthand for --url http://127.0.0.1:PORT.
+    #[arg(long, hide = true, value_name = "PORT")]
+    pub port: Option<u16>,
+
+    /// One closed-loop step of N connections (as wrk/oha -c): the same as --ramp N.
+    #[arg(short = 'c', long = "concurrency", hide = true, value_name = "N",
+          conflicts_with_all = ["ramp", "rate", "rate_ramp"],
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub concurrency: Option<u32>,
+
+    /// oha's request count (-n): not supported, runs are timed (--duration).
+    #[arg(short = 'n', hide = true, value_name = "N")]
+    pub request_count: Option<String>,
 
     /// Method and path to load. 'POST /search' sends rotating query bodies and
     /// checks every answer; 'GET /health' (or any GET) sends no body and only
@@ -38,8 +71,12 @@ pub struct LoadArgs {
           conflicts_with_all = ["rate", "rate_ramp"])]
     pub ramp: Ramp,
 
-    /// Open loop at one constant arrival rate (requests/s) instead of a ramp.
-    #[arg(long, conflicts_with = "rate_ramp", value_parser = parse_rate)]
+    /// Open loop at one constant arrival rate (requests/s) instead of a ramp
+    /// (also -q, as oha). Sends follow an absolute timeline kept by a dedicated
+    /// thread (sleep, then spin on the monotonic clock); latency is measured from
+    /// each request's scheduled send time (no coordinated omission), and how late
+    /// sends left is reported as the step's send_error_us.
+    #[arg(long, short_alias = 'q', conflicts_with = "rate_ramp", value_parser = parse_rate)]
     pub rate: Option<f64>,
 
     /// Open loop over several arrival rates (requests/s), comma separated;
@@ -52,22 +89,28 @@ pub struct LoadArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub warmup: Duration,
 
-    /// Measured time of each step.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Measured time of each step (also -z, as oha, and -d, as wrk).
+    #[arg(long, short_alias = 'z', short_aliases = ['d'], default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
 
     /// Latency SLO: a step passes when its p99 is at most this many ms.
     #[arg(long, default_value_t = 100.0)]
     pub slo_p99_ms: f64,
 
-    /// Error cap: a step passes when at most this fraction of requests failed.
-    #[arg(long, default_value_t = 0.05)]
+    /// Error cap: a step passes when at most this fraction of its requests failed
+    /// (every error kind counts: 4xx, 5xx, 503, timeouts, connect, bad answers,
+    /// open-loop drops). A step over it is never sustainable nor peak.
+    #[arg(long, default_value_t = 0.01)]
     pub max_error_rate: f64,
 
     /// Number of distinct queries to rotate over: bodies {"qidx": i, "k": K}
-    /// for i in 0..N (the server must have been given a query matrix).
-    #[arg(long, default_value_t = 1000)]
-    pub queries: usize,
+    /// for i in 0..N, rows of the query matrix the server was given
+    /// (`serve --queries FILE`). The preflight refuses the run when the server
+    /// rejects qidx N-1. (Old name --queries still works; given a .npy/.fvecs
+    /// file it uses that file's row count.)
+    #[arg(long = "query-count", alias = "queries", value_name = "N", default_value = "1000",
+          value_parser = parse_query_count)]
+    pub query_count: usize,
 
     /// How the next query is chosen: uniform, zipf:S (skew S > 0, query 0 the
     /// hottest), seq (round robin), fixed:N (always query N; optimistic: the
@@ -168,7 +211,8 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = RetryAfter::Ignore)]
     pub retry_after: RetryAfter,
 
-    /// Exit with status 1 when no step meets the SLO.
+    /// Make the library call fail (LoadError::SloFailed) when no step meets the SLO.
+    /// `searchd load` always exits 1 then; the flag is kept for old scripts.
     #[arg(long)]
     pub fail_on_slo: bool,
 
@@ -177,8 +221,8 @@ pub struct LoadArgs {
     pub seed: u64,
 
     /// Client threads sending requests (default: all cores). Each runs its own
-    /// event loop with its share of the connections, like wrk's threads.
-    #[arg(long)]
+    /// event loop with its share of the connections, like wrk's threads (also -t).
+    #[arg(long, short_alias = 't')]
     pub threads: Option<usize>,
 
     /// No live progress line and no per-step lines on stderr.
@@ -227,6 +271,54 @@ impl LoadArgs {
     pub fn open_loop(&self) -> bool {
         self.rate.is_some() || self.rate_ramp.is_some()
     }
+
+    /// The target's base URL: --url, else the trailing URL argument, else --port on
+    /// loopback; an error naming the flags when none was given.
+    pub fn target_url(&self) -> Result<String, String> {
+        if !self.url.trim().is_empty() {
+            if self.url_arg.is_some() || self.port.is_some() {
+                return Err("give the target once: --url, a trailing URL or --port".into());
+            }
+            return Ok(self.url.trim().to_string());
+        }
+        match (&self.url_arg, self.port) {
+            (Some(_), Some(_)) => {
+                Err("give the target once: --url, a trailing URL or --port".into())
+            }
+            (Some(u), None) => Ok(u.trim().to_string()),
+            (None, Some(p)) => Ok(format!("http://127.0.0.1:{p}")),
+            (None, None) => Err("--url is required (e.g. --url http://127.0.0.1:8080)".into()),
+        }
+    }
+
+    /// The closed-loop concurrency steps: `-c N` or `--ramp`.
+    pub fn ramp_levels(&self) -> Vec<u32> {
+        match self.concurrency {
+            Some(c) => vec![c],
+            None => self.ramp.0.clone(),
+        }
+    }
+}
+
+/// Parse `--query-count`: a positive integer, or (the old `--queries` habit) the path
+/// of a query matrix (.npy, .fvecs), whose row count is used.
+pub fn parse_query_count(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<usize>() {
+        return Ok(n);
+    }
+    let path = std::path::Path::new(t);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if !path.exists() || !matches!(ext.as_str(), "npy" | "fvecs") {
+        return Err(format!(
+            "'{s}' is not a number: --query-count (old name --queries) is how many rows of the server's query matrix to rotate over (the server reads the matrix: serve --queries FILE)"
+        ));
+    }
+    crate::gt::count_rows(path).map_err(|e| format!("{s}: {e}"))
 }
 
 /// Client behaviour after `503`/`429` (see `--retry-after`).

@@ -55,6 +55,16 @@ pub enum LoadError {
         source: std::io::Error,
     },
 
+    /// The preflight could not connect to the target (nothing listens, bad host, no
+    /// route): no load was sent.
+    #[error("cannot reach {target}: {message} (is the server running? check --url)")]
+    Unreachable { target: String, message: String },
+
+    /// The preflight request was refused with a 4xx answer: the run would only count
+    /// errors. The message carries the server's answer.
+    #[error("{message}")]
+    Refused { message: String },
+
     /// `--fail-on-slo` was given and no step met the SLO. The full report is
     /// carried along so the caller can still print and write it.
     #[error("no step met the SLO (p99 <= {slo_p99_ms} ms, error rate <= {max_error_rate})")]
@@ -72,6 +82,7 @@ impl LoadError {
         match self {
             LoadError::SloFailed { .. } => 1,
             LoadError::Usage { .. }
+            | LoadError::Refused { .. }
             | LoadError::BodyFile { .. }
             | LoadError::GroundTruth { .. }
             | LoadError::Input { .. } => 2,

@@ -179,3 +179,114 @@ pub fn parse_npy_ids(b: &[u8]) -> Result<IdMatrix, String> {
     };
     Ok(IdMatrix { rows, cols, data })
 }
+
+/// Rows of a vector file (`.npy` from its header, `.fvecs` from its size), without
+/// reading the data.
+pub fn count_rows(path: &Path) -> Result<usize, String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if ext == "fvecs" {
+        let mut d = [0u8; 4];
+        f.read_exact(&mut d).map_err(|e| e.to_string())?;
+        let d = i32::from_le_bytes(d);
+        if d <= 0 {
+            return Err(format!("not an .fvecs file: first row width {d}"));
+        }
+        let len = f.metadata().map_err(|e| e.to_string())?.len();
+        return Ok((len / (4 + 4 * d as u64)) as usize);
+    }
+    let mut head = vec![0u8; 4096];
+    let n = f.read(&mut head).map_err(|e| e.to_string())?;
+    head.truncate(n);
+    if head.len() < 10 || &head[0..6] != b"\x93NUMPY" {
+        return Err("not a .npy file (bad magic)".into());
+    }
+    let text = String::from_utf8_lossy(&head[10..]);
+    let shape = header_value(&text, "shape").ok_or("no shape in .npy header")?;
+    let first = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split([',', ')']).next())
+        .ok_or("bad shape in .npy header")?;
+    first
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad shape in .npy header: {shape}"))
+}
+
+/// Schema of the ground-truth sidecar `FILE.meta.json` written by `searchd gt`.
+pub const GT_META_SCHEMA: &str = "searchd.gt.v1";
+
+/// What `searchd gt` records beside a ground-truth file (`FILE.meta.json`): the metric
+/// it was computed under, so recall is never checked against another metric's
+/// neighbours. Older files have no sidecar and are read as before.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GtMeta {
+    pub schema: String,
+    /// "cosine", "ip" or "l2".
+    pub metric: String,
+    /// Neighbours per query.
+    pub k: usize,
+    /// Query rows.
+    pub queries: usize,
+    /// Base vectors searched (the index's n).
+    pub base_n: usize,
+    pub dim: usize,
+}
+
+/// The sidecar path of a ground-truth file: `gt.npy` -> `gt.npy.meta.json`.
+pub fn meta_path(gt: &Path) -> std::path::PathBuf {
+    let mut s = gt.as_os_str().to_owned();
+    s.push(".meta.json");
+    std::path::PathBuf::from(s)
+}
+
+/// Read the sidecar of `gt`: Ok(None) when there is none (an older file).
+pub fn read_meta(gt: &Path) -> Result<Option<GtMeta>, String> {
+    let p = meta_path(gt);
+    let text = match std::fs::read_to_string(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", p.display())),
+    };
+    let m: GtMeta = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a ground-truth record: {e}", p.display()))?;
+    if m.schema != GT_META_SCHEMA {
+        return Err(format!(
+            "{}: schema {:?}, expected {GT_META_SCHEMA}",
+            p.display(),
+            m.schema
+        ));
+    }
+    Ok(Some(m))
+}
+
+/// Write the sidecar of `gt` (temporary file, then rename).
+pub fn write_meta(gt: &Path, m: &GtMeta) -> std::io::Result<()> {
+    let p = meta_path(gt);
+    let mut tmp = p.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(
+        &tmp,
+        serde_json::to_string_pretty(m).expect("serialises") + "\n",
+    )?;
+    std::fs::rename(&tmp, &p)
+}
+
+/// Refuse a ground truth computed under another metric than the index's.
+pub fn check_metric(gt: &Path, meta: &GtMeta, index_metric: &str) -> Result<(), String> {
+    if meta.metric.eq_ignore_ascii_case(index_metric) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} was computed under metric {} ({}), but the index uses {index_metric}: recall against it would be wrong; recompute it with searchd gt --metric {index_metric}",
+        gt.display(),
+        meta.metric,
+        meta_path(gt).display()
+    ))
+}

@@ -1,5 +1,14 @@
 //! HTML report with inline SVG charts drawn by plotters.
+//!
+//! Order of the page: the verdict and the headline numbers first (sustainable, peak,
+//! recall, the open-loop send-time error), then the table and the first answer of every
+//! error kind, then the charts a capacity engineer reads (throughput and latency per
+//! step, throughput against p99 with the SLO, server CPU and RSS, recall under load,
+//! error kinds, a per-second series inside a step, the latency histogram), and the raw
+//! JSON last, collapsed. Latency axes are logarithmic and scaled to the data, not to the
+//! SLO line (a fast server's lines would otherwise lie on the axis).
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::LoadError;
@@ -20,10 +29,24 @@ fn level(r: &Report, s: &Step) -> f64 {
     }
 }
 
-fn x_range(xs: &[f64]) -> (f64, f64) {
-    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3);
-    let hi = xs.iter().copied().fold(0.0, f64::max).max(lo);
-    (lo / 1.3, hi * 1.3)
+/// A log-axis range around positive values, with some room on both sides.
+fn log_range(vals: impl IntoIterator<Item = f64>, pad: f64) -> (f64, f64) {
+    let v: Vec<f64> = vals
+        .into_iter()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .collect();
+    if v.is_empty() {
+        return (0.1, 10.0);
+    }
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    let (lo, hi) = (lo / pad, hi * pad);
+    if hi / lo < 4.0 {
+        let mid = (lo * hi).sqrt();
+        (mid / 2.0, mid * 2.0)
+    } else {
+        (lo, hi)
+    }
 }
 
 fn x_label(r: &Report) -> &'static str {
@@ -34,98 +57,178 @@ fn x_label(r: &Report) -> &'static str {
     }
 }
 
-const W: u32 = 760;
-const H: u32 = 420;
+/// A number for an axis tick: no float noise, few digits.
+fn tick(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 10.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        trim(format!("{v:.1}"))
+    } else if a >= 0.1 {
+        trim(format!("{v:.2}"))
+    } else if a >= 0.01 {
+        trim(format!("{v:.3}"))
+    } else {
+        format!("{v:.0e}")
+    }
+}
 
-/// QPS vs load level; sustainable step green, peak red.
+fn trim(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+const W: u32 = 760;
+const H: u32 = 400;
+const FONT: (&str, u32) = ("sans-serif", 18);
+const LABEL_FONT: (&str, u32) = ("sans-serif", 14);
+const GRID: RGBColor = RGBColor(225, 225, 225);
+const ORANGE: RGBColor = RGBColor(230, 140, 0);
+const GREY: RGBColor = RGBColor(150, 150, 150);
+
+/// Distinct colours for series (error kinds, per-endpoint lines).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Draw into an SVG string of `w` x `h`.
+fn svg(
+    name: &str,
+    w: u32,
+    h: u32,
+    f: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), LoadError>,
+) -> Result<String, LoadError> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
+        f(&root)?;
+        root.present().map_err(|e| plot_err(name, e))?;
+    }
+    Ok(out)
+}
+
+/// Colour of a step's marker: sustainable green, peak red, other passing blue, failing grey.
+fn step_color(r: &Report, i: usize) -> RGBColor {
+    if r.sustainable.as_ref().map(|b| b.step) == Some(i) {
+        RGBColor(0, 160, 0)
+    } else if r.peak.as_ref().map(|b| b.step) == Some(i) {
+        RED
+    } else if r.steps[i].slo_pass {
+        BLUE
+    } else {
+        GREY
+    }
+}
+
+/// QPS vs load level (log x); sustainable step green, peak red, failing grey.
 pub fn qps_svg(r: &Report) -> Result<String, LoadError> {
     let name = "qps";
     let pts: Vec<(f64, f64)> = r.steps.iter().map(|s| (level(r, s), s.qps)).collect();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
-        let (x0, x1) = x_range(&pts.iter().map(|p| p.0).collect::<Vec<_>>());
+    svg(name, W, H, |root| {
+        let (x0, x1) = log_range(pts.iter().map(|p| p.0), 1.3);
         let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.15;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Throughput (ok answers/s)", ("sans-serif", 20))
+        let mut chart = ChartBuilder::on(root)
+            .caption("Throughput (ok answers/s) per step", FONT)
             .margin(12)
-            .x_label_area_size(40)
+            .x_label_area_size(45)
             .y_label_area_size(70)
             .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
             .x_desc(x_label(r))
             .y_desc("QPS")
-            .x_label_formatter(&|v| format!("{v}"))
-            .y_label_formatter(&|v| format!("{v:.0}"))
+            .x_labels(10)
+            .label_style(LABEL_FONT)
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(|e| plot_err(name, e))?;
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), BLUE.stroke_width(2)))
             .map_err(|e| plot_err(name, e))?;
-        let sus = r.sustainable.as_ref().map(|b| b.step);
-        let peak = r.peak.as_ref().map(|b| b.step);
         chart
-            .draw_series(pts.iter().enumerate().map(|(i, &p)| {
-                let c = if Some(i) == sus {
-                    GREEN.filled()
-                } else if Some(i) == peak {
-                    RED.filled()
-                } else if r.steps[i].slo_pass {
-                    BLUE.filled()
-                } else {
-                    RGBColor(150, 150, 150).filled()
-                };
-                Circle::new(p, 5, c)
-            }))
+            .draw_series(
+                pts.iter()
+                    .enumerate()
+                    .map(|(i, &p)| Circle::new(p, 5, step_color(r, i).filled())),
+            )
             .map_err(|e| plot_err(name, e))?;
-        root.present().map_err(|e| plot_err(name, e))?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
-/// p50 / p95 / p99 vs load level with the SLO line.
+/// p50 / p95 / p99 vs load level, log y scaled to the data; the SLO line is drawn when
+/// it falls inside that range, otherwise named in the caption.
 pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
     let name = "latency";
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
+    svg(name, W, H, |root| {
         let xs: Vec<f64> = r.steps.iter().map(|s| level(r, s)).collect();
-        let (x0, x1) = x_range(&xs);
-        let ymax = r
+        let (x0, x1) = log_range(xs.iter().copied(), 1.3);
+        let vals = r
             .steps
             .iter()
-            .filter_map(|s| s.latency_ms.p99)
-            .fold(r.config.slo_p99_ms, f64::max)
-            * 1.15;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Latency of ok answers (ms)", ("sans-serif", 20))
+            .flat_map(|s| [s.latency_ms.p50, s.latency_ms.p99].into_iter().flatten());
+        let (y0, y1) = log_range(vals, 1.6);
+        let slo = r.config.slo_p99_ms;
+        let slo_in = slo >= y0 && slo <= y1;
+        let caption = if slo_in {
+            "Latency of ok answers (ms, log scale)".to_string()
+        } else if slo > y1 {
+            format!("Latency of ok answers (ms, log scale); SLO p99 {slo} ms is above")
+        } else {
+            format!("Latency of ok answers (ms, log scale); SLO p99 {slo} ms is below")
+        };
+        let mut chart = ChartBuilder::on(root)
+            .caption(caption, FONT)
             .margin(12)
-            .x_label_area_size(40)
+            .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
+            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
             .x_desc(x_label(r))
             .y_desc("ms")
-            .x_label_formatter(&|v| format!("{v}"))
+            .x_labels(10)
+            .y_labels(6)
+            .label_style(LABEL_FONT)
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(|e| plot_err(name, e))?;
         type Getter = fn(&Step) -> Option<f64>;
         let series: [(&str, RGBColor, Getter); 3] = [
             ("p50", BLUE, |s| s.latency_ms.p50),
-            ("p95", RGBColor(230, 140, 0), |s| s.latency_ms.p95),
+            ("p95", ORANGE, |s| s.latency_ms.p95),
             ("p99", RED, |s| s.latency_ms.p99),
         ];
         for (label, color, get) in series {
             let pts: Vec<(f64, f64)> = r
                 .steps
                 .iter()
-                .filter_map(|s| get(s).map(|v| (level(r, s), v)))
+                .filter_map(|s| get(s).filter(|v| *v > 0.0).map(|v| (level(r, s), v)))
                 .collect();
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
@@ -136,10 +239,84 @@ pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
                 .map_err(|e| plot_err(name, e))?;
         }
+        if slo_in {
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(x0, slo), (x1, slo)],
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(|e| plot_err(name, e))?
+                .label(format!("SLO p99 {slo} ms"))
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+        }
+        chart
+            .configure_series_labels()
+            .label_font(LABEL_FONT)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        Ok(())
+    })
+}
+
+/// Throughput against p99 (the capacity curve): each step a point labelled with its
+/// level, p99 on a log axis, the SLO line across.
+pub fn qps_p99_svg(r: &Report) -> Result<String, LoadError> {
+    let name = "qps_p99";
+    let pts: Vec<(f64, f64, usize)> = r
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.latency_ms.p99.filter(|p| *p > 0.0).map(|p| (s.qps, p, i)))
+        .collect();
+    svg(name, W, H, |root| {
         let slo = r.config.slo_p99_ms;
+        let (y0, y1) = log_range(pts.iter().map(|p| p.1).chain([slo]), 1.6);
+        let xmax = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1.0) * 1.15;
+        let mut chart = ChartBuilder::on(root)
+            .caption("Throughput against p99 (each point a step)", FONT)
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..xmax, (y0..y1).log_scale())
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .x_desc("QPS (ok answers/s)")
+            .y_desc("p99 ms (log scale)")
+            .y_labels(6)
+            .label_style(LABEL_FONT)
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
         chart
             .draw_series(LineSeries::new(
-                vec![(x0, slo), (x1, slo)],
+                pts.iter().map(|p| (p.0, p.1)),
+                BLUE.stroke_width(1),
+            ))
+            .map_err(|e| plot_err(name, e))?;
+        let open = r.is_open_loop();
+        chart
+            .draw_series(pts.iter().map(|&(x, y, i)| {
+                let s = &r.steps[i];
+                let label = if open {
+                    format!("{}/s", tick(s.rate.unwrap_or(0.0)))
+                } else {
+                    format!("c={}", s.concurrency)
+                };
+                EmptyElement::at((x, y))
+                    + Circle::new((0, 0), 5, step_color(r, i).filled())
+                    + Text::new(label, (6, -16), ("sans-serif", 13))
+            }))
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .draw_series(LineSeries::new(
+                vec![(0.0, slo), (xmax, slo)],
                 BLACK.stroke_width(1),
             ))
             .map_err(|e| plot_err(name, e))?
@@ -147,14 +324,320 @@ pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
         chart
             .configure_series_labels()
+            .label_font(LABEL_FONT)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperLeft)
             .draw()
             .map_err(|e| plot_err(name, e))?;
-        root.present().map_err(|e| plot_err(name, e))?;
+        Ok(())
+    })
+}
+
+/// One simple line chart of (x, y) points per series over the steps' levels (log x).
+#[allow(clippy::too_many_arguments)]
+fn level_lines(
+    area: &DrawingArea<SVGBackend, Shift>,
+    name: &str,
+    r: &Report,
+    caption: &str,
+    y_desc: &str,
+    series: &[(String, RGBColor, Vec<(f64, f64)>)],
+    y_range: (f64, f64),
+) -> Result<(), LoadError> {
+    let xs = series.iter().flat_map(|s| s.2.iter().map(|p| p.0));
+    let (x0, x1) = log_range(xs, 1.3);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, FONT)
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0..x1).log_scale(), y_range.0..y_range.1)
+        .map_err(|e| plot_err(name, e))?;
+    chart
+        .configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .x_desc(x_label(r))
+        .y_desc(y_desc)
+        .x_labels(8)
+        .label_style(LABEL_FONT)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .draw()
+        .map_err(|e| plot_err(name, e))?;
+    for (label, color, pts) in series {
+        let color = *color;
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(|e| plot_err(name, e))?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(|e| plot_err(name, e))?;
     }
-    Ok(svg)
+    if series.len() > 1 || series.iter().any(|s| !s.0.is_empty()) {
+        chart
+            .configure_series_labels()
+            .label_font(LABEL_FONT)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+    }
+    Ok(())
+}
+
+/// Server CPU (% of one core) and resident memory (MiB) per step, side by side; None
+/// when the server's resources are unknown.
+pub fn server_svg(r: &Report) -> Result<Option<String>, LoadError> {
+    let name = "server";
+    let cpu: Vec<(f64, f64)> = r
+        .steps
+        .iter()
+        .filter_map(|s| s.server.cpu_pct.map(|c| (level(r, s), c)))
+        .collect();
+    let rss: Vec<(f64, f64)> = r
+        .steps
+        .iter()
+        .filter_map(|s| {
+            s.server
+                .rss_bytes
+                .map(|b| (level(r, s), b as f64 / (1u64 << 20) as f64))
+        })
+        .collect();
+    if cpu.is_empty() && rss.is_empty() {
+        return Ok(None);
+    }
+    let cli: Vec<(f64, f64)> = r
+        .steps
+        .iter()
+        .map(|s| (level(r, s), s.client_cpu_pct))
+        .collect();
+    svg(name, W, H, |root| {
+        let (a, b) = root.split_horizontally(W / 2);
+        let cmax = cpu.iter().chain(&cli).map(|p| p.1).fold(100.0, f64::max) * 1.15;
+        level_lines(
+            &a,
+            name,
+            r,
+            "CPU per step (% of one core)",
+            "% of one core",
+            &[
+                ("server".into(), RED, cpu.clone()),
+                ("load generator".into(), BLUE, cli.clone()),
+            ],
+            (0.0, cmax),
+        )?;
+        let rmax = rss.iter().map(|p| p.1).fold(1.0, f64::max) * 1.2;
+        level_lines(
+            &b,
+            name,
+            r,
+            "Server resident memory (MiB)",
+            "MiB",
+            &[("rss".into(), PALETTE[4], rss.clone())],
+            (0.0, rmax),
+        )
+    })
+    .map(Some)
+}
+
+/// Recall@k of the answers under load per step; None without `--gt`.
+pub fn recall_svg(r: &Report) -> Result<Option<String>, LoadError> {
+    let name = "recall";
+    let pts: Vec<(f64, f64)> = r
+        .steps
+        .iter()
+        .filter_map(|s| s.recall_at_k.map(|v| (level(r, s), v)))
+        .collect();
+    if pts.is_empty() {
+        return Ok(None);
+    }
+    let lo = pts.iter().map(|p| p.1).fold(1.0, f64::min);
+    let y0 = (lo - (1.0 - lo).max(0.01) * 1.5).max(0.0);
+    svg(name, W, H, |root| {
+        level_lines(
+            root,
+            name,
+            r,
+            &format!("Recall@{} of the answers under load", r.config.k),
+            "recall",
+            &[(String::new(), PALETTE[2], pts.clone())],
+            (y0, 1.0 + (1.0 - y0) * 0.05),
+        )
+    })
+    .map(Some)
+}
+
+/// Failed requests per step by kind (only the kinds that occurred); None without errors.
+pub fn errors_svg(r: &Report) -> Result<Option<String>, LoadError> {
+    let name = "errors";
+    let kinds: Vec<&'static str> = crate::stats::ErrorKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .filter(|k| {
+            r.steps
+                .iter()
+                .any(|s| s.errors.iter().any(|(n, c)| n == *k && c > 0))
+        })
+        .collect();
+    if kinds.is_empty() {
+        return Ok(None);
+    }
+    let series: Vec<(String, RGBColor, Vec<(f64, f64)>)> = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let pts = r
+                .steps
+                .iter()
+                .map(|s| {
+                    let n = s.errors.iter().find(|(n, _)| n == k).map_or(0, |e| e.1);
+                    let share = if s.requests > 0 {
+                        n as f64 * 100.0 / s.requests as f64
+                    } else {
+                        0.0
+                    };
+                    (level(r, s), share)
+                })
+                .collect();
+            (k.to_string(), PALETTE[i % PALETTE.len()], pts)
+        })
+        .collect();
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .fold(r.config.max_error_rate * 100.0, f64::max)
+        .max(0.1)
+        * 1.15;
+    svg(name, W, H, |root| {
+        level_lines(
+            root,
+            name,
+            r,
+            &format!(
+                "Errors by kind (% of requests; a step fails above {}%)",
+                r.config.max_error_rate * 100.0
+            ),
+            "% of requests",
+            &series,
+            (0.0, ymax),
+        )
+    })
+    .map(Some)
+}
+
+/// Inside one step, second by second: ok answers (and errors) per second above, p50 and
+/// p99 of the answers that finished in that second below (log scale).
+pub fn per_second_svg(step: &Step, title: &str) -> Result<Option<String>, LoadError> {
+    let name = "per_second";
+    let ps = &step.per_second;
+    if ps.is_empty() {
+        return Ok(None);
+    }
+    svg(name, W, 520, |root| {
+        let (a, b) = root.split_vertically(250);
+        let t1 = ps.iter().map(|p| p.t).max().unwrap_or(0) as f64 + 1.0;
+        let ymax = ps
+            .iter()
+            .map(|p| (p.ok + p.errors) as f64)
+            .fold(1.0, f64::max)
+            * 1.15;
+        let mut c = ChartBuilder::on(&a)
+            .caption(title, FONT)
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..t1, 0.0..ymax)
+            .map_err(|e| plot_err(name, e))?;
+        c.configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .y_desc("answers/s")
+            .label_style(LABEL_FONT)
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        c.draw_series(ps.iter().map(|p| {
+            let x = p.t as f64;
+            Rectangle::new(
+                [(x + 0.1, 0.0), (x + 0.9, p.ok as f64)],
+                BLUE.mix(0.6).filled(),
+            )
+        }))
+        .map_err(|e| plot_err(name, e))?
+        .label("ok")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], BLUE.mix(0.6).filled()));
+        if ps.iter().any(|p| p.errors > 0) {
+            c.draw_series(ps.iter().map(|p| {
+                let x = p.t as f64;
+                Rectangle::new(
+                    [(x + 0.1, p.ok as f64), (x + 0.9, (p.ok + p.errors) as f64)],
+                    RED.mix(0.7).filled(),
+                )
+            }))
+            .map_err(|e| plot_err(name, e))?
+            .label("errors")
+            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], RED.mix(0.7).filled()));
+        }
+        c.configure_series_labels()
+            .label_font(LABEL_FONT)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        let (y0, y1) = log_range(
+            ps.iter()
+                .flat_map(|p| [p.p50_ms, p.p99_ms].into_iter().flatten()),
+            1.6,
+        );
+        let mut c = ChartBuilder::on(&b)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..t1, (y0..y1).log_scale())
+            .map_err(|e| plot_err(name, e))?;
+        c.configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .x_desc("second of the measured window")
+            .y_desc("ms (log scale)")
+            .y_labels(5)
+            .label_style(LABEL_FONT)
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        type Get = fn(&crate::stats::SecondStat) -> Option<f64>;
+        let lines: [(&str, RGBColor, Get); 2] =
+            [("p50", BLUE, |p| p.p50_ms), ("p99", RED, |p| p.p99_ms)];
+        for (label, color, get) in lines {
+            let pts: Vec<(f64, f64)> = ps
+                .iter()
+                .filter_map(|p| get(p).filter(|v| *v > 0.0).map(|v| (p.t as f64 + 0.5, v)))
+                .collect();
+            c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| plot_err(name, e))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(|e| plot_err(name, e))?;
+        }
+        c.configure_series_labels()
+            .label_font(LABEL_FONT)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        Ok(())
+    })
+    .map(Some)
 }
 
 /// Latency histogram of one step: 40 log-spaced bins from the fastest to
@@ -162,17 +645,14 @@ pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
 pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
     let name = "histogram";
     let h = &step.hist;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(name, e))?;
+    svg(name, W, H, |root| {
         const BINS: usize = 40;
         let (lo_us, hi_us) = if h.is_empty() {
             (1.0, 1000.0)
         } else {
             (h.min().max(1) as f64, h.max().max(2) as f64)
         };
-        let hi_us = hi_us.max(lo_us * 2.0);
+        let hi_us = hi_us.max(lo_us * 4.0);
         let ratio = (hi_us / lo_us).powf(1.0 / BINS as f64);
         let edge = |i: usize| lo_us * ratio.powi(i as i32);
         let mut counts = vec![0u64; BINS];
@@ -182,19 +662,26 @@ pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
             counts[b.min(BINS - 1)] += v.count_at_value();
         }
         let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, FONT)
             .margin(12)
-            .x_label_area_size(40)
+            .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d((lo_us / 1000.0..hi_us / 1000.0).log_scale(), 0.0..ymax)
+            .build_cartesian_2d(
+                (lo_us / 1000.0..hi_us * ratio / 1000.0).log_scale(),
+                0.0..ymax,
+            )
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
             .x_desc("latency ms (log scale)")
             .y_desc("answers")
-            .x_label_formatter(&|v| format!("{v:.3}"))
-            .y_label_formatter(&|v| format!("{v:.0}"))
+            .x_labels(8)
+            .label_style(LABEL_FONT)
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(|e| plot_err(name, e))?;
         chart
@@ -205,7 +692,7 @@ pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
                 )
             }))
             .map_err(|e| plot_err(name, e))?;
-        for (label, q, color) in [("p50", 0.5, GREEN), ("p99", 0.99, RED)] {
+        for (label, q, color) in [("p50", 0.5, RGBColor(0, 160, 0)), ("p99", 0.99, RED)] {
             if h.is_empty() {
                 break;
             }
@@ -221,17 +708,98 @@ pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
         }
         chart
             .configure_series_labels()
+            .label_font(LABEL_FONT)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperRight)
             .draw()
             .map_err(|e| plot_err(name, e))?;
-        root.present().map_err(|e| plot_err(name, e))?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
-fn esc(s: &str) -> String {
+/// One point of `searchd eval`'s recall-vs-QPS curve.
+#[derive(Debug, Clone, Copy)]
+pub struct RecallPoint {
+    pub ef: usize,
+    pub recall: f64,
+    pub qps_1thread: f64,
+    pub qps_all_threads: f64,
+}
+
+/// `searchd eval --html`: QPS (log) against recall, one thread and all threads, each
+/// point labelled with its ef.
+pub fn recall_qps_svg(points: &[RecallPoint], title: &str) -> Result<String, LoadError> {
+    let name = "recall_qps";
+    svg(name, W, 440, |root| {
+        let rmin = points.iter().map(|p| p.recall).fold(1.0, f64::min);
+        let x0 = (rmin - (1.0 - rmin).max(0.005) * 0.5).max(0.0);
+        let x1 = 1.0 + (1.0 - x0) * 0.05;
+        let (y0, y1) = log_range(
+            points
+                .iter()
+                .flat_map(|p| [p.qps_1thread, p.qps_all_threads]),
+            1.5,
+        );
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, FONT)
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
+            .map_err(|e| plot_err(name, e))?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .x_desc("recall@10")
+            .y_desc("queries/s (log scale)")
+            .label_style(LABEL_FONT)
+            .x_label_formatter(&|v| format!("{v:.3}"))
+            .y_label_formatter(&|v| tick(*v))
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        type Get = fn(&RecallPoint) -> f64;
+        let series: [(&str, RGBColor, Get); 2] = [
+            ("1 thread", BLUE, |p| p.qps_1thread),
+            ("all threads", RED, |p| p.qps_all_threads),
+        ];
+        for (label, color, get) in series {
+            let pts: Vec<(f64, f64, usize)> = points
+                .iter()
+                .filter(|p| get(p) > 0.0)
+                .map(|p| (p.recall, get(p), p.ef))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(
+                    pts.iter().map(|p| (p.0, p.1)),
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| plot_err(name, e))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            chart
+                .draw_series(pts.iter().map(|&(x, y, ef)| {
+                    EmptyElement::at((x, y))
+                        + Circle::new((0, 0), 4, color.filled())
+                        + Text::new(format!("ef {ef}"), (6, -16), ("sans-serif", 13))
+                }))
+                .map_err(|e| plot_err(name, e))?;
+        }
+        chart
+            .configure_series_labels()
+            .label_font(LABEL_FONT)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerLeft)
+            .draw()
+            .map_err(|e| plot_err(name, e))?;
+        Ok(())
+    })
+}
+
+/// HTML-escape.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -254,7 +822,7 @@ fn endpoint_tables(r: &Report) -> String {
             None => format!("concurrency {}", s.concurrency),
         };
         out.push_str(&format!(
-            "<h3>{lvl}</h3>\n<table class=\"ep\"><tr><th>endpoint</th><th>requests</th><th>ok</th><th>errors</th><th>qps</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>mean ms</th><th>max ms</th><th>error kinds</th></tr>\n"
+            "<h3>{lvl}</h3>\n<table class=\"t\"><tr><th>endpoint</th><th>requests</th><th>ok</th><th>errors</th><th>qps</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>mean ms</th><th>max ms</th><th>error kinds</th></tr>\n"
         ));
         for (name, e) in &s.endpoints.0 {
             let kinds: Vec<String> = e
@@ -282,8 +850,114 @@ fn endpoint_tables(r: &Report) -> String {
     out
 }
 
+/// The stylesheet shared by the load report and `eval --html`.
+pub const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}.warn{color:#a40}.svg{margin:1em 0}table.t{border-collapse:collapse;font-size:13px;margin:.5em 0}table.t td,table.t th{border:1px solid #ccc;padding:2px 8px;text-align:right}table.t td.l{text-align:left;font-family:monospace;font-size:12px}.verdict{font-size:1.3em;padding:.6em 1em;border-radius:6px;margin:1em 0}.pass{background:#e3f6e3;border:1px solid #3a3}.fail{background:#fbe4e4;border:1px solid #c33}details{margin:2em 0}summary{cursor:pointer;font-weight:bold}";
+
+fn fmt_opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.prec$}"))
+}
+
+/// The headline: verdict, sustainable, peak, recall, send-time error.
+fn headline(r: &Report) -> String {
+    let verdict = crate::report::verdict(r);
+    let class = if r.sustainable.is_some() && !r.interrupted {
+        "pass"
+    } else {
+        "fail"
+    };
+    let mut out = format!("<div class=\"verdict {class}\">{}</div>\n", esc(&verdict));
+    let best = |b: &Option<crate::report::Best>| match b {
+        None => "none".to_string(),
+        Some(b) => {
+            let lvl = match b.rate {
+                Some(rate) => format!("rate {rate:.0}/s"),
+                None => format!("concurrency {}", b.concurrency),
+            };
+            format!("{:.1} QPS at {lvl}, p99 {} ms", b.qps, fmt_opt(b.p99_ms, 2))
+        }
+    };
+    out.push_str("<table class=\"t\">\n");
+    out.push_str(&format!(
+        "<tr><th>sustainable (best step within the SLO)</th><td class=\"l\">{}</td></tr>\n",
+        esc(&best(&r.sustainable))
+    ));
+    out.push_str(&format!(
+        "<tr><th>peak (best step within the error cap, any latency)</th><td class=\"l\">{}</td></tr>\n",
+        esc(&best(&r.peak))
+    ));
+    let step = r
+        .sustainable_step()
+        .or_else(|| r.peak.as_ref().and_then(|p| r.steps.get(p.step)));
+    if let Some(rec) = step.and_then(|s| s.recall_at_k) {
+        out.push_str(&format!(
+            "<tr><th>recall@{} under load (that step)</th><td class=\"l\">{rec:.4}</td></tr>\n",
+            r.config.k
+        ));
+    }
+    if r.is_open_loop() {
+        let worst = r.steps.iter().filter_map(|s| s.send_error_us).fold(
+            None::<crate::stats::SendError>,
+            |a, e| match a {
+                Some(a) if a.p99_us >= e.p99_us => Some(a),
+                _ => Some(e),
+            },
+        );
+        if let Some(e) = worst {
+            out.push_str(&format!(
+                "<tr><th>open-loop send-time error (worst step)</th><td class=\"l\">p50 {:.1} us, p99 {:.1} us, max {:.1} us (latency is measured from the scheduled time)</td></tr>\n",
+                e.p50_us, e.p99_us, e.max_us
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "<tr><th>SLO</th><td class=\"l\">p99 &le; {} ms and errors &le; {}% per step</td></tr>\n",
+        r.config.slo_p99_ms,
+        r.config.max_error_rate * 100.0
+    ));
+    out.push_str("</table>\n");
+    out
+}
+
+/// The first answer of each error kind, over the whole run.
+fn first_errors_table(r: &Report) -> String {
+    let mut rows: Vec<(&str, String, &str)> = Vec::new();
+    for s in &r.steps {
+        let lvl = match s.rate {
+            Some(rate) => format!("rate {rate:.0}/s"),
+            None => format!("c={}", s.concurrency),
+        };
+        for (k, m) in s.first_errors.iter() {
+            if !rows.iter().any(|r| r.0 == k) {
+                rows.push((k, lvl.clone(), m));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h2>First answer of each error kind</h2>\n<table class=\"t\"><tr><th>kind</th><th>first seen</th><th>answer or failure</th></tr>\n",
+    );
+    for (k, lvl, m) in rows {
+        out.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>\n",
+            esc(k),
+            esc(&lvl),
+            esc(m)
+        ));
+    }
+    out.push_str("</table>\n");
+    out
+}
+
 /// The full HTML page.
 pub fn render_html(r: &Report) -> Result<String, LoadError> {
+    render_html_with(r, "")
+}
+
+/// The full HTML page with `top` (HTML) right after the headline, e.g. the demo's
+/// recall gate.
+pub fn render_html_with(r: &Report, top: &str) -> Result<String, LoadError> {
     let mut table = Vec::new();
     crate::report::print_table(r, &mut table).expect("write to Vec");
     let table = String::from_utf8_lossy(&table).into_owned();
@@ -291,44 +965,67 @@ pub fn render_html(r: &Report) -> Result<String, LoadError> {
     out.push_str(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>searchd load report</title>\n",
     );
-    out.push_str("<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}.warn{color:#a40}.svg{margin:1em 0}table.ep{border-collapse:collapse;font-size:13px}table.ep td,table.ep th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style></head><body>\n");
+    out.push_str(&format!("<style>{STYLE}</style></head><body>\n"));
     out.push_str(&format!(
-        "<h1>searchd load: {}</h1>\n<p>{} {} loop. Sustainable = best QPS with p99 &le; {} ms and error rate &le; {}%; peak = best QPS regardless (not a capacity figure).</p>\n",
+        "<h1>searchd load: {}</h1>\n<p>{} {} loop{}. Sustainable = best QPS with p99 &le; {} ms and error rate &le; {}%; peak = best QPS within the error cap regardless of latency (not a capacity figure).</p>\n",
         esc(&r.target),
-        esc(&r.config.endpoint),
+        esc(if r.mix.is_some() { "--mix" } else { &r.config.endpoint }),
         esc(&r.mode),
+        if r.optimistic { ", OPTIMISTIC (one repeated query)" } else { "" },
         r.config.slo_p99_ms,
         r.config.max_error_rate * 100.0
     ));
+    out.push_str(&headline(r));
     for w in &r.warnings {
         out.push_str(&format!("<p class=\"warn\">warning: {}</p>\n", esc(w)));
     }
     if let Some(a) = &r.aborted {
         out.push_str(&format!("<p class=\"warn\">aborted: {}</p>\n", esc(a)));
     }
+    out.push_str(top);
+    out.push_str("<h2>Steps</h2>\n");
     out.push_str(&format!("<pre>{}</pre>\n", esc(&table)));
+    out.push_str(&first_errors_table(r));
     if !r.steps.is_empty() {
-        out.push_str(&format!("<div class=\"svg\">{}</div>\n", qps_svg(r)?));
-        out.push_str(&format!("<div class=\"svg\">{}</div>\n", latency_svg(r)?));
+        out.push_str("<h2>Charts</h2>\n");
+        let mut push = |s: String| out.push_str(&format!("<div class=\"svg\">{s}</div>\n"));
+        push(qps_svg(r)?);
+        push(latency_svg(r)?);
+        push(qps_p99_svg(r)?);
+        if let Some(s) = server_svg(r)? {
+            push(s);
+        }
+        if let Some(s) = recall_svg(r)? {
+            push(s);
+        }
+        if let Some(s) = errors_svg(r)? {
+            push(s);
+        }
         let (which, step) = match (r.sustainable_step(), &r.peak) {
             (Some(s), _) => ("sustainable", Some(s)),
             (None, Some(p)) => ("peak (no step met the SLO)", r.steps.get(p.step)),
-            _ => ("", None),
+            _ => ("last", r.steps.last()),
         };
         if let Some(s) = step {
             let lvl = match s.rate {
                 Some(rate) => format!("rate {rate:.0}/s"),
                 None => format!("concurrency {}", s.concurrency),
             };
-            out.push_str(&format!(
-                "<div class=\"svg\">{}</div>\n",
-                histogram_svg(s, &format!("Latency histogram, {which} step ({lvl})"))?
-            ));
+            if let Some(svg) =
+                per_second_svg(s, &format!("Second by second, {which} step ({lvl})"))?
+            {
+                push(svg);
+            }
+            push(histogram_svg(
+                s,
+                &format!("Latency histogram, {which} step ({lvl})"),
+            )?);
         }
     }
     out.push_str(&endpoint_tables(r));
     out.push_str(&format!(
-        "<h2>JSON</h2><pre>{}</pre>\n</body></html>\n",
+        "<details><summary>Raw JSON report ({})</summary><pre>{}</pre></details>\n</body></html>\n",
+        esc(&r.schema),
         esc(&crate::report::to_json(r))
     ));
     Ok(out)

@@ -19,6 +19,7 @@ pub mod client;
 pub mod error;
 pub mod gt;
 pub mod html;
+pub mod interrupt;
 pub mod mix;
 pub mod report;
 pub mod resources;
@@ -26,6 +27,8 @@ mod runner;
 pub mod stats;
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 pub use args::{CacheMode, Endpoint, LoadArgs, Pick, Ramp, Rates, RetryAfter};
 pub use error::LoadError;
@@ -68,19 +71,43 @@ pub async fn simple_request(
 }
 
 pub async fn run(args: &LoadArgs) -> Result<Report, LoadError> {
-    runner::run_impl(args).await
+    runner::run_impl(args, Arc::new(AtomicBool::new(false))).await
+}
+
+/// [`run`], stopping early once `stop` is set: the current step ends at once (its
+/// measured part kept and marked `partial`), no further step starts, and the report
+/// says `interrupted`. [`interrupt::install`] sets such a flag on the first Ctrl-C.
+pub async fn run_with_stop(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<Report, LoadError> {
+    runner::run_impl(args, stop).await
+}
+
+/// The exit status `searchd load` uses for a finished run: 130 when it was
+/// interrupted (Ctrl-C), 1 when it was aborted or no step met the SLO, 0 otherwise.
+pub fn exit_status(report: &Report) -> i32 {
+    if report.interrupted {
+        130
+    } else if report.aborted.is_some() || report.sustainable.is_none() {
+        1
+    } else {
+        0
+    }
 }
 
 /// [`run`] on a tokio runtime of its own. (The requests themselves always run
 /// on `--threads` client threads of their own, whatever runtime calls [`run`];
 /// the calling runtime only paces steps and samples resources.)
 pub fn run_blocking(args: &LoadArgs) -> Result<Report, LoadError> {
+    run_blocking_with_stop(args, Arc::new(AtomicBool::new(false)))
+}
+
+/// [`run_with_stop`] on a tokio runtime of its own.
+pub fn run_blocking_with_stop(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<Report, LoadError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .map_err(|source| LoadError::Runtime { source })?;
-    rt.block_on(run(args))
+    rt.block_on(run_with_stop(args, stop))
 }
 
 fn write_file(path: &Path, data: &[u8]) -> Result<(), LoadError> {
@@ -113,7 +140,7 @@ pub fn write_outputs(report: &Report, args: &LoadArgs) -> Result<(), LoadError> 
 /// is printed and the files are written before the error is returned. The
 /// caller maps errors to an exit status with [`LoadError::exit_code`].
 pub fn run_cli(args: &LoadArgs) -> Result<Report, LoadError> {
-    let result = run_blocking(args);
+    let result = run_blocking_with_stop(args, interrupt::install());
     let report = match &result {
         Ok(r) => r,
         Err(e) => match e.report() {

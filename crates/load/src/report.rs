@@ -6,7 +6,7 @@ use hdrhistogram::Histogram;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::stats::{ErrorCounts, Percentiles, Spread};
+use crate::stats::{ErrorCounts, FirstErrors, Percentiles, SecondStat, SendError, Spread};
 
 /// Schema id of the JSON report.
 pub const SCHEMA: &str = "searchd.load.v1";
@@ -34,6 +34,9 @@ pub struct Report {
     pub optimistic: bool,
     /// Why the run stopped early (partial results kept), null otherwise.
     pub aborted: Option<String>,
+    /// The run was stopped by Ctrl-C (SIGINT): finished steps are complete, the last one
+    /// may be `partial`.
+    pub interrupted: bool,
     /// Human-readable caveats (optimistic mode, saturated client, ...).
     pub warnings: Vec<String>,
     /// Where server RSS/CPU came from: "stats", "proc" or "none".
@@ -213,6 +216,19 @@ pub struct Step {
     pub trials: TrialSpread,
     /// Why this step has no latency numbers, or other remarks.
     pub note: Option<String>,
+    /// Cut short by Ctrl-C: fewer seconds were measured than `--duration`. A partial step
+    /// never passes the SLO and is never `sustainable` or `peak`.
+    pub partial: bool,
+    /// The first answer (status and body, truncated) or failure message of each error
+    /// kind that occurred, keyed like `errors`.
+    pub first_errors: FirstErrors,
+    /// Open loop: how late sends left against their scheduled time (actual - intended),
+    /// in microseconds: the dispatcher's achieved resolution. Latencies are measured
+    /// from the intended time, so this lag is part of them. Null in closed loop.
+    pub send_error_us: Option<SendError>,
+    /// Second by second inside the measured window (first trial): ok answers, errors
+    /// and the latency of the ok answers that finished in that second.
+    pub per_second: Vec<SecondStat>,
     /// `--mix` runs: the step's figures per endpoint, keyed by name; absent otherwise.
     #[serde(skip_serializing_if = "Endpoints::is_empty")]
     pub endpoints: Endpoints,
@@ -249,6 +265,16 @@ pub struct Best {
     pub p99_ms: Option<f64>,
     /// Index into `steps`.
     pub step: usize,
+}
+
+impl Serialize for FirstErrors {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.iter() {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 impl Serialize for ErrorCounts {
@@ -345,6 +371,7 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
         "cli cpu%",
         "SLO"
     )?;
+    let mut shown: Vec<&str> = Vec::new();
     for s in &r.steps {
         let level = if open {
             format!("{:.0}", s.rate.unwrap_or(0.0))
@@ -375,11 +402,31 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
             fmt_opt(s.server.cpu_pct, 0),
             fmt_opt(s.server.rss_bytes.map(|b| b as f64 / (1 << 20) as f64), 0),
             s.client_cpu_pct,
-            if s.slo_pass { "ok" } else { "FAIL" },
+            if s.partial {
+                "PART"
+            } else if s.slo_pass {
+                "ok"
+            } else {
+                "FAIL"
+            },
             extra.trim()
         )?;
         for (name, e) in &s.endpoints.0 {
             writeln!(w, "{}", endpoint_line(name, e))?;
+        }
+        if let Some(e) = &s.send_error_us {
+            writeln!(
+                w,
+                "{:>8} send-time error (actual - scheduled): p50 {:.1} us  p99 {:.1} us  max {:.1} us",
+                "", e.p50_us, e.p99_us, e.max_us
+            )?;
+        }
+        for (kind, msg) in s.first_errors.iter() {
+            if shown.contains(&kind) {
+                continue;
+            }
+            shown.push(kind);
+            writeln!(w, "{:>8} first {kind}: {msg}", "")?;
         }
     }
     let best = |b: &Option<Best>| match b {
@@ -408,7 +455,40 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
     if let Some(a) = &r.aborted {
         writeln!(w, "aborted: {a}")?;
     }
+    writeln!(w, "verdict: {}", verdict(r))?;
     Ok(())
+}
+
+/// One line: whether the run found a sustainable step, and if not why.
+pub fn verdict(r: &Report) -> String {
+    let base = match (&r.sustainable, r.steps.is_empty()) {
+        (Some(b), _) => {
+            let lvl = match b.rate {
+                Some(rate) => format!("rate {rate:.0}/s"),
+                None => format!("concurrency {}", b.concurrency),
+            };
+            format!(
+                "PASS: {:.1} QPS sustainable at {lvl} (p99 {} ms <= {} ms, errors <= {}%)",
+                b.qps,
+                fmt_opt(b.p99_ms, 2),
+                r.config.slo_p99_ms,
+                r.config.max_error_rate * 100.0
+            )
+        }
+        (None, true) => "FAIL: no step was measured".to_string(),
+        (None, false) => format!(
+            "FAIL: no step met the SLO (p99 <= {} ms with errors <= {}%)",
+            r.config.slo_p99_ms,
+            r.config.max_error_rate * 100.0
+        ),
+    };
+    if r.interrupted {
+        format!("{base}; INTERRUPTED (Ctrl-C): results are partial")
+    } else if r.aborted.is_some() {
+        format!("{base}; ABORTED")
+    } else {
+        base
+    }
 }
 
 /// CSV with a header and one row per step.

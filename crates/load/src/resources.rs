@@ -32,10 +32,12 @@ pub struct ServerSample {
 }
 
 /// What `GET /stats` told us (None fields when absent).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatsInfo {
     pub sample: ServerSample,
     pub index_n: Option<u64>,
+    /// `index.metric` ("cosine", "ip", "l2").
+    pub index_metric: Option<String>,
 }
 
 /// Parse the parts of a `/stats` body we use.
@@ -53,6 +55,11 @@ pub fn parse_stats(body: &[u8]) -> Option<StatsInfo> {
             .get("index")
             .and_then(|i| i.get("n"))
             .and_then(|x| x.as_u64()),
+        index_metric: v
+            .get("index")
+            .and_then(|i| i.get("metric"))
+            .and_then(|x| x.as_str())
+            .map(str::to_string),
     })
 }
 

@@ -1,7 +1,7 @@
 //! Running steps: closed-loop workers (one loop per connection), open-loop
 //! dispatcher plus connection pool, ramps, trials, aggregation.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,8 +23,9 @@ use crate::report::{
 };
 use crate::resources::{self, ServerSource};
 use crate::stats::{
-    best_step, error_rate, median, new_histogram, percentiles_ms, scheduled_offset_ns, slo_pass,
-    spread, ErrorCounts, ErrorKind, LiveStats, Percentiles,
+    best_step, body_text, error_rate, median, new_histogram, new_ns_histogram, pack_sample,
+    percentiles_ms, scheduled_offset_ns, second_series, send_error, slo_pass, spread, ErrorCounts,
+    ErrorKind, FirstErrors, LiveStats, Percentiles, MAX_SECOND_SAMPLES,
 };
 
 /// Pause after a failed connect before the slot tries again (closed loop),
@@ -67,6 +68,8 @@ struct Shared {
     mix_head: Vec<bool>,
     /// `--cache cold`: what each request is made of, to serialise it with a nonce per send.
     cold: Option<ColdParts>,
+    /// Set on the first Ctrl-C (or by the caller): finish the current step early and stop.
+    stop: Arc<AtomicBool>,
 }
 
 /// The parts of a request, for per-send serialisation (`--cache cold`).
@@ -127,6 +130,8 @@ impl Shared {
 struct Times {
     measure_start: Instant,
     end: Instant,
+    /// Most per-second samples one worker keeps.
+    sample_cap: usize,
 }
 
 /// What one worker (or a whole step) counted.
@@ -138,6 +143,12 @@ struct Acc {
     recall_n: u64,
     last_done: Option<Instant>,
     connect_err: Option<String>,
+    /// The first answer or failure of each error kind.
+    first: FirstErrors,
+    /// Open loop: send-time error (actual - scheduled), ns.
+    send_ns: Histogram<u64>,
+    /// Packed (second, error?, latency) samples for the per-second series.
+    samples: Vec<u64>,
     /// `--mix`: per endpoint.
     eps: Vec<EpAcc>,
 }
@@ -159,6 +170,9 @@ impl Acc {
             recall_n: 0,
             last_done: None,
             connect_err: None,
+            first: FirstErrors::default(),
+            send_ns: new_ns_histogram(),
+            samples: Vec::new(),
             eps: (0..endpoints)
                 .map(|_| EpAcc {
                     hist: new_histogram(),
@@ -180,6 +194,15 @@ impl Acc {
         };
         if self.connect_err.is_none() {
             self.connect_err = o.connect_err;
+        }
+        self.first.merge(&o.first);
+        self.send_ns
+            .add(&o.send_ns)
+            .expect("auto-resizing histogram");
+        if self.samples.len() < MAX_SECOND_SAMPLES {
+            let room = MAX_SECOND_SAMPLES - self.samples.len();
+            self.samples
+                .extend_from_slice(&o.samples[..o.samples.len().min(room)]);
         }
         if self.eps.len() < o.eps.len() {
             self.eps.resize_with(o.eps.len(), || EpAcc {
@@ -211,6 +234,7 @@ fn finish(
     origin: Instant,
     record: bool,
     ids: &mut Vec<i64>,
+    t: &Times,
 ) {
     let done = Instant::now();
     let lat_us = done.saturating_duration_since(origin).as_micros() as u64;
@@ -218,10 +242,19 @@ fn finish(
         Ok((status, body)) => {
             let k = sh.bodies.k.get(idx).copied().unwrap_or(0) as u64;
             let expect = sh.n_count.map_or(k, |n| k.min(n)) as usize;
-            check_response(sh.check, status, &body, expect, sh.n_ids, ids).map_err(|k| (k, None))
+            check_response(sh.check, status, &body, expect, sh.n_ids, ids).map_err(|kind| {
+                if record && !acc.first.has(kind) {
+                    acc.first.note(kind, describe(kind, status, &body, expect));
+                }
+                (kind, None)
+            })
         }
         Err(e) => Err(e),
     };
+    if record && acc.samples.len() < t.sample_cap {
+        let sec = done.saturating_duration_since(t.measure_start).as_secs() as u32;
+        acc.samples.push(pack_sample(sec, verdict.is_err(), lat_us));
+    }
     let ep = if record {
         sh.mix_ep.get(idx).map(|&e| e as usize)
     } else {
@@ -257,6 +290,12 @@ fn finish(
                 if let Some(e) = ep.and_then(|e| acc.eps.get_mut(e)) {
                     e.errors.add(kind);
                 }
+                if !acc.first.has(kind) {
+                    acc.first.note(
+                        kind,
+                        msg.clone().unwrap_or_else(|| describe_failure(kind, sh)),
+                    );
+                }
                 if msg.is_some() && acc.connect_err.is_none() {
                     acc.connect_err = msg;
                 }
@@ -265,6 +304,36 @@ fn finish(
     }
     if record {
         acc.last_done = Some(acc.last_done.map_or(done, |d| d.max(done)));
+    }
+}
+
+/// What a check failure of `kind` found, with the answer's body.
+fn describe(kind: ErrorKind, status: u16, body: &[u8], expect: usize) -> String {
+    let what = match kind {
+        ErrorKind::BadBody => "not a search answer".to_string(),
+        ErrorKind::WrongCount => format!("not {expect} hits"),
+        ErrorKind::Unsorted => "scores not sorted best first".to_string(),
+        ErrorKind::BadId => "a negative or out-of-range id".to_string(),
+        _ => String::new(),
+    };
+    let b = body_text(status, body);
+    if what.is_empty() {
+        b
+    } else {
+        format!("{what}: {b}")
+    }
+}
+
+/// The message of a failure that has no answer body.
+fn describe_failure(kind: ErrorKind, sh: &Shared) -> String {
+    match kind {
+        ErrorKind::Timeout => format!(
+            "no full answer within --request-timeout {:?}",
+            sh.request_timeout
+        ),
+        ErrorKind::Io => "the connection broke while sending or receiving".into(),
+        ErrorKind::Connect => "connection failed".into(),
+        _ => kind.name().into(),
     }
 }
 
@@ -280,7 +349,7 @@ async fn closed_worker(
     let mut buf = Vec::new();
     loop {
         let start = Instant::now();
-        if start >= t.end {
+        if start >= t.end || sh.stop.load(Ordering::Relaxed) {
             break;
         }
         let record = start >= t.measure_start;
@@ -303,7 +372,7 @@ async fn closed_worker(
                 .map(|s| Duration::from_secs(s.min(MAX_RETRY_AFTER_S))),
             _ => None,
         };
-        finish(&sh, &mut acc, idx, res, start, record, &mut ids);
+        finish(&sh, &mut acc, idx, res, start, record, &mut ids, &t);
         let wait = if connect_failed {
             Some(CONNECT_BACKOFF)
         } else {
@@ -331,13 +400,21 @@ async fn open_worker(
     mut rx: mpsc::Receiver<Job>,
     idle: Arc<Mutex<Vec<usize>>>,
     mut slot: Option<Conn>,
+    t: Times,
 ) -> (Option<Conn>, Acc) {
     let mut acc = Acc::new(sh.mix_names.len());
     let mut ids = Vec::with_capacity(16);
     let mut timer = Timer::new(sh.request_timeout);
     let mut buf = Vec::new();
     while let Some(job) = rx.recv().await {
-        let deadline = Instant::now() + sh.request_timeout;
+        let now = Instant::now();
+        if job.record {
+            let lag = now.saturating_duration_since(job.sched).as_nanos() as u64;
+            acc.send_ns
+                .record(lag.max(1))
+                .expect("auto-resizing histogram");
+        }
+        let deadline = now + sh.request_timeout;
         let req = sh.request(job.idx, &mut buf);
         let res = request_once_as(
             &mut slot,
@@ -348,72 +425,145 @@ async fn open_worker(
             &mut timer,
         )
         .await;
-        finish(&sh, &mut acc, job.idx, res, job.sched, job.record, &mut ids);
+        finish(
+            &sh, &mut acc, job.idx, res, job.sched, job.record, &mut ids, &t,
+        );
         idle.lock().expect("idle pool").push(id);
     }
     (slot, acc)
 }
 
-/// Send the requests `first, first + stride, ...` of the schedule "request i
-/// at `t0 + i / rate`" until `t.end` to this shard's idle connections
-/// (`txs[j]` is local slot j); returns (late, dropped, dropped per `--mix`
-/// endpoint) counted within the measured window.
+/// What the open-loop dispatcher counted within the measured window.
+struct DispatchOut {
+    late: u64,
+    dropped: u64,
+    dropped_ep: Vec<u64>,
+    /// CPU seconds the dispatcher thread used in the measured window.
+    cpu_s: f64,
+}
+
+/// CPU time of the calling thread, seconds.
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc == 0 {
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    } else {
+        0.0
+    }
+}
+
+/// Longest single sleep of the dispatcher, so a stop request is seen promptly.
+const MAX_SLEEP: Duration = Duration::from_millis(10);
+
+/// Sleep-then-spin until `target` on the monotonic clock: sleep until a margin
+/// before it (the margin follows the measured oversleep of the kernel's timer,
+/// between 20 us and 1 ms), then spin. False when `stop` was set meanwhile.
+fn wait_until(target: std::time::Instant, stop: &AtomicBool, overshoot_ns: &mut f64) -> bool {
+    loop {
+        let now = std::time::Instant::now();
+        if now >= target {
+            return true;
+        }
+        let rem = target - now;
+        let margin = Duration::from_nanos((2.0 * *overshoot_ns + 20_000.0).min(1e6) as u64);
+        if rem > margin {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let want = (rem - margin).min(MAX_SLEEP);
+            let before = std::time::Instant::now();
+            std::thread::sleep(want);
+            let over = before.elapsed().saturating_sub(want).as_nanos() as f64;
+            *overshoot_ns = 0.9 * *overshoot_ns + 0.1 * over;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The open-loop dispatcher, on a thread of its own: request i is due at
+/// `t0 + i / rate` on an absolute timeline (so lateness never accumulates), handed
+/// at its due time to an idle connection (`txs[j]` is pool slot j), or dropped and
+/// counted when every connection is busy. Tokio's timer has millisecond
+/// granularity, so the waiting is done here with [`wait_until`] on
+/// `std::time::Instant`; the workers measure latency from the scheduled time and
+/// record how late each send left (the achieved resolution).
 #[allow(clippy::too_many_arguments)]
-async fn dispatcher(
+fn dispatch_thread(
     t0: Instant,
     t: Times,
     rate: f64,
-    first: u64,
-    stride: u64,
     txs: Vec<mpsc::Sender<Job>>,
     idle: Arc<Mutex<Vec<usize>>>,
     mut picker: Picker,
     late_threshold: Duration,
     sh: Arc<Shared>,
-) -> (u64, u64, Vec<u64>) {
-    let (mut late, mut dropped) = (0u64, 0u64);
-    let mut dropped_ep = vec![0u64; sh.mix_names.len()];
-    let mut i: u64 = first;
+) -> DispatchOut {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack (1 ns: sleeps
+    // end as close to their deadline as the kernel can).
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    let (t0s, ms, end) = (t0.into_std(), t.measure_start.into_std(), t.end.into_std());
+    let mut out = DispatchOut {
+        late: 0,
+        dropped: 0,
+        dropped_ep: vec![0u64; sh.mix_names.len()],
+        cpu_s: 0.0,
+    };
+    let mut cpu0: Option<f64> = None;
+    let mut overshoot = 50_000.0;
+    let mut i: u64 = 0;
     loop {
-        let sched = t0 + Duration::from_nanos(scheduled_offset_ns(i, rate));
-        if sched >= t.end {
+        let sched = t0s + Duration::from_nanos(scheduled_offset_ns(i, rate));
+        if sched >= end || sh.stop.load(Ordering::Relaxed) {
             break;
         }
-        let now = Instant::now();
-        if sched > now {
-            tokio::time::sleep_until(sched).await;
-            continue;
+        if !wait_until(sched, &sh.stop, &mut overshoot) {
+            break;
         }
-        let record = sched >= t.measure_start;
+        let now = std::time::Instant::now();
+        let record = sched >= ms;
+        if record && cpu0.is_none() {
+            cpu0 = Some(thread_cpu_seconds());
+        }
         if record && now.duration_since(sched) > late_threshold {
-            late += 1;
+            out.late += 1;
         }
         let idx = picker.next_index();
-        let mut free = idle.lock().expect("idle pool").pop();
-        if free.is_none() {
-            // Let this thread's workers read answers that have already
-            // arrived (their slots are not really busy) before dropping.
-            tokio::task::yield_now().await;
-            free = idle.lock().expect("idle pool").pop();
-        }
+        let free = idle.lock().expect("idle pool").pop();
+        let job = Job {
+            sched: Instant::from_std(sched),
+            idx,
+            record,
+        };
         match free {
+            // Capacity 1 and the slot is idle: this cannot be full.
             Some(j) => {
-                // Capacity 1 and the slot is idle: this cannot be full.
-                let _ = txs[j].try_send(Job { sched, idx, record });
+                let _ = txs[j].try_send(job);
             }
             None => {
                 sh.live.record_err();
                 if record {
-                    dropped += 1;
+                    out.dropped += 1;
                     if let Some(&e) = sh.mix_ep.get(idx) {
-                        dropped_ep[e as usize] += 1;
+                        out.dropped_ep[e as usize] += 1;
                     }
                 }
             }
         }
-        i += stride;
+        i += 1;
     }
-    (late, dropped, dropped_ep)
+    if let Some(c0) = cpu0 {
+        out.cpu_s = (thread_cpu_seconds() - c0).max(0.0);
+    }
+    out
 }
 
 /// Client threads: one single-threaded runtime per thread, like wrk's
@@ -462,10 +612,6 @@ impl Shards {
         Ok(sh)
     }
 
-    fn len(&self) -> usize {
-        self.handles.len()
-    }
-
     fn spawn<F>(&self, slot: usize, f: F) -> tokio::task::JoinHandle<F::Output>
     where
         F: std::future::Future + Send + 'static,
@@ -498,6 +644,8 @@ struct StepRaw {
     late: u64,
     dropped: u64,
     note: Option<String>,
+    /// Cut short by a stop request (Ctrl-C): fewer seconds measured than asked.
+    partial: bool,
 }
 
 impl StepRaw {
@@ -529,6 +677,9 @@ struct Runner<'a> {
     shards: Shards,
 }
 
+/// How long a stopped step waits for its in-flight requests before abandoning them.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
 impl Runner<'_> {
     fn say(&self, line: String) {
         if self.args.quiet {
@@ -541,7 +692,11 @@ impl Runner<'_> {
         }
     }
 
-    /// Live progress until `until`; returns nothing, just draws.
+    fn stopped(&self) -> bool {
+        self.sh.stop.load(Ordering::Relaxed)
+    }
+
+    /// Live progress until `until` (or a stop request); returns nothing, just draws.
     async fn watch(&self, label: &str, phase: &str, phase_start: Instant, until: Instant) {
         let live = &self.sh.live;
         let mut last_ok = live.ok.load(Ordering::Relaxed);
@@ -549,13 +704,16 @@ impl Runner<'_> {
         let total = until.saturating_duration_since(phase_start).as_secs_f64();
         loop {
             let now = Instant::now();
-            if now >= until {
+            if now >= until || self.stopped() {
                 break;
             }
-            tokio::time::sleep((until - now).min(Duration::from_millis(250))).await;
+            tokio::time::sleep((until - now).min(Duration::from_millis(100))).await;
             let now = Instant::now();
             let ok = live.ok.load(Ordering::Relaxed);
             let dt = now.duration_since(last_t).as_secs_f64().max(1e-6);
+            if dt < 0.25 && now < until {
+                continue;
+            }
             let qps = (ok - last_ok) as f64 / dt;
             last_ok = ok;
             last_t = now;
@@ -581,23 +739,29 @@ impl Runner<'_> {
         )
     }
 
-    async fn run_step(&mut self, level: Level, seed: u64) -> StepRaw {
+    /// One step; None when a stop request came before its measured window began.
+    async fn run_step(&mut self, level: Level, seed: u64) -> Option<StepRaw> {
         let args = self.args;
         let label = match level {
             Level::Closed(c) => format!("c={c}"),
             Level::Open(r) => format!("rate={r:.0}/s"),
         };
         let t0 = Instant::now();
+        let workers_n = match level {
+            Level::Closed(c) => c as usize,
+            Level::Open(_) => args.connections,
+        };
         let t = Times {
             measure_start: t0 + args.warmup,
             end: t0 + args.warmup + args.duration,
+            sample_cap: (MAX_SECOND_SAMPLES / workers_n.max(1)).max(1000),
         };
         self.sh.live.reset_latency();
         self.sh.live.errors.store(0, Ordering::Relaxed);
 
         type Worker = tokio::task::JoinHandle<(Option<Conn>, Acc)>;
         let mut workers: Vec<(usize, Worker)> = Vec::new();
-        let mut disps = Vec::new();
+        let mut disp: Option<tokio::sync::oneshot::Receiver<DispatchOut>> = None;
         let (concurrency, rate) = match level {
             Level::Closed(c) => {
                 let c = c as usize;
@@ -619,69 +783,82 @@ impl Runner<'_> {
                 while self.pool.len() < n {
                     self.pool.push(None);
                 }
-                let shards = self.shards.len();
-                for sid in 0..shards {
-                    // This shard's slots: sid, sid + shards, ...
-                    let slots: Vec<usize> = (sid..n).step_by(shards).collect();
-                    let idle = Arc::new(Mutex::new((0..slots.len()).rev().collect::<Vec<_>>()));
-                    let mut txs = Vec::with_capacity(slots.len());
-                    for (j, &slot) in slots.iter().enumerate() {
-                        let (tx, rx) = mpsc::channel(1);
-                        txs.push(tx);
-                        let w = open_worker(
-                            self.sh.clone(),
-                            j,
-                            rx,
-                            idle.clone(),
-                            self.pool[slot].take(),
-                        );
-                        workers.push((slot, self.shards.spawn(slot, w)));
-                    }
-                    let picker = Picker::new(
-                        self.sh.pick.clone(),
-                        seed ^ (sid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                    );
-                    let d = dispatcher(
-                        t0,
-                        t,
-                        r,
-                        sid as u64,
-                        shards as u64,
-                        txs,
-                        idle,
-                        picker,
-                        args.late_threshold,
+                // One pool of idle connections over all client threads (slot i lives
+                // on shard i % threads); slot 0 first.
+                let idle = Arc::new(Mutex::new((0..n).rev().collect::<Vec<_>>()));
+                let mut txs = Vec::with_capacity(n);
+                for slot in 0..n {
+                    let (tx, rx) = mpsc::channel(1);
+                    txs.push(tx);
+                    let w = open_worker(
                         self.sh.clone(),
+                        slot,
+                        rx,
+                        idle.clone(),
+                        self.pool[slot].take(),
+                        t,
                     );
-                    disps.push(self.shards.spawn(sid, d));
+                    workers.push((slot, self.shards.spawn(slot, w)));
+                }
+                let picker = Picker::new(self.sh.pick.clone(), seed);
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let sh = self.sh.clone();
+                let late_threshold = args.late_threshold;
+                let spawned = std::thread::Builder::new()
+                    .name("searchd-load-dispatch".into())
+                    .spawn(move || {
+                        let out = dispatch_thread(t0, t, r, txs, idle, picker, late_threshold, sh);
+                        let _ = tx.send(out);
+                    });
+                match spawned {
+                    Ok(_) => disp = Some(rx),
+                    Err(e) => tracing::error!("cannot start the dispatcher thread: {e}"),
                 }
                 (n as u32, Some(r))
             }
         };
 
         self.watch(&label, "warm-up", t0, t.measure_start).await;
+        let in_warmup = self.stopped();
         self.sh.live.reset_latency();
         let s0 = self.sample_window().await;
         self.watch(&label, "measure", t.measure_start, t.end).await;
+        let measured_until = Instant::now().min(t.end);
+        let partial = self.stopped() && measured_until < t.end;
         let s1 = self.sample_window().await;
 
-        let (mut late, mut dropped) = (0, 0);
+        let (mut late, mut dropped, mut disp_cpu) = (0, 0, 0.0);
         let mut dropped_ep = vec![0u64; self.sh.mix_names.len()];
-        for d in disps {
-            match d.await {
-                Ok((l, d, de)) => {
-                    late += l;
-                    dropped += d;
-                    for (a, b) in dropped_ep.iter_mut().zip(de) {
+        if let Some(rx) = disp {
+            match rx.await {
+                Ok(d) => {
+                    late = d.late;
+                    dropped = d.dropped;
+                    disp_cpu = d.cpu_s;
+                    for (a, b) in dropped_ep.iter_mut().zip(d.dropped_ep) {
                         *a += b;
                     }
                 }
-                Err(e) => tracing::error!("dispatcher failed: {e}"),
+                Err(_) => tracing::error!("the dispatcher thread failed"),
             }
         }
         let mut acc = Acc::new(self.sh.mix_names.len());
-        for (slot, h) in workers {
-            match h.await {
+        let grace = Instant::now() + STOP_GRACE;
+        let mut abandoned = 0usize;
+        for (slot, mut h) in workers {
+            let res = if self.stopped() {
+                match tokio::time::timeout_at(grace, &mut h).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        h.abort();
+                        abandoned += 1;
+                        continue;
+                    }
+                }
+            } else {
+                h.await
+            };
+            match res {
                 Ok((conn, a)) => {
                     self.pool[slot] = conn;
                     acc.merge(a);
@@ -689,11 +866,54 @@ impl Runner<'_> {
                 Err(e) => tracing::error!("worker {slot} failed: {e}"),
             }
         }
+        if in_warmup {
+            return None;
+        }
         acc.errors.add_n(ErrorKind::Dropped, dropped);
+        if dropped > 0 {
+            acc.first.note(
+                ErrorKind::Dropped,
+                format!(
+                    "a request was due while all {} connections were busy (raise --connections, or the server is over capacity)",
+                    args.connections
+                ),
+            );
+        }
         for (e, n) in acc.eps.iter_mut().zip(dropped_ep) {
             e.errors.add_n(ErrorKind::Dropped, n);
         }
-        self.finish_step(concurrency, rate, t, acc, late, dropped, s0, s1)
+        let mut raw = self.finish_step(
+            concurrency,
+            rate,
+            t,
+            measured_until,
+            acc,
+            late,
+            dropped,
+            s0,
+            s1,
+            disp_cpu,
+        );
+        if partial {
+            raw.partial = true;
+            let mut n = format!(
+                "PARTIAL: interrupted after {:.1} of {:.1} s",
+                measured_until
+                    .saturating_duration_since(t.measure_start)
+                    .as_secs_f64(),
+                args.duration.as_secs_f64()
+            );
+            if abandoned > 0 {
+                n.push_str(&format!(
+                    "; {abandoned} connections with a request in flight were abandoned"
+                ));
+            }
+            raw.note = Some(match raw.note.take() {
+                Some(o) => format!("{n}; {o}"),
+                None => n,
+            });
+        }
+        Some(raw)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -702,13 +922,18 @@ impl Runner<'_> {
         concurrency: u32,
         rate: Option<f64>,
         t: Times,
+        measured_until: Instant,
         acc: Acc,
         late: u64,
         dropped: u64,
         s0: (Option<resources::ServerSample>, Instant, f64),
         s1: (Option<resources::ServerSample>, Instant, f64),
+        extra_cpu_s: f64,
     ) -> StepRaw {
-        let dur = self.args.duration.as_secs_f64();
+        let dur = measured_until
+            .saturating_duration_since(t.measure_start)
+            .as_secs_f64()
+            .max(1e-3);
         let window_s = acc
             .last_done
             .map(|d| d.saturating_duration_since(t.measure_start).as_secs_f64())
@@ -730,7 +955,7 @@ impl Runner<'_> {
             ),
             source: self.server_src.name().to_string(),
         };
-        let client_cpu_pct = ((s1.2 - s0.2) / span * 100.0).max(0.0);
+        let client_cpu_pct = ((s1.2 - s0.2 + extra_cpu_s) / span * 100.0).max(0.0);
         let limit = self.threads.min(resources::cores()).max(1) as f64 * 100.0;
         let note = if acc.requests() == 0 {
             Some("no request was started in the measured window (answers slower than warm-up + duration?)".to_string())
@@ -750,6 +975,7 @@ impl Runner<'_> {
             late,
             dropped,
             note,
+            partial: false,
         }
     }
 }
@@ -759,8 +985,14 @@ fn aggregate(raws: &[StepRaw], args: &LoadArgs, names: &[String]) -> Step {
     let mut errors = ErrorCounts::default();
     let (mut ok, mut recall_sum, mut recall_n, mut late, mut dropped) = (0, 0.0, 0, 0, 0);
     let mut hist = new_histogram();
+    let mut send_ns = new_ns_histogram();
+    let mut first_err = FirstErrors::default();
     for r in raws {
         errors.merge(&r.acc.errors);
+        first_err.merge(&r.acc.first);
+        send_ns
+            .add(&r.acc.send_ns)
+            .expect("auto-resizing histogram");
         ok += r.acc.ok;
         recall_sum += r.acc.recall_sum;
         recall_n += r.acc.recall_n;
@@ -794,6 +1026,10 @@ fn aggregate(raws: &[StepRaw], args: &LoadArgs, names: &[String]) -> Step {
     };
     let p99_v: Vec<f64> = per.iter().filter_map(|p| p.p99).collect();
     let srv_cpu: Vec<f64> = raws.iter().filter_map(|r| r.server.cpu_pct).collect();
+    let partial = raws.iter().any(|r| r.partial);
+    // The per-second series of the first trial (trials are repeats of the same step).
+    let mut samples = first_samples(raws);
+    let per_second = second_series(&mut samples);
     let cli_cpu: Vec<f64> = raws.iter().map(|r| r.client_cpu_pct).collect();
     Step {
         concurrency: first.concurrency,
@@ -811,7 +1047,12 @@ fn aggregate(raws: &[StepRaw], args: &LoadArgs, names: &[String]) -> Step {
             cpu_pct: median(&srv_cpu),
             source: first.server.source.clone(),
         },
-        slo_pass: slo_pass(ok, latency_ms.p99, er, args.slo_p99_ms, args.max_error_rate),
+        slo_pass: !partial
+            && slo_pass(ok, latency_ms.p99, er, args.slo_p99_ms, args.max_error_rate),
+        partial,
+        first_errors: first_err,
+        send_error_us: send_error(&send_ns),
+        per_second,
         rps: median(&rps_v).unwrap_or(0.0),
         late,
         dropped,
@@ -826,6 +1067,12 @@ fn aggregate(raws: &[StepRaw], args: &LoadArgs, names: &[String]) -> Step {
         endpoints: endpoint_steps(raws, names),
         hist,
     }
+}
+
+fn first_samples(raws: &[StepRaw]) -> Vec<u64> {
+    raws.first()
+        .map(|r| r.acc.samples.clone())
+        .unwrap_or_default()
 }
 
 /// Per-endpoint figures (`--mix`) over trials: counts summed, latency percentiles and
@@ -867,6 +1114,121 @@ fn endpoint_steps(raws: &[StepRaw], names: &[String]) -> Endpoints {
     Endpoints(out)
 }
 
+/// How long the preflight waits for a TCP connection before calling the target unreachable.
+const PREFLIGHT_CONNECT: Duration = Duration::from_millis(800);
+
+/// Before any load: connect once (a closed port or a black-holed host fails here, in
+/// under a second), then send one request: the body with the largest qidx (so a query
+/// matrix with fewer rows than --query-count is refused now, not half-way through) or
+/// the first body. A 4xx answer to generated or text-query bodies refuses the run with
+/// the server's message; any other failure becomes a warning and the run goes on.
+async fn preflight(
+    args: &LoadArgs,
+    target: &Target,
+    bodies: &BodySet,
+    search_bodies: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), LoadError> {
+    let unreachable = |message: String| LoadError::Unreachable {
+        target: target.base.clone(),
+        message,
+    };
+    let addr = target.addr.clone().map_err(unreachable)?;
+    match tokio::time::timeout(PREFLIGHT_CONNECT, Conn::connect(addr)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(unreachable(format!("connect {addr}: {e}"))),
+        Err(_) => {
+            return Err(unreachable(format!(
+                "connect {addr}: no answer within {} ms",
+                PREFLIGHT_CONNECT.as_millis()
+            )))
+        }
+    }
+    if args.mix.is_some() {
+        return Ok(());
+    }
+    let idx = match args.pick {
+        Pick::Fixed(i) => i,
+        _ => bodies
+            .qidx
+            .iter()
+            .enumerate()
+            .filter_map(|(i, q)| q.map(|q| (q, i)))
+            .max()
+            .map_or(0, |(_, i)| i),
+    };
+    let body = bodies.bodies.get(idx).cloned().unwrap_or_default();
+    let req = if args.cache == Some(crate::args::CacheMode::Cold) {
+        init_nonce();
+        let mut buf = Vec::new();
+        let n = NONCE.fetch_add(1, Ordering::Relaxed);
+        target.serialize_into(
+            &mut buf,
+            &target.method,
+            target.path(),
+            Some(n),
+            target.with_body,
+            &body,
+        );
+        bytes::Bytes::from(buf)
+    } else {
+        target.serialize(&body)
+    };
+    let mut timer = Timer::new(args.request_timeout);
+    let res = request_once_as(
+        &mut None,
+        target,
+        &req,
+        target.head_only(),
+        Instant::now() + args.request_timeout,
+        &mut timer,
+    )
+    .await;
+    match res {
+        Ok((status, answer)) if (400..500).contains(&status) && status != 429 && search_bodies => {
+            let what = match bodies.qidx.get(idx).copied().flatten() {
+                Some(q) if args.text_queries.is_none() => format!(
+                    "{} {} with qidx {q} (the last of --query-count {})",
+                    target.method,
+                    target.path(),
+                    args.query_count
+                ),
+                _ => format!("the first request to {} {}", target.method, target.path()),
+            };
+            let hint = if args.text_queries.is_none() && bodies.qidx.iter().any(Option::is_some) {
+                "; if its query matrix has fewer rows, lower --query-count (and the server needs serve --queries FILE)"
+            } else {
+                ""
+            };
+            Err(LoadError::Refused {
+                message: format!(
+                    "the server refused {what}: {}{hint}",
+                    body_text(status, &answer)
+                ),
+            })
+        }
+        Ok((status, _)) if (200..300).contains(&status) => Ok(()),
+        Ok((status, answer)) => {
+            warnings.push(format!(
+                "preflight: {} {} answered {}",
+                target.method,
+                target.path(),
+                body_text(status, &answer)
+            ));
+            Ok(())
+        }
+        Err((kind, msg)) => {
+            warnings.push(format!(
+                "preflight: {} {} failed: {}",
+                target.method,
+                target.path(),
+                msg.unwrap_or_else(|| kind.name().to_string())
+            ));
+            Ok(())
+        }
+    }
+}
+
 /// Check flags that clap cannot check alone.
 pub(crate) fn validate(args: &LoadArgs) -> Result<(), LoadError> {
     let u = LoadError::usage;
@@ -891,8 +1253,13 @@ pub(crate) fn validate(args: &LoadArgs) -> Result<(), LoadError> {
     if !(1..=1000).contains(&args.k) {
         return Err(u("--k must be between 1 and 1000"));
     }
-    if args.queries == 0 {
-        return Err(u("--queries must be at least 1"));
+    if args.query_count == 0 {
+        return Err(u("--query-count must be at least 1"));
+    }
+    if args.request_count.is_some() {
+        return Err(u(
+            "-n (a number of requests, as oha) is not supported: runs are timed; use --duration (-z) and --warmup",
+        ));
     }
     if args.ramp.0.is_empty() {
         return Err(u("--ramp needs at least one concurrency"));
@@ -912,19 +1279,20 @@ fn levels(args: &LoadArgs) -> Vec<Level> {
     } else if let Some(rs) = &args.rate_ramp {
         rs.0.iter().map(|&r| Level::Open(r)).collect()
     } else {
-        args.ramp.0.iter().map(|&c| Level::Closed(c)).collect()
+        args.ramp_levels().into_iter().map(Level::Closed).collect()
     }
 }
 
 /// The whole run (see [`crate::run`]).
-pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
+pub(crate) async fn run_impl(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<Report, LoadError> {
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
     validate(args)?;
-    let mut target = Target::new(&args.url, &args.endpoint)?;
+    let url = args.target_url().map_err(LoadError::usage)?;
+    let mut target = Target::new(&url, &args.endpoint)?;
     // --mix: every endpoint's lines, read before any load.
     let mix_lines: Option<Vec<Vec<MixLine>>> = match &args.mix {
         Some(spec) => Some(
@@ -949,7 +1317,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             args.text_mode.as_deref(),
         )?,
         (Some(p), _) => BodySet::from_file(p)?,
-        (None, true) => BodySet::generated(args.queries, args.k, args.ef),
+        (None, true) => BodySet::generated(args.query_count, args.k, args.ef),
         (None, false) => BodySet::empty(),
     };
     // --mix: the seeded schedule; request i of the run is entry i.
@@ -989,7 +1357,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
                     return Err(LoadError::GroundTruth {
                         path: p.clone(),
                         message: format!(
-                            "has {} rows but the bodies use qidx up to {q} (lower --queries?)",
+                            "has {} rows but the bodies use qidx up to {q} (lower --query-count?)",
                             m.rows
                         ),
                     });
@@ -1011,8 +1379,35 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         _ => None,
     };
     target.resolve().await;
+    let search_bodies = search && args.body_file.is_none();
+    preflight(args, &target, &bodies, search_bodies, &mut warnings).await?;
     let (server_src, stats) = resources::detect(&target, args.server_pid).await;
-    let n_count = args.n_max.or(stats.and_then(|s| s.index_n));
+    if let (Some(p), true, Some(metric)) = (
+        &args.gt,
+        gt.is_some(),
+        stats.as_ref().and_then(|s| s.index_metric.as_deref()),
+    ) {
+        match crate::gt::read_meta(p) {
+            Ok(Some(meta)) => crate::gt::check_metric(p, &meta, metric).map_err(|message| {
+                LoadError::GroundTruth {
+                    path: p.clone(),
+                    message,
+                }
+            })?,
+            Ok(None) => warnings.push(format!(
+                "{}: no metric recorded (no {}; files from searchd gt record it): recall assumes it matches the index's {metric}",
+                p.display(),
+                crate::gt::meta_path(p).display()
+            )),
+            Err(message) => {
+                return Err(LoadError::GroundTruth {
+                    path: p.clone(),
+                    message,
+                })
+            }
+        }
+    }
+    let n_count = args.n_max.or(stats.as_ref().and_then(|s| s.index_n));
     let optimistic = matches!(args.pick, Pick::Fixed(_)) && (search || mixed);
     let cold = args.cache == Some(crate::args::CacheMode::Cold);
     let mix_total_lines: usize = mix_lines
@@ -1136,6 +1531,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             .map(|m| m.0.iter().map(|e| e.name.clone()).collect())
             .unwrap_or_default(),
         cold: cold.then_some(ColdParts { parts, part_of }),
+        stop: stop.clone(),
     });
     let threads = args.threads.unwrap_or_else(resources::cores).max(1);
     let shards = Shards::start(threads).map_err(|source| LoadError::Runtime { source })?;
@@ -1160,10 +1556,18 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
     let lv = levels(args);
     let mut raws: Vec<Vec<StepRaw>> = lv.iter().map(|_| Vec::new()).collect();
     let mut aborted: Option<String> = None;
+    let mut interrupted = false;
     'trials: for trial in 0..args.trials {
         for (li, &level) in lv.iter().enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break 'trials;
+            }
             let seed = args.seed ^ ((trial as u64) << 40) ^ ((li as u64) << 20);
-            let raw = runner.run_step(level, seed).await;
+            let Some(raw) = runner.run_step(level, seed).await else {
+                interrupted = true;
+                break 'trials;
+            };
             let pass = slo_pass(
                 raw.acc.ok,
                 raw.p99(),
@@ -1187,14 +1591,25 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
                     .map(|p| format!("{p:.2}"))
                     .unwrap_or_else(|| "-".into()),
                 raw.error_rate() * 100.0,
-                if pass { "ok" } else { "SLO broken: ramp stops" }
+                if raw.partial {
+                    "PARTIAL (interrupted)"
+                } else if pass {
+                    "ok"
+                } else {
+                    "SLO broken: ramp stops"
+                }
             ));
             for (name, e) in &endpoint_steps(std::slice::from_ref(&raw), &runner.sh.mix_names).0 {
                 runner.say(endpoint_line(name, e));
             }
             let all_connect = raw.all_connect_errors();
             let why = raw.acc.connect_err.clone().unwrap_or_default();
+            let was_partial = raw.partial;
             raws[li].push(raw);
+            if was_partial || stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break 'trials;
+            }
             if all_connect {
                 aborted = Some(if li == 0 {
                     format!("no connection to {} could be made: {why}", target.base)
@@ -1228,8 +1643,23 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             step: i,
         }
     };
-    let sustainable = best_step(&steps, |s| s.qps, |s| s.slo_pass).map(mk);
-    let peak = best_step(&steps, |s| s.qps, |s| s.ok > 0).map(mk);
+    let sustainable = best_step(&steps, |s| s.qps, |s| s.slo_pass && !s.partial).map(mk);
+    // Peak: best QPS regardless of latency, but never a step over the error cap (a step
+    // answering half its requests with errors is no throughput figure) nor a partial one.
+    let peak = best_step(
+        &steps,
+        |s| s.qps,
+        |s| s.ok > 0 && !s.partial && s.error_rate <= args.max_error_rate,
+    )
+    .map(mk);
+    if interrupted && aborted.is_none() {
+        aborted = Some(match steps.iter().find(|s| s.partial) {
+            Some(_) => "interrupted by Ctrl-C (SIGINT): the last step is PARTIAL".to_string(),
+            None => {
+                "interrupted by Ctrl-C (SIGINT) before the next step measured anything".to_string()
+            }
+        });
+    }
     if steps.iter().any(|s| s.client_saturated) {
         warnings.push(
             "the load generator was near its CPU limit in some steps (client_saturated): those numbers may measure the client, not the server".into(),
@@ -1241,7 +1671,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         target: target.base.clone(),
         config: Config {
             endpoint: args.endpoint.to_string(),
-            ramp: (!open).then(|| args.ramp.0.clone()),
+            ramp: (!open).then(|| args.ramp_levels()),
             rates: open.then(|| {
                 lv.iter()
                     .filter_map(|l| match l {
@@ -1255,7 +1685,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
             slo_p99_ms: args.slo_p99_ms,
             max_error_rate: args.max_error_rate,
             queries: (search && args.body_file.is_none() && args.text_queries.is_none())
-                .then_some(args.queries),
+                .then_some(args.query_count),
             pick: args.pick.to_string(),
             body_file: args.body_file.as_ref().map(|p| p.display().to_string()),
             text_queries: args.text_queries.as_ref().map(|p| p.display().to_string()),
@@ -1280,6 +1710,7 @@ pub(crate) async fn run_impl(args: &LoadArgs) -> Result<Report, LoadError> {
         mode: if open { "open" } else { "closed" }.into(),
         optimistic,
         aborted,
+        interrupted,
         warnings,
         server_source: server_src.name().into(),
         client: ClientInfo {

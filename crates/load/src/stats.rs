@@ -104,6 +104,156 @@ impl ErrorCounts {
     }
 }
 
+/// Longest message kept per error kind (the first answer body or failure of that kind).
+pub const FIRST_ERROR_CHARS: usize = 300;
+
+/// The first answer (body, or what went wrong) of each error kind: what a server says
+/// about a failure usually names the mistake, so it is shown next to the counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FirstErrors(pub [Option<String>; ErrorKind::COUNT]);
+
+impl FirstErrors {
+    /// Whether kind `k` already has its first message.
+    #[inline]
+    pub fn has(&self, k: ErrorKind) -> bool {
+        self.0[k.idx()].is_some()
+    }
+    /// Keep `msg` (truncated) as the first message of kind `k` unless one is kept.
+    pub fn note(&mut self, k: ErrorKind, msg: impl Into<String>) {
+        if self.0[k.idx()].is_none() {
+            self.0[k.idx()] = Some(truncate_message(&msg.into()));
+        }
+    }
+    pub fn merge(&mut self, o: &FirstErrors) {
+        for (a, b) in self.0.iter_mut().zip(o.0.iter()) {
+            if a.is_none() {
+                a.clone_from(b);
+            }
+        }
+    }
+    /// (name, message) of the kinds that have one, in the fixed kind order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> + '_ {
+        ErrorKind::ALL
+            .iter()
+            .filter_map(move |k| self.0[k.idx()].as_deref().map(|m| (k.name(), m)))
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
+/// One line, at most [`FIRST_ERROR_CHARS`] characters (control characters replaced), with
+/// "..." when cut.
+pub fn truncate_message(s: &str) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for c in s.trim().chars() {
+        if n == FIRST_ERROR_CHARS {
+            out.push_str("...");
+            return out;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+        n += 1;
+    }
+    out
+}
+
+/// An answer body as text for [`FirstErrors`] (lossy UTF-8, truncated).
+pub fn body_text(status: u16, body: &[u8]) -> String {
+    let cut = &body[..body.len().min(FIRST_ERROR_CHARS * 4)];
+    let t = String::from_utf8_lossy(cut);
+    if t.trim().is_empty() {
+        format!("HTTP {status} with an empty body")
+    } else {
+        format!("HTTP {status}: {}", t.trim())
+    }
+}
+
+/// Send-time error of an open-loop step: how late sends left against their
+/// scheduled time (actual - intended), in microseconds. This is the achieved
+/// resolution of the dispatcher; latencies are measured from the intended time,
+/// so this lag is included in them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SendError {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// Sends measured.
+    pub n: u64,
+}
+
+/// Nanosecond histogram of send-time errors (3 significant digits).
+pub fn new_ns_histogram() -> Histogram<u64> {
+    new_histogram()
+}
+
+/// [`SendError`] of a nanosecond histogram; None when empty.
+pub fn send_error(h: &Histogram<u64>) -> Option<SendError> {
+    if h.is_empty() {
+        return None;
+    }
+    Some(SendError {
+        p50_us: h.value_at_quantile(0.5) as f64 / 1000.0,
+        p99_us: h.value_at_quantile(0.99) as f64 / 1000.0,
+        max_us: h.max() as f64 / 1000.0,
+        n: h.len(),
+    })
+}
+
+/// One second of a step's measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SecondStat {
+    /// Seconds since the start of the measured window (this second is [t, t+1)).
+    pub t: u32,
+    pub ok: u64,
+    pub errors: u64,
+    /// Latency of the ok answers that finished in this second, ms.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+/// Most samples kept per step for the per-second series (8 bytes each).
+pub const MAX_SECOND_SAMPLES: usize = 4_000_000;
+
+/// Pack (second, error?, latency us) into one u64 sample.
+#[inline]
+pub fn pack_sample(sec: u32, err: bool, lat_us: u64) -> u64 {
+    ((sec as u64) << 40) | ((err as u64) << 39) | lat_us.min((1 << 39) - 1)
+}
+
+/// The per-second series of packed samples (any order).
+pub fn second_series(samples: &mut [u64]) -> Vec<SecondStat> {
+    samples.sort_unstable();
+    let mut out: Vec<SecondStat> = Vec::new();
+    let mut i = 0;
+    while i < samples.len() {
+        let sec = (samples[i] >> 40) as u32;
+        let mut j = i;
+        while j < samples.len() && (samples[j] >> 40) as u32 == sec {
+            j += 1;
+        }
+        let run = &samples[i..j];
+        // Within a second, ok samples (bit 39 clear) sort first, by latency.
+        let ok_n = run.iter().take_while(|v| (*v >> 39) & 1 == 0).count();
+        let lat = |q: f64| -> Option<f64> {
+            if ok_n == 0 {
+                return None;
+            }
+            let r = ((q * ok_n as f64).ceil() as usize).clamp(1, ok_n) - 1;
+            Some((run[r] & ((1 << 39) - 1)) as f64 / 1000.0)
+        };
+        out.push(SecondStat {
+            t: sec,
+            ok: ok_n as u64,
+            errors: (run.len() - ok_n) as u64,
+            p50_ms: lat(0.5),
+            p99_ms: lat(0.99),
+        });
+        i = j;
+    }
+    out
+}
+
 /// Latency histogram in microseconds, 3 significant digits, auto-resizing
 /// (memory bounded by the largest value, not by the sample count).
 pub fn new_histogram() -> Histogram<u64> {

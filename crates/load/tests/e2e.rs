@@ -121,6 +121,28 @@ async fn overload(State(st): State<Arc<Fake>>) -> Response {
         .into_response()
 }
 
+/// Every other answer is a 503.
+async fn flaky(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
+    if st.requests.load(Ordering::Relaxed) % 2 == 0 {
+        return overload(State(st)).await;
+    }
+    search(State(st.clone()), body).await
+}
+
+/// A server whose query matrix has 100 rows.
+async fn small(State(st): State<Arc<Fake>>, body: Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+    if v["qidx"].as_u64().unwrap_or(0) >= 100 {
+        st.requests.fetch_add(1, Ordering::Relaxed);
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": {"code": "invalid_argument", "message": "qidx out of range: the query matrix has 100 rows"}})),
+        )
+            .into_response();
+    }
+    search(State(st.clone()), body).await
+}
+
 async fn stats(State(st): State<Arc<Fake>>) -> Json<Value> {
     // A process that burns half a core.
     let cpu = st.born.elapsed().as_secs_f64() * 0.5;
@@ -148,6 +170,8 @@ async fn start_server(with_stats: bool) -> TestServer {
         .route("/garbage", post(garbage))
         .route("/closing", post(closing))
         .route("/overload", post(overload))
+        .route("/flaky", post(flaky))
+        .route("/small", post(small))
         .route("/health", get(|| async { "ok" }));
     if with_stats {
         app = app.route("/stats", get(stats));
@@ -293,10 +317,27 @@ async fn good_server_full_ramp_with_recall_and_outputs() {
     assert_eq!(csv.lines().count(), 4);
     assert!(csv.starts_with("concurrency,rate,"));
     let html = std::fs::read_to_string(&html_p).unwrap();
-    assert_eq!(
-        html.matches("<svg").count(),
-        3,
-        "qps, latency and histogram charts"
+    // qps, latency, qps-vs-p99, server cpu+rss, recall, per-second, histogram (no errors,
+    // so no error chart).
+    assert_eq!(html.matches("<svg").count(), 7, "charts");
+    for title in [
+        "Throughput against p99",
+        "Server resident memory",
+        "Recall@10 of the answers under load",
+        "Second by second",
+        "Latency histogram",
+    ] {
+        assert!(html.contains(title), "{title}");
+    }
+    assert!(!html.contains("Errors by kind"));
+    // The verdict first, the raw JSON last and collapsed.
+    let verdict = html.find("verdict pass").expect("a verdict");
+    let steps = html.find("<h2>Steps</h2>").unwrap();
+    let raw = html.find("<details><summary>Raw JSON").unwrap();
+    assert!(verdict < steps && steps < raw);
+    assert!(
+        html[raw..].find("<svg").is_none(),
+        "nothing after the raw JSON"
     );
     let mut table = Vec::new();
     searchd_load::print_table(&r, &mut table).unwrap();
@@ -353,7 +394,6 @@ async fn garbage_and_bad_answers_are_counted_by_kind() {
         ("/unsorted", "unsorted"),
         ("/negid", "bad_id"),
         ("/overload", "http_503"),
-        ("/nowhere", "http_4xx"),
     ] {
         let ep = format!("POST {route}");
         let r = run(&args(&srv.url, &["--endpoint", &ep, "--ramp", "1,2"]))
@@ -373,7 +413,183 @@ async fn garbage_and_bad_answers_are_counted_by_kind() {
         assert!(!s.slo_pass);
         assert!(r.sustainable.is_none() && r.peak.is_none(), "{route}");
         assert_eq!(r.aborted, None, "{route}: not a connection failure");
+        // The first answer of the kind is kept, with the body.
+        let first = r.steps[0].first_errors.iter().find(|e| e.0 == kind);
+        let msg = first.map(|e| e.1).unwrap_or_default();
+        match kind {
+            "bad_body" => assert!(msg.contains("this is not json"), "{msg}"),
+            "http_503" => assert!(msg.contains("HTTP 503") && msg.contains("busy"), "{msg}"),
+            _ => assert!(msg.contains("HTTP 200"), "{route}: {msg}"),
+        }
+        let mut table = Vec::new();
+        searchd_load::print_table(&r, &mut table).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert!(table.contains(&format!("first {kind}: ")), "{table}");
+        assert!(table.contains("verdict: FAIL"), "{table}");
     }
+    // A route that does not exist: the preflight refuses at once with the answer.
+    let e = run(&args(&srv.url, &["--endpoint", "POST /nowhere"]))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LoadError::Refused { .. }), "{e}");
+    assert!(e.to_string().contains("HTTP 404"), "{e}");
+    assert_eq!(e.exit_code(), 2);
+    srv.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_over_the_error_cap_is_neither_sustainable_nor_peak() {
+    // Half the answers are 503: fast, but half errors.
+    let srv = start_server(true).await;
+    let r = run(&args(
+        &srv.url,
+        &["--endpoint", "POST /flaky", "--ramp", "1,2"],
+    ))
+    .await
+    .unwrap();
+    schema_check(&r);
+    let s = &r.steps[0];
+    assert!(s.ok > 0 && s.error_rate > 0.3, "{s:?}");
+    assert!(!s.slo_pass);
+    assert!(r.peak.is_none() && r.sustainable.is_none(), "{:?}", r.peak);
+    assert_eq!(searchd_load::exit_status(&r), 1);
+    // With the cap raised above the error share, the same step passes.
+    let r = run(&args(
+        &srv.url,
+        &[
+            "--endpoint",
+            "POST /flaky",
+            "--ramp",
+            "1",
+            "--max-error-rate",
+            "0.9",
+        ],
+    ))
+    .await
+    .unwrap();
+    assert!(r.steps[0].slo_pass && r.peak.is_some());
+    assert_eq!(searchd_load::exit_status(&r), 0);
+    srv.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_refuses_a_query_matrix_with_fewer_rows() {
+    let srv = start_server(true).await;
+    // The fake's /small knows 100 query rows.
+    let e = run(&args(
+        &srv.url,
+        &["--endpoint", "POST /small", "--query-count", "500"],
+    ))
+    .await
+    .unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, LoadError::Refused { .. }), "{m}");
+    assert!(
+        m.contains("qidx 499") && m.contains("--query-count 500"),
+        "{m}"
+    );
+    assert!(m.contains("query matrix has 100 rows"), "{m}");
+    let before = srv.state.requests.load(Ordering::Relaxed);
+    assert!(before <= 1, "only the preflight was sent: {before}");
+    let r = run(&args(
+        &srv.url,
+        &[
+            "--endpoint",
+            "POST /small",
+            "--query-count",
+            "100",
+            "--ramp",
+            "1",
+        ],
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.steps[0].errors.total(), 0);
+    srv.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_request_ends_the_run_with_a_partial_step() {
+    let srv = start_server(true).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let a = args(
+        &srv.url,
+        &["--ramp", "1,2,4", "--warmup", "0s", "--duration", "1h"],
+    );
+    let flag = stop.clone();
+    let state = srv.state.clone();
+    let stopper = async move {
+        // Once the first (endless) step has answers, ask to stop.
+        while state.requests.load(Ordering::Relaxed) < 50 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        flag.store(true, Ordering::SeqCst);
+    };
+    let (r, ()) = tokio::join!(searchd_load::run_with_stop(&a, stop), stopper);
+    let r = r.unwrap();
+    schema_check(&r);
+    assert!(r.interrupted);
+    assert_eq!(r.steps.len(), 1);
+    let s = &r.steps[0];
+    assert!(s.partial && !s.slo_pass && s.ok > 0, "{s:?}");
+    assert!(s.note.as_deref().unwrap_or("").contains("PARTIAL"));
+    assert!(r.sustainable.is_none() && r.peak.is_none());
+    assert!(r.aborted.as_deref().unwrap().contains("Ctrl-C"));
+    assert_eq!(searchd_load::exit_status(&r), 130);
+    let html = searchd_load::html::render_html(&r).unwrap();
+    assert!(html.contains("INTERRUPTED"));
+    srv.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ground_truth_of_another_metric_is_refused() {
+    let srv = start_server(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gt = dir.path().join("gt.ivecs");
+    let mut b = Vec::new();
+    for q in 0..10i32 {
+        b.extend(3i32.to_le_bytes());
+        for j in 0..3 {
+            b.extend((q + j).to_le_bytes());
+        }
+    }
+    std::fs::write(&gt, &b).unwrap();
+    let meta = searchd_load::gt::GtMeta {
+        schema: searchd_load::gt::GT_META_SCHEMA.into(),
+        metric: "l2".into(),
+        k: 3,
+        queries: 10,
+        base_n: N as usize,
+        dim: 4,
+    };
+    searchd_load::gt::write_meta(&gt, &meta).unwrap();
+    let flags = [
+        "--query-count",
+        "10",
+        "--k",
+        "3",
+        "--ramp",
+        "1",
+        "--gt",
+        gt.to_str().unwrap(),
+    ];
+    let e = run(&args(&srv.url, &flags)).await.unwrap_err();
+    assert!(matches!(e, LoadError::GroundTruth { .. }), "{e}");
+    assert!(
+        e.to_string().contains("metric l2") && e.to_string().contains("cosine"),
+        "{e}"
+    );
+    // Under the index's metric it is used.
+    searchd_load::gt::write_meta(
+        &gt,
+        &searchd_load::gt::GtMeta {
+            metric: "cosine".into(),
+            ..meta
+        },
+    )
+    .unwrap();
+    let r = run(&args(&srv.url, &flags)).await.unwrap();
+    assert!(r.steps[0].recall_at_k.is_some());
     srv.kill();
 }
 
@@ -412,19 +628,19 @@ async fn refused_connections_abort_fast_with_the_failure_recorded() {
         l.local_addr().unwrap().port()
     };
     let url = format!("http://127.0.0.1:{port}");
-    let t0 = Instant::now();
-    let r = run(&args(&url, &["--ramp", "1,2,4"])).await.unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(5));
-    schema_check(&r);
-    assert_eq!(r.steps.len(), 1);
-    let s = &r.steps[0];
-    assert!(s.requests > 0);
-    assert_eq!(err(&r, 0, "connect"), s.requests);
-    assert_eq!(s.ok, 0);
-    let why = r.aborted.as_deref().unwrap();
-    assert!(why.contains("no connection"), "{why}");
-    assert!(r.sustainable.is_none());
-    assert_eq!(r.server_source, "none");
+    // The preflight finds nothing listening: no warm-up, no step, an error naming it.
+    let e = run(&args(&url, &["--ramp", "1,2,4", "--warmup", "1h"]))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LoadError::Unreachable { .. }), "{e}");
+    let m = e.to_string();
+    assert!(m.contains("cannot reach") && m.contains("refused"), "{m}");
+    assert_eq!(e.exit_code(), 1);
+    // A host that does not resolve.
+    let e = run(&args("http://no-such-host.invalid:80", &["--ramp", "1"]))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LoadError::Unreachable { .. }), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -615,6 +831,16 @@ async fn open_loop_sends_on_schedule() {
     assert!(s.dropped <= 10, "{}", s.dropped);
     assert!((s.qps - 200.0).abs() < 30.0, "{}", s.qps);
     assert!(r.sustainable.as_ref().unwrap().rate == Some(200.0));
+    // The dispatcher's achieved resolution is measured for every send (no claim about
+    // how small it is: that is a benchmark, bench/openloop_accuracy.py).
+    let e = s
+        .send_error_us
+        .expect("open loop reports its send-time error");
+    assert_eq!(e.n, s.requests - s.dropped);
+    assert!(e.p50_us <= e.p99_us && e.p99_us <= e.max_us);
+    assert!(!s.per_second.is_empty());
+    let per_sec_ok: u64 = s.per_second.iter().map(|p| p.ok).sum();
+    assert_eq!(per_sec_ok, s.ok);
     srv.kill();
 }
 
@@ -768,7 +994,8 @@ async fn retry_after_is_ignored_by_default_and_honored_on_request() {
     );
     let before = srv.state.requests.load(Ordering::Relaxed);
     let rep = run(&a).await.unwrap();
-    let sent = srv.state.requests.load(Ordering::Relaxed) - before;
+    // The preflight's one request is not part of the step.
+    let sent = srv.state.requests.load(Ordering::Relaxed) - before - 1;
     let v = schema_check(&rep);
     assert_eq!(v["config"]["retry_after"], "honor");
     assert!(

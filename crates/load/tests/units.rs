@@ -81,8 +81,8 @@ fn flags_defaults_and_conflicts() {
     assert_eq!(a.warmup, Duration::from_secs(5));
     assert_eq!(a.duration, Duration::from_secs(10));
     assert_eq!(a.slo_p99_ms, 100.0);
-    assert_eq!(a.max_error_rate, 0.05);
-    assert_eq!(a.queries, 1000);
+    assert_eq!(a.max_error_rate, 0.01);
+    assert_eq!(a.query_count, 1000);
     assert_eq!(a.k, 10);
     assert_eq!(a.pick, Pick::Uniform);
     assert_eq!(a.request_timeout, Duration::from_secs(10));
@@ -102,6 +102,90 @@ fn flags_defaults_and_conflicts() {
     );
     let a = LoadArgs::try_parse_from(["--url", "http://x", "--rate-ramp", "10,20"]).unwrap();
     assert!(a.open_loop());
+}
+
+#[test]
+fn old_names_and_wrk_oha_habits() {
+    // --queries (the contract's name) is the count, like --query-count.
+    let a = LoadArgs::try_parse_from(["--url", "http://x", "--queries", "50"]).unwrap();
+    assert_eq!(a.query_count, 50);
+    let a = LoadArgs::try_parse_from(["--url", "http://x", "--query-count", "7"]).unwrap();
+    assert_eq!(a.query_count, 7);
+    // A path that is not a vector file: a message saying what the flag means.
+    let e = LoadArgs::try_parse_from(["--url", "http://x", "--queries", "q.jsonl"])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("rows of the server's query matrix"), "{e}");
+    // A .npy query file: its rows.
+    let dir = tempfile::tempdir().unwrap();
+    let q = dir.path().join("q.npy");
+    let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (37, 4), }".to_string();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend((header.len() as u16).to_le_bytes());
+    b.extend(header.as_bytes());
+    b.extend(vec![0u8; 37 * 4 * 4]);
+    std::fs::write(&q, b).unwrap();
+    let a =
+        LoadArgs::try_parse_from(["--url", "http://x", "--queries", q.to_str().unwrap()]).unwrap();
+    assert_eq!(a.query_count, 37);
+    // -c N is one step; -z/-d durations; -q rate; -t threads; --port; a trailing URL.
+    let a = LoadArgs::try_parse_from(["-c", "16", "-z", "3s", "-t", "1", "--port", "9"]).unwrap();
+    assert_eq!(a.ramp_levels(), vec![16]);
+    assert_eq!(a.duration, Duration::from_secs(3));
+    assert_eq!(a.threads, Some(1));
+    assert_eq!(a.target_url().unwrap(), "http://127.0.0.1:9");
+    let a = LoadArgs::try_parse_from(["-q", "250", "-d", "2s", "http://h:1"]).unwrap();
+    assert_eq!(a.rate, Some(250.0));
+    assert_eq!(a.duration, Duration::from_secs(2));
+    assert_eq!(a.target_url().unwrap(), "http://h:1");
+    // No target at all, or two: a clear message.
+    let a = LoadArgs::try_parse_from(["--ramp", "1"]).unwrap();
+    assert!(a.target_url().unwrap_err().contains("--url is required"));
+    let a = LoadArgs::try_parse_from(["--url", "http://a:1", "--port", "2"]).unwrap();
+    assert!(a.target_url().unwrap_err().contains("once"));
+    // -c conflicts with an explicit ramp.
+    assert!(LoadArgs::try_parse_from(["--url", "http://x", "-c", "2", "--ramp", "1"]).is_err());
+}
+
+#[test]
+fn first_errors_keep_the_first_message_of_each_kind() {
+    use searchd_load::stats::{truncate_message, FirstErrors, FIRST_ERROR_CHARS};
+    let mut f = FirstErrors::default();
+    f.note(ErrorKind::Http4xx, "HTTP 400: first");
+    f.note(ErrorKind::Http4xx, "HTTP 400: second");
+    f.note(ErrorKind::Timeout, "slow");
+    let v: Vec<(&str, &str)> = f.iter().collect();
+    assert_eq!(
+        v,
+        vec![("timeout", "slow"), ("http_4xx", "HTTP 400: first")]
+    );
+    let long = "x".repeat(5000);
+    let t = truncate_message(&long);
+    assert_eq!(t.chars().count(), FIRST_ERROR_CHARS + 3);
+    assert!(truncate_message("a\nb").contains("a b"));
+}
+
+#[test]
+fn per_second_series_from_packed_samples() {
+    use searchd_load::stats::{pack_sample, second_series};
+    let mut s = vec![
+        pack_sample(1, false, 300),
+        pack_sample(0, false, 100),
+        pack_sample(0, true, 5),
+        pack_sample(0, false, 200),
+        pack_sample(1, false, 400),
+    ];
+    let ps = second_series(&mut s);
+    assert_eq!(ps.len(), 2);
+    assert_eq!((ps[0].t, ps[0].ok, ps[0].errors), (0, 2, 1));
+    assert_eq!(ps[0].p50_ms, Some(0.1));
+    assert_eq!(ps[0].p99_ms, Some(0.2));
+    assert_eq!((ps[1].t, ps[1].ok, ps[1].errors), (1, 2, 0));
 }
 
 #[test]

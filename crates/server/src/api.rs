@@ -13,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use searchd_collection::fusion::{self, Fusion, Normalize};
 use searchd_collection::{Collection, DocId};
 use searchd_engine::{LoadOptions, SearchError, MAX_K};
@@ -77,7 +76,8 @@ pub(crate) struct App {
     pub embedder: Option<Batcher>,
     pub reranker: Option<Reranker>,
     pub stats: Arc<Stats>,
-    pub reload_lock: tokio::sync::Mutex<()>,
+    /// Byte budget, connection cap, shutdown of uploads, the one-reload-at-a-time flag.
+    pub limits: Arc<crate::limits::Limits>,
     /// The response cache (`serve --cache-bytes`); `None` when off.
     pub cache: Option<crate::cache::ResponseCache>,
 }
@@ -150,7 +150,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/{name}/_doc/{id}", get(crate::es::get_doc))
         .route("/{name}/_mget", get(crate::es::mget).post(crate::es::mget))
         .route("/health", get(health))
+        .route("/healthz", get(health))
         .route("/ready", get(ready))
+        .route("/readyz", get(ready))
         .route("/stats", get(stats))
         .route("/metrics", get(metrics))
         .route("/admin/reload", post(reload))
@@ -270,6 +272,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         &app.stats,
         app.inflight(),
         app.admission.queued(),
+        &app.limits,
         app.figures(),
         app.cache.as_ref().map(|c| {
             let k = c.counters();
@@ -318,8 +321,9 @@ fn is_json(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// Check the content type and read the whole body, within the size limit and the read
-/// timeout. Admission happens only after this, so a slow client holds no search slot.
+/// Check the content type and read the whole body, within the size limit, the read
+/// timeout and the byte budget (`limits.rs`). Admission happens only after this, so a slow
+/// client holds no search slot.
 pub(crate) async fn read_body(app: &App, req: Request) -> Result<Bytes, ApiError> {
     read_body_limit(app, req, app.cfg.body_limit).await
 }
@@ -331,38 +335,7 @@ pub(crate) async fn read_body_limit(
     limit: usize,
 ) -> Result<Bytes, ApiError> {
     is_json(req.headers())?;
-    let too_large = || {
-        ApiError::new(
-            Code::BodyTooLarge,
-            format!("the request body is larger than the limit of {limit} bytes"),
-        )
-    };
-    if let Some(len) = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > limit as u64 {
-            return Err(too_large());
-        }
-    }
-    let body = Limited::new(req.into_body(), limit);
-    match tokio::time::timeout(app.cfg.read_timeout, body.collect()).await {
-        Err(_) => Err(ApiError::new(
-            Code::RequestTimeout,
-            format!(
-                "the request body did not arrive within {} ms",
-                app.cfg.read_timeout.as_millis()
-            ),
-        )),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Ok(Err(e)) => Err(ApiError::new(
-            Code::InvalidJson,
-            format!("cannot read the request body: {e}"),
-        )),
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-    }
+    crate::limits::read_body(app, req, limit).await
 }
 
 /// Map a serde_json error to `invalid_json` (not JSON at all) or `invalid_argument` (JSON
@@ -899,8 +872,10 @@ async fn search_on(app: &App, slot: &Slot, req: Request) -> Response {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
+    // The deadline starts when the body has arrived (took_us counts from the headers).
+    let body_arrived = Instant::now();
     crate::reads::cached(app, slot, "search", &uri, &body, || async {
-        let a = search_inner(app, slot, &body, arrival).await?;
+        let a = search_inner(app, slot, &body, body_arrived).await?;
         let took = arrival.elapsed().as_micros() as u64;
         Ok(answer_json(&a, took))
     })
@@ -981,9 +956,9 @@ async fn search_inner(
     app: &App,
     slot: &Slot,
     body: &[u8],
-    arrival: Instant,
+    body_arrived: Instant,
 ) -> Result<Answer, ApiError> {
-    let deadline = arrival + app.cfg.timeout;
+    let deadline = body_arrived + app.cfg.timeout;
     let spec = parse_search(body, app.cfg.ef)?;
     let Some(backend) = slot.backend.load_full() else {
         return Err(ApiError::new(
@@ -1443,26 +1418,77 @@ struct ReloadBody {
 }
 
 /// The canonical form of `requested` when it lies under the configured reload root.
-/// Refused: paths that do not exist (400) and paths outside the root (403), so the admin
-/// route cannot be used to probe or open files elsewhere on the machine.
+/// A relative path is taken from the root (not the working directory). A path outside the
+/// root is 403 whether or not it exists (its `..` are resolved lexically before anything
+/// is looked up, and symlinks after), so the admin route cannot probe the machine's files;
+/// a path inside the root that cannot be opened is 400.
 fn allowed_reload_path(app: &App, requested: &std::path::Path) -> Result<PathBuf, ApiError> {
     let Some(root) = &app.cfg.reload_root else {
         return Ok(requested.to_path_buf());
     };
-    let canon = requested
-        .canonicalize()
-        .map_err(|e| ApiError::invalid(format!("cannot open {}: {e}", requested.display())))?;
-    if !canon.starts_with(root) {
-        return Err(ApiError::new(
+    let outside = || {
+        ApiError::new(
             Code::Forbidden,
             format!(
                 "{} is outside the reload root {} (serve --reload-root)",
                 requested.display(),
                 root.display()
             ),
-        ));
+        )
+    };
+    let mut lexical = PathBuf::new();
+    for c in root.join(requested).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    if !lexical.starts_with(root) {
+        return Err(outside());
+    }
+    let canon = lexical
+        .canonicalize()
+        .map_err(|e| ApiError::invalid(format!("cannot open {}: {e}", lexical.display())))?;
+    if !canon.starts_with(root) {
+        return Err(outside());
     }
     Ok(canon)
+}
+
+/// The one reload that may open an index at a time: taken before the open, released when
+/// the open has finished (on its blocking thread), whether or not its client is still there.
+struct ReloadTurn(Arc<crate::limits::Limits>);
+
+impl ReloadTurn {
+    fn take(limits: &Arc<crate::limits::Limits>) -> Option<ReloadTurn> {
+        limits
+            .reload_busy
+            .compare_exchange(false, true, std::sync::atomic::Ordering::AcqRel, Relaxed)
+            .is_ok()
+            .then(|| ReloadTurn(limits.clone()))
+    }
+}
+
+impl Drop for ReloadTurn {
+    fn drop(&mut self) {
+        self.0
+            .reload_busy
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Set when the reload's handler is dropped (its client went away) before it swapped.
+struct Abandon(Arc<std::sync::atomic::AtomicBool>, bool);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.store(true, Relaxed);
+        }
+    }
 }
 
 async fn reload(State(app): State<Arc<App>>, req: Request) -> Response {
@@ -1476,8 +1502,6 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
     authorize(app, &req)?;
     let body = read_body(app, req).await?;
     let b: ReloadBody = serde_json::from_slice(&body).map_err(|e| json_error(e, &body))?;
-    // One reload at a time; searches go on meanwhile on the current index.
-    let _one = app.reload_lock.lock().await;
     let started = Instant::now();
     let opts = app.cfg.load;
     let dir = allowed_reload_path(app, &b.index)?;
@@ -1485,9 +1509,33 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
         Some(name) => app.slot(name)?,
         None => app.slots[0].clone(),
     };
-    let opened = tokio::task::spawn_blocking(move || Collection::open_any(&dir, &opts))
-        .await
-        .map_err(|e| ApiError::new(Code::Internal, format!("the index loader failed: {e}")))?;
+    // One reload opens an index at a time; searches go on meanwhile on the current one.
+    let Some(turn) = ReloadTurn::take(&app.limits) else {
+        return Err(ApiError::new(
+            Code::Conflict,
+            "another reload is opening an index; retry when it has finished",
+        ));
+    };
+    // If this handler is dropped (the client went away), the open still finishes on its
+    // thread (it cannot be interrupted) but its result is freed there, never swapped.
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut abandon = Abandon(gone.clone(), false);
+    let what = b.index.display().to_string();
+    let opened = tokio::task::spawn_blocking(move || {
+        let opened = Collection::open_any(&dir, &opts);
+        drop(turn);
+        if gone.load(Relaxed) {
+            tracing::info!(path = %what, "reload cancelled: its client went away; nothing swapped");
+            return None;
+        }
+        Some(opened)
+    })
+    .await
+    .map_err(|e| ApiError::new(Code::Internal, format!("the index loader failed: {e}")))?;
+    abandon.1 = true;
+    let Some(opened) = opened else {
+        return Err(ApiError::new(Code::Internal, "the reload was cancelled"));
+    };
     let coll = opened.map_err(|e| {
         ApiError::invalid(format!(
             "cannot open {} as an index or collection: {e}",

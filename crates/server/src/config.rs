@@ -253,6 +253,23 @@ pub struct ServeArgs {
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
     #[arg(long, value_name = "DIR")]
     pub reload_root: Option<PathBuf>,
+
+    /// Most connections open at once. Past it, new connections are answered by a minimal
+    /// responder: /health, /healthz, /ready and /readyz as usual, everything else 503
+    /// `overloaded` (Retry-After: 1), and closed.
+    #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    pub max_connections: usize,
+
+    /// Most bytes of requests being read or processed, over all connections (headers and
+    /// bodies, e.g. 64MiB). A request that would go past it gets 503 `overloaded` and its
+    /// connection is closed, so slow uploads cannot exhaust memory.
+    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
+    pub max_pending_bytes: u64,
+
+    /// Largest request head (request line and headers) in bytes; larger heads get 431
+    /// `headers_too_large`. At least 8192.
+    #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_HEADER_BYTES, value_name = "BYTES")]
+    pub max_header_bytes: usize,
 }
 
 /// What to serve as one collection.
@@ -330,6 +347,12 @@ pub struct ServerConfig {
     pub live: searchd_collection::live::LiveConfig,
     /// Largest body of a write request.
     pub write_body_limit: usize,
+    /// Connections open at once (`--max-connections`).
+    pub max_connections: usize,
+    /// Byte budget of requests being read (`--max-pending-bytes`).
+    pub max_pending_bytes: usize,
+    /// Largest request head (`--max-header-bytes`).
+    pub max_header_bytes: usize,
 }
 
 /// Default `--write-body-limit`: 64 MiB.
@@ -407,6 +430,9 @@ impl ServerConfig {
             cache: None,
             live: searchd_collection::live::LiveConfig::default(),
             write_body_limit: DEFAULT_WRITE_BODY_LIMIT,
+            max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
+            max_pending_bytes: crate::limits::DEFAULT_MAX_PENDING_BYTES,
+            max_header_bytes: crate::limits::DEFAULT_MAX_HEADER_BYTES,
         }
     }
 
@@ -551,6 +577,26 @@ impl ServerConfig {
         cfg.live.refresh_interval = Duration::from_millis(args.refresh_ms);
         cfg.live.optimizer_threads = args.optimizer_threads;
         cfg.write_body_limit = args.write_body_limit;
+        if args.max_connections == 0 {
+            return Err(ServerError::Config(
+                "--max-connections must be at least 1".into(),
+            ));
+        }
+        if args.max_header_bytes < 8192 {
+            return Err(ServerError::Config(format!(
+                "--max-header-bytes must be at least 8192, got {}",
+                args.max_header_bytes
+            )));
+        }
+        if (args.max_pending_bytes as u128) < args.body_limit as u128 {
+            return Err(ServerError::Config(format!(
+                "--max-pending-bytes ({}) must be at least --body-limit ({})",
+                args.max_pending_bytes, args.body_limit
+            )));
+        }
+        cfg.max_connections = args.max_connections;
+        cfg.max_pending_bytes = args.max_pending_bytes.min(usize::MAX as u64) as usize;
+        cfg.max_header_bytes = args.max_header_bytes;
         Ok(cfg)
     }
 }

@@ -52,14 +52,22 @@ pub enum Code {
     Overloaded,
     NotReady,
     DeadlineExceeded,
-    /// A write to a collection that is not open for writing (409).
+    /// 400: the request is not valid HTTP/1.1 (answered for hyper's parser).
+    BadRequest,
+    /// 414: the request target is too long.
+    UriTooLong,
+    /// 431: the request's headers are larger than `--max-header-bytes`.
+    HeadersTooLarge,
+    /// 409: the operation conflicts with one in progress (a second reload).
     Conflict,
+    /// 503: the server is shutting down.
+    ShuttingDown,
     /// The disk is full: the write was refused, nothing acknowledged before is lost (507).
     InsufficientStorage,
 }
 
 impl Code {
-    pub const ALL: [Code; 16] = [
+    pub const ALL: [Code; 20] = [
         Code::Ok,
         Code::InvalidJson,
         Code::InvalidArgument,
@@ -74,7 +82,11 @@ impl Code {
         Code::Overloaded,
         Code::NotReady,
         Code::DeadlineExceeded,
+        Code::BadRequest,
+        Code::UriTooLong,
+        Code::HeadersTooLarge,
         Code::Conflict,
+        Code::ShuttingDown,
         Code::InsufficientStorage,
     ];
 
@@ -94,7 +106,11 @@ impl Code {
             Code::Overloaded => "overloaded",
             Code::NotReady => "not_ready",
             Code::DeadlineExceeded => "deadline_exceeded",
+            Code::BadRequest => "bad_request",
+            Code::UriTooLong => "uri_too_long",
+            Code::HeadersTooLarge => "headers_too_large",
             Code::Conflict => "conflict",
+            Code::ShuttingDown => "shutting_down",
             Code::InsufficientStorage => "insufficient_storage",
         }
     }
@@ -102,7 +118,10 @@ impl Code {
     pub fn status(self) -> StatusCode {
         match self {
             Code::Ok => StatusCode::OK,
-            Code::InvalidJson | Code::InvalidArgument => StatusCode::BAD_REQUEST,
+            Code::InvalidJson | Code::InvalidArgument | Code::BadRequest => StatusCode::BAD_REQUEST,
+            Code::UriTooLong => StatusCode::URI_TOO_LONG,
+            Code::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Code::Conflict => StatusCode::CONFLICT,
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::Forbidden => StatusCode::FORBIDDEN,
             Code::NotFound => StatusCode::NOT_FOUND,
@@ -111,9 +130,10 @@ impl Code {
             Code::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Code::Overloaded | Code::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            Code::Overloaded | Code::NotReady | Code::ShuttingDown => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-            Code::Conflict => StatusCode::CONFLICT,
             Code::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
@@ -128,6 +148,8 @@ impl Code {
 pub struct ApiError {
     pub code: Code,
     pub message: String,
+    /// Close the connection after this reply (part of the request was not read).
+    pub close: bool,
 }
 
 impl ApiError {
@@ -135,7 +157,13 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            close: false,
         }
+    }
+    /// The same error, closing the connection after the reply.
+    pub fn closing(mut self) -> ApiError {
+        self.close = true;
+        self
     }
     pub fn invalid(message: impl Into<String>) -> ApiError {
         ApiError::new(Code::InvalidArgument, message)
@@ -160,8 +188,11 @@ impl IntoResponse for ApiError {
         let mut resp = (self.code.status(), body).into_response();
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, JSON);
+        if self.close {
+            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         match self.code {
-            Code::Overloaded | Code::NotReady => {
+            Code::Overloaded | Code::NotReady | Code::ShuttingDown => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             Code::BodyTooLarge | Code::RequestTimeout => {
@@ -179,4 +210,54 @@ impl IntoResponse for ApiError {
         resp.extensions_mut().insert(Tagged(self.code));
         resp
     }
+}
+
+impl Code {
+    /// The code of an error status raised outside our handlers (axum's extractors, the
+    /// router): the JSON body the contract promises for it.
+    pub(crate) fn of_status(status: StatusCode) -> Code {
+        match status.as_u16() {
+            400 | 422 => Code::InvalidArgument,
+            401 => Code::Unauthorized,
+            403 => Code::Forbidden,
+            404 => Code::NotFound,
+            405 => Code::MethodNotAllowed,
+            408 => Code::RequestTimeout,
+            409 => Code::Conflict,
+            413 => Code::BodyTooLarge,
+            414 => Code::UriTooLong,
+            415 => Code::UnsupportedMediaType,
+            431 => Code::HeadersTooLarge,
+            503 => Code::Overloaded,
+            504 => Code::DeadlineExceeded,
+            _ => Code::Internal,
+        }
+    }
+}
+
+/// A whole HTTP/1.1 reply with the JSON error body, closing the connection: written
+/// straight to a socket where there is no handler (hyper's own parse errors, refused
+/// connections).
+pub(crate) fn raw_reply(code: Code, message: &str) -> Vec<u8> {
+    let mut body = Vec::with_capacity(48 + message.len());
+    body.extend_from_slice(b"{\"error\":{\"code\":\"");
+    body.extend_from_slice(code.as_str().as_bytes());
+    body.extend_from_slice(b"\",\"message\":");
+    let _ = serde_json::to_writer(&mut body, message);
+    body.extend_from_slice(b"}}");
+    let status = code.status();
+    let mut out = Vec::with_capacity(body.len() + 160);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("Error").as_bytes());
+    out.extend_from_slice(b"\r\ncontent-type: application/json\r\nconnection: close\r\n");
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        out.extend_from_slice(b"retry-after: 1\r\n");
+    }
+    out.extend_from_slice(b"content-length: ");
+    out.extend_from_slice(body.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(&body);
+    out
 }

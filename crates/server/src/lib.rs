@@ -21,13 +21,18 @@
 //! - **Priorities**: `--io-nice N` lowers the I/O thread's scheduling priority below the
 //!   search pool's, so that on a saturated machine a flood of refused requests cannot take
 //!   the cores from admitted searches (default 0: unchanged).
-//! - **Deadlines**: each request's deadline is `--timeout-ms` after its headers arrived.
-//!   Time queued counts; a job whose deadline passed while it waited is not started; the
-//!   engine checks the deadline inside its search loop. Both answer `504
+//! - **Deadlines**: each request's deadline is `--timeout-ms` after its body has fully
+//!   arrived (upload time is bounded by `--read-timeout-ms` instead, so a slow upload is
+//!   not a 504). Time queued counts; a job whose deadline passed while it waited is not
+//!   started; the engine checks the deadline inside its search loop. Both answer `504
 //!   deadline_exceeded`. `--timeout-ms 0` therefore answers every search with 504.
 //! - **Reload**: `POST /admin/reload {"index": "DIR"}` opens DIR on a blocking thread beside
 //!   the current index and swaps an `ArcSwap`; in-flight searches finish on the old index,
-//!   which is freed by the last of them. The operator chooses the paths: the endpoint only
+//!   which is freed by the last of them. One reload opens an index at a time (a second
+//!   gets `409 conflict` at once); when the handler is dropped (its connection failed)
+//!   before the open finished, the opened index is freed without being swapped.
+//!   Relative paths are taken from `--reload-root`; paths outside it are 403 whether or
+//!   not they exist. The operator chooses the paths: the endpoint only
 //!   opens index directories (a path that is not one is refused with 400
 //!   `invalid_argument` and the engine's message) and no endpoint returns file contents.
 //!   With `--admin-token` (or `SEARCHD_ADMIN_TOKEN`) admin routes need `Authorization:
@@ -38,18 +43,33 @@
 //!   within the same time again (else 408 `request_timeout` and the connection closes). The
 //!   open-files soft limit is raised to the hard limit at start, so thousands of idle
 //!   connections do not starve the others.
+//! - **Before admission** (`limits.rs`): at most `--max-connections` connections (past it
+//!   a minimal responder answers probes and 503s the rest), and a byte budget
+//!   `--max-pending-bytes` over everything being read (request heads and bodies); a request
+//!   past it gets `503 overloaded` and its connection is closed. Request heads are at most
+//!   `--max-header-bytes` (431). A 413 drains a bounded part of the upload first. Clients
+//!   that half-close their socket after the request still get the answer (so a client
+//!   that closes its socket entirely is only noticed when the reply cannot be written).
+//! - **Errors of the HTTP layer**: hyper's own replies to unparsable requests (400, 414,
+//!   431) and axum's extractor rejections carry the contract's JSON error body too
+//!   (`bad_request`, `uri_too_long`, `headers_too_large`, ...).
+//! - **Shutdown**: after SIGTERM, requests still receiving their body are answered `503
+//!   shutting_down` after a 0.5 s grace; in-flight searches finish (up to the drain
+//!   timeout).
 //! - **`{"id": N}`** ("more like this") searches with the stored vector of N and leaves N
 //!   itself out of the hits (it would always be first with the best possible score); other
 //!   rows with an identical vector are still returned.
 //! - **`took_us`** is the time from the arrival of the request's headers to the reply,
 //!   queueing included.
 //!
-//! Errors beyond the contract's table (added, none renamed): 401 `unauthorized`, 403
-//! `forbidden`, 408 `request_timeout`, 500 `internal`, 503 `not_ready` (a search before the
-//! index is loaded; has `Retry-After`).
+//! Errors beyond the contract's table (added, none renamed): 400 `bad_request` (not
+//! HTTP), 401 `unauthorized`, 403 `forbidden`, 408 `request_timeout`, 409 `conflict` (a
+//! reload while another opens), 414 `uri_too_long`, 431 `headers_too_large`, 500
+//! `internal`, 503 `not_ready` (a search before the index is loaded; has `Retry-After`),
+//! 503 `shutting_down`.
 //!
 //! `/stats` `requests` counts every answered request except those to `/health`, `/ready`,
-//! `/stats` and `/metrics`; `latency_ms` and `qps_1m` are over successful searches of the
+//! `/stats` and `/metrics` (and their `/healthz`, `/readyz` aliases); `latency_ms` and `qps_1m` are over successful searches of the
 //! last 60 s. `/metrics` is OpenMetrics text (which Prometheus reads) and is produced from
 //! the same counters.
 
@@ -57,9 +77,11 @@ mod api;
 pub mod backend;
 mod cache;
 mod config;
+mod conn;
 mod embedq;
 mod error;
 mod es;
+mod limits;
 mod net;
 mod pool;
 mod reads;
@@ -91,6 +113,10 @@ pub use config::{
     DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
 };
 pub use error::{Code, ServerError};
+pub use limits::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_PENDING_BYTES, DRAIN_MAX,
+    SHUTDOWN_BODY_GRACE,
+};
 pub use net::{raise_nofile_limit, renice_current_thread};
 
 /// User + system CPU seconds of this process so far (from /proc/self/stat).
@@ -129,6 +155,7 @@ where
     if let Err(e) = raise_nofile_limit() {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
+    limits::tune_allocator();
     let addr = listener.local_addr()?;
     let pool = Arc::new(
         pool::Pool::start(config.threads, config.search_delay).map_err(ServerError::Runtime)?,
@@ -193,7 +220,11 @@ where
         embedder,
         reranker: config.reranker.clone().map(rerank::Reranker::new),
         stats: stats::Stats::new(),
-        reload_lock: tokio::sync::Mutex::new(()),
+        limits: limits::Limits::new(
+            config.max_connections,
+            config.max_pending_bytes,
+            config.max_header_bytes,
+        ),
         cache: config
             .cache
             .map(|(bytes, ttl)| cache::ResponseCache::new(bytes, ttl)),
@@ -215,31 +246,16 @@ where
             match loaded {
                 Ok(Ok((backends, queries))) => {
                     app.queries.store(queries.clone());
+                    let mut served = Vec::new();
                     for (slot, backend) in app.slots.iter().zip(backends) {
-                        let info = backend.info();
-                        tracing::info!(
-                            %addr,
-                            collection = %slot.name,
-                            kind = %info["kind"],
-                            docs = info["docs"].as_u64().unwrap_or(0),
-                            dim = info["dim"].as_u64().unwrap_or(0),
-                            metric = %info["metric"],
-                            bytes = info["bytes"].as_u64().unwrap_or(0),
-                            path = %info["path"],
-                            "collection ready"
-                        );
+                        let line = describe(&slot.name, &backend.info());
+                        tracing::info!("opened {line}");
+                        served.push(line);
                         slot.backend.store(Some(Arc::new(backend)));
                     }
                     tracing::info!(
-                        %addr,
-                        queries = queries.as_ref().map_or(0, |q| q.n()),
-                        threads = app.cfg.threads,
-                        max_inflight = app.cfg.max_inflight,
-                        queue = app.cfg.queue,
-                        timeout_ms = app.cfg.timeout.as_millis() as u64,
-                        ef = app.cfg.ef,
-                        text = app.embedder.is_some(),
-                        "searchd ready"
+                        "{}",
+                        ready_line(&app, addr, &served, queries.as_ref().map(|q| q.n()))
                     );
                 }
                 Ok(Err(e)) => {
@@ -251,7 +267,10 @@ where
             }
         });
     }
-    tracing::info!(%addr, "searchd listening");
+    tracing::info!(
+        "bound {addr}; opening {} (GET /health answers now, /ready once it is open)",
+        plural(app.slots.len(), "collection")
+    );
 
     let mut failed: Option<ServerError> = None;
     let failed_ref = &mut failed;
@@ -288,6 +307,73 @@ where
 }
 
 type Loaded = (Vec<Box<dyn SearchBackend>>, Option<Arc<Vectors>>);
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// `NAME (KIND, N docs x DIM, METRIC, SIZE, PATH)` from a backend's info, for the logs.
+fn describe(name: &str, info: &serde_json::Value) -> String {
+    let s = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "?".into(),
+        other => other.to_string(),
+    };
+    let index = if info["index"].is_object() {
+        &info["index"]
+    } else {
+        info
+    };
+    let mb = info["bytes"].as_u64().unwrap_or(0) as f64 / (1024.0 * 1024.0);
+    format!(
+        "{name} ({} {}, {} docs x {} dims, {}, {mb:.1} MiB, {})",
+        s(&info["kind"]),
+        s(&index["kind"]),
+        info["docs"].as_u64().or(info["n"].as_u64()).unwrap_or(0),
+        info["dim"].as_u64().or(index["dim"].as_u64()).unwrap_or(0),
+        s(if info["metric"].is_null() {
+            &index["metric"]
+        } else {
+            &info["metric"]
+        }),
+        s(&info["path"]),
+    )
+}
+
+/// The one line that says the server is serving: where, what, and its limits.
+fn ready_line(
+    app: &api::App,
+    addr: std::net::SocketAddr,
+    served: &[String],
+    queries: Option<usize>,
+) -> String {
+    let c = &app.cfg;
+    let mut extra = format!(
+        "{} search threads, {} in flight + {} queued, {} ms deadline, ef {}, {} connections, {} MiB pending",
+        c.threads,
+        c.max_inflight,
+        c.queue,
+        c.timeout.as_millis(),
+        c.ef,
+        app.limits.max_connections,
+        app.limits.max_pending >> 20,
+    );
+    if let Some(n) = queries {
+        extra.push_str(&format!(", {n} query rows"));
+    }
+    if app.embedder.is_some() {
+        extra.push_str(", text queries on");
+    }
+    format!(
+        "ready: listening on http://{addr}, serving {}: {} ({extra})",
+        plural(served.len(), "collection"),
+        served.join("; ")
+    )
+}
 
 /// Check that a collection was embedded by the server's model (text queries would be
 /// meaningless otherwise). Collections without a model record (vectors given) pass.

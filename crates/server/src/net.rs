@@ -1,6 +1,7 @@
-//! The accept loop: one hyper HTTP/1.1 connection task per client, header read timeout,
-//! per-request bookkeeping (arrival time, peer, counting, debug log), panic guard, and
-//! graceful shutdown.
+//! The accept loop: one hyper HTTP/1.1 connection task per client (on a [`Metered`]
+//! socket), the connection cap and its minimal responder, header read timeout, per-request
+//! bookkeeping (arrival time, peer, counting by code and by route, debug log), JSON bodies
+//! for errors made outside our handlers, panic guard, and graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -10,10 +11,14 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use axum::extract::ConnectInfo;
-use axum::http::{Request, Response};
+use std::sync::atomic::Ordering::Relaxed;
+
+use axum::extract::{ConnectInfo, MatchedPath};
+use axum::http::{Method, Request, Response, StatusCode};
+use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::Router;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -21,7 +26,9 @@ use tokio::net::TcpListener;
 use tower::Service;
 
 use crate::api::{App, Arrival};
+use crate::conn::{ConnState, Metered};
 use crate::error::{ApiError, Code, Tagged};
+use crate::limits::{Limits, OVERFLOW_MAX};
 
 /// Which routes count in `/stats` `requests` (the observability endpoints do not, so
 /// polling them does not change what they report).
@@ -35,9 +42,51 @@ enum Kind {
 fn kind(path: &str) -> Kind {
     match path {
         "/search" => Kind::Search,
-        "/health" | "/ready" | "/stats" | "/metrics" => Kind::Observe,
+        "/health" | "/healthz" | "/ready" | "/readyz" | "/stats" | "/metrics" => Kind::Observe,
         _ => Kind::Counted,
     }
+}
+
+/// The route template a request matched (`/collections/{name}/search`), carried from the
+/// router to the response so metrics are labelled by route, never by raw path.
+#[derive(Clone)]
+pub(crate) struct RouteLabel(pub MatchedPath);
+
+async fn label_route(req: Request<axum::body::Body>, next: Next) -> Response<axum::body::Body> {
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let mut resp = next.run(req).await;
+    if let Some(m) = matched {
+        resp.extensions_mut().insert(RouteLabel(m));
+    }
+    resp
+}
+
+/// An error reply made outside our handlers (axum's extractors: bad path parameters, ...)
+/// becomes the contract's JSON error with the same status.
+async fn as_json_error(resp: Response<axum::body::Body>) -> Response<axum::body::Body> {
+    let status = resp.status();
+    let label = resp.extensions().get::<RouteLabel>().cloned();
+    let text = match http_body_util::Limited::new(resp.into_body(), 4096)
+        .collect()
+        .await
+    {
+        Ok(b) => String::from_utf8_lossy(&b.to_bytes()).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_ascii_lowercase()
+    } else {
+        text
+    };
+    let mut r = ApiError::new(Code::of_status(status), message).into_response();
+    *r.status_mut() = status;
+    if let Some(l) = label {
+        r.extensions_mut().insert(l);
+    }
+    r
 }
 
 /// Answer one request: route it, never let a panic escape, count it, log it.
@@ -45,9 +94,11 @@ async fn handle(
     app: Arc<App>,
     router: Router,
     peer: SocketAddr,
+    conn: Arc<ConnState>,
     mut req: Request<Incoming>,
 ) -> Result<Response<axum::body::Body>, Infallible> {
     let arrival = Instant::now();
+    conn.enter(&app.limits);
     req.extensions_mut().insert(Arrival(arrival));
     req.extensions_mut().insert(ConnectInfo(peer));
     let k = kind(req.uri().path());
@@ -64,7 +115,8 @@ async fn handle(
             },
         )
         .await;
-    let resp = match result {
+    drop(fut);
+    let mut resp = match result {
         Ok(Ok(r)) => r,
         Ok(Err(never)) => match never {},
         Err(()) => {
@@ -72,6 +124,9 @@ async fn handle(
             ApiError::new(Code::Internal, "internal error").into_response()
         }
     };
+    if resp.extensions().get::<Tagged>().is_none() && !resp.status().is_success() {
+        resp = as_json_error(resp).await;
+    }
     let code = resp.extensions().get::<Tagged>().map_or_else(
         || {
             if resp.status().is_success() {
@@ -89,6 +144,11 @@ async fn handle(
     if k == Kind::Search {
         app.stats.record_search(code, arrival, took);
     }
+    let route = resp
+        .extensions()
+        .get::<RouteLabel>()
+        .map_or("unmatched", |r| r.0.as_str());
+    app.stats.record_http(route, resp.status().as_u16(), took);
     if let Some((method, uri)) = what {
         tracing::debug!(
             %peer,
@@ -100,11 +160,48 @@ async fn handle(
             "request"
         );
     }
+    conn.leave();
     Ok(resp)
 }
 
+/// A connection past `--max-connections`: probes are answered, everything else is 503.
+async fn overflow(
+    app: Arc<App>,
+    req: Request<Incoming>,
+) -> Result<Response<axum::body::Body>, Infallible> {
+    let probe = matches!(*req.method(), Method::GET | Method::HEAD);
+    let resp = match req.uri().path() {
+        "/health" | "/healthz" if probe => {
+            crate::api::json_response(StatusCode::OK, b"{\"status\":\"ok\"}".to_vec())
+        }
+        "/ready" | "/readyz" if probe => {
+            if app.slots.iter().all(|s| s.backend.load().is_some()) {
+                crate::api::json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
+            } else {
+                ApiError::new(Code::NotReady, "the index is still loading").into_response()
+            }
+        }
+        _ => app.limits.over_connections().into_response(),
+    };
+    Ok(resp)
+}
+
+/// One connection's place under `--max-connections` (or among the overflow ones).
+struct Place(Arc<Limits>, bool);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.overflow.fetch_sub(1, Relaxed);
+        } else {
+            self.0.open.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
 /// Accept connections until `shutdown` resolves, then stop accepting, let in-flight
-/// requests finish (idle keep-alive connections are closed), and return.
+/// requests finish (idle keep-alive connections are closed, uploads still arriving are
+/// cut after [`crate::limits::SHUTDOWN_BODY_GRACE`]), and return.
 pub(crate) async fn accept_loop<F: Future>(
     app: Arc<App>,
     listener: TcpListener,
@@ -119,15 +216,40 @@ pub(crate) async fn accept_loop<F: Future>(
             tracing::warn!("cannot lower the I/O thread's priority: {e}");
         }
     }
-    let router = crate::api::router(app.clone());
+    let limits = app.limits.clone();
+    let router =
+        crate::api::router(app.clone()).route_layer(axum::middleware::from_fn(label_route));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
+    // half_close: a client that shuts down its sending side after the request
+    // (shutdown(SHUT_WR)) still gets its answer.
     http.timer(TokioTimer::new())
         .header_read_timeout(read_timeout)
+        .max_buf_size(limits.max_header)
+        .half_close(true)
         .keep_alive(true);
     let http = Arc::new(http);
+    let mut small = hyper::server::conn::http1::Builder::new();
+    small
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(1).min(read_timeout))
+        .max_buf_size(8192)
+        .keep_alive(false);
+    let small = Arc::new(small);
+    {
+        // Give memory back after bursts.
+        let limits = limits.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                limits.maybe_trim();
+            }
+        });
+    }
     let mut shutdown = std::pin::pin!(shutdown);
     let mut last_accept_warning: Option<Instant> = None;
+    let mut last_cap_warning: Option<Instant> = None;
     loop {
         let accepted = tokio::select! {
             biased;
@@ -148,19 +270,50 @@ pub(crate) async fn accept_loop<F: Future>(
             }
         };
         let _ = stream.set_nodelay(true);
+        if limits.open.fetch_add(1, Relaxed) >= limits.max_connections {
+            limits.open.fetch_sub(1, Relaxed);
+            limits.refused_connections.fetch_add(1, Relaxed);
+            if last_cap_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    "connection cap reached: new connections get 503 (probes are still answered)"
+                );
+                last_cap_warning = Some(Instant::now());
+            }
+            if limits.overflow.fetch_add(1, Relaxed) >= OVERFLOW_MAX {
+                limits.overflow.fetch_sub(1, Relaxed);
+                drop(stream);
+                continue;
+            }
+            let place = Place(limits.clone(), true);
+            let app = app.clone();
+            let svc = hyper::service::service_fn(move |req| overflow(app.clone(), req));
+            let conn = small.serve_connection(TokioIo::new(stream), svc);
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop(place);
+            });
+            continue;
+        }
+        let place = Place(limits.clone(), false);
+        let state = Arc::new(ConnState::default());
+        let io = Metered::new(stream, state.clone(), limits.clone(), app.stats.clone());
         let app = app.clone();
         let router = router.clone();
-        let svc =
-            hyper::service::service_fn(move |req| handle(app.clone(), router.clone(), peer, req));
-        let conn = http.serve_connection(TokioIo::new(stream), svc);
+        let svc = hyper::service::service_fn(move |req| {
+            handle(app.clone(), router.clone(), peer, state.clone(), req)
+        });
+        let conn = http.serve_connection(TokioIo::new(io), svc);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::trace!(%peer, "connection ended: {e}");
             }
+            drop(place);
         });
     }
     drop(listener);
+    limits.begin_shutdown();
     let open = graceful.count();
     tracing::info!(
         open_connections = open,

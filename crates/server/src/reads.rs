@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use crate::api::{
-    arrival_of, backend_error, int_in, json_error, json_response, overloaded, parse_fields,
-    read_body, write_facets, write_id, App, Slot, DEFAULT_FACET_SIZE, MAX_FACET_SIZE,
+    backend_error, int_in, json_error, json_response, overloaded, parse_fields, read_body,
+    write_facets, write_id, App, Slot, DEFAULT_FACET_SIZE, MAX_FACET_SIZE,
 };
 use crate::backend::{
     FacetSpec, FieldsWanted, ReadOutput, ReadRequest, SearchBackend, MAX_RESULT_WINDOW,
@@ -135,7 +135,8 @@ pub(crate) fn read_request(app: &App, arrival: Instant) -> ReadRequest {
     }
 }
 
-/// A collection read route: slot, arrival, body, then the cache around `f`. With
+/// A collection read route: slot, body, then the cache around `f` (whose `Instant` is when
+/// the body had arrived). With
 /// `body_optional` a request without a body (Elasticsearch clients send GET without one)
 /// reads as an empty body instead of a missing Content-Type.
 pub(crate) async fn read_route<F, Fut>(
@@ -154,7 +155,6 @@ where
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    let arrival = arrival_of(&req);
     let uri = req.uri().clone();
     let has_body = req
         .headers()
@@ -171,6 +171,9 @@ where
             Err(e) => return e.into_response(),
         }
     };
+    // Deadlines (and the reported times) start when the body has arrived: upload time is
+    // bounded by the read timeout, not the search deadline.
+    let arrival = Instant::now();
     let app2 = app.clone();
     let slot2 = slot.clone();
     let body2 = body.clone();

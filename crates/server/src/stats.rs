@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram as PromHistogram;
@@ -121,7 +121,18 @@ pub(crate) struct Stats {
     stage_seconds: [PromHistogram; Stage::ALL.len()],
     /// The last minute of each stage's times, for `/stats`.
     stage_window: [Mutex<Window>; Stage::ALL.len()],
+    /// Every answer by route template and status (`searchd_http_requests_total`).
+    http_requests: HttpCounters,
+    /// Every answer's latency by route template (`searchd_http_request_duration_seconds`).
+    http_seconds: RouteHistograms,
     pub registry: Registry,
+}
+
+type HttpCounters = Family<Vec<(&'static str, String)>, Counter>;
+type RouteHistograms = Family<Vec<(&'static str, String)>, PromHistogram, fn() -> PromHistogram>;
+
+fn http_histogram() -> PromHistogram {
+    PromHistogram::new(STAGE_BUCKETS)
 }
 
 /// `/stats` `latency_ms`.
@@ -150,6 +161,18 @@ impl Stats {
             "Time spent in one stage of a search (embed, dense, lexical, fuse, rerank)",
             stage_seconds.clone(),
         );
+        let http_requests = HttpCounters::default();
+        registry.register(
+            "searchd_http_requests",
+            "Answered HTTP requests by route template (unmatched: no route) and status, every route",
+            http_requests.clone(),
+        );
+        let http_seconds: RouteHistograms = Family::new_with_constructor(http_histogram);
+        registry.register(
+            "searchd_http_request_duration_seconds",
+            "Time from a request's headers to its reply, by route template",
+            http_seconds.clone(),
+        );
         let stage_seconds = Stage::ALL.map(|st| {
             stage_seconds
                 .get_or_create(&vec![("stage".to_string(), st.name().to_string())])
@@ -163,6 +186,8 @@ impl Stats {
             search_seconds,
             stage_seconds,
             stage_window: std::array::from_fn(|_| Mutex::new(Window::new())),
+            http_requests,
+            http_seconds,
             registry,
         })
     }
@@ -187,6 +212,20 @@ impl Stats {
             let second = arrival.saturating_duration_since(self.started).as_secs();
             self.window.lock().record(second, took.as_micros() as u64);
         }
+    }
+
+    /// Count one answer by route template and status, and its latency by route.
+    pub fn record_http(&self, route: &str, status: u16, took: Duration) {
+        let mut s = itoa::Buffer::new();
+        self.http_requests
+            .get_or_create(&vec![
+                ("route", route.to_string()),
+                ("status", s.format(status).to_string()),
+            ])
+            .inc();
+        self.http_seconds
+            .get_or_create(&vec![("route", route.to_string())])
+            .observe(took.as_secs_f64());
     }
 
     /// Record the time one stage of a search took.
@@ -253,7 +292,7 @@ impl Stats {
             t.total += v;
             match c {
                 Code::Ok => t.ok += v,
-                Code::Overloaded => t.rejected += v,
+                Code::Overloaded | Code::ShuttingDown => t.rejected += v,
                 Code::DeadlineExceeded => t.timeouts += v,
                 Code::Internal => t.server_errors += v,
                 Code::NotReady => t.not_ready += v,
@@ -338,6 +377,7 @@ pub(crate) fn render_metrics(
     stats: &Stats,
     inflight: usize,
     queued: usize,
+    limits: &crate::limits::Limits,
     index: IndexFigures,
     cache: Option<CacheFigures>,
 ) -> String {
@@ -346,7 +386,7 @@ pub(crate) fn render_metrics(
         tracing::warn!("cannot encode metrics: {e}");
     }
     let mut extra = String::with_capacity(4096);
-    let r = encode_live(stats, inflight, queued, index, cache, &mut extra);
+    let r = encode_live(stats, inflight, queued, limits, index, cache, &mut extra);
     if let Err(e) = r {
         tracing::warn!("cannot encode metrics: {e}");
     }
@@ -359,6 +399,7 @@ fn encode_live(
     stats: &Stats,
     inflight: usize,
     queued: usize,
+    limits: &crate::limits::Limits,
     index: IndexFigures,
     cache: Option<CacheFigures>,
     out: &mut String,
@@ -375,6 +416,10 @@ fn encode_live(
         uptime: f64,
         process: ProcessStats,
         cache: Option<CacheFigures>,
+        /// Open connections, overflow connections, pending bytes, budget, cap.
+        conns: [u64; 5],
+        /// Refused connections, requests refused for the budget, heap trims.
+        refused: [u64; 3],
     }
     impl prometheus_client::collector::Collector for Live {
         fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -392,6 +437,51 @@ fn encode_live(
                     ConstCounter::new(*v).encode(fam)?;
                 }
             }
+            {
+                let g = ConstGauge::new(1i64);
+                let mut m = enc.encode_descriptor(
+                    "searchd_build_info",
+                    "Always 1; the labels say which build is running",
+                    None,
+                    g.metric_type(),
+                )?;
+                let labels = [
+                    ("version", env!("CARGO_PKG_VERSION")),
+                    ("arch", std::env::consts::ARCH),
+                    ("os", std::env::consts::OS),
+                    (
+                        "profile",
+                        if cfg!(debug_assertions) {
+                            "debug"
+                        } else {
+                            "release"
+                        },
+                    ),
+                ];
+                let fam = m.encode_family(&labels)?;
+                g.encode(fam)?;
+            }
+            for (name, help, v) in [
+                (
+                    "searchd_refused_connections",
+                    "Connections over --max-connections (answered by the minimal responder or closed)",
+                    self.refused[0],
+                ),
+                (
+                    "searchd_refused_over_budget",
+                    "Requests refused with 503 because --max-pending-bytes was spent",
+                    self.refused[1],
+                ),
+                (
+                    "searchd_heap_trims",
+                    "Times freed heap memory was returned to the kernel after a burst",
+                    self.refused[2],
+                ),
+            ] {
+                let c = ConstCounter::new(v);
+                let m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+                c.encode(m)?;
+            }
             let mut gauge = |name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
                 let g = ConstGauge::new(v);
                 let m = enc.encode_descriptor(name, help, None, g.metric_type())?;
@@ -407,6 +497,15 @@ fn encode_live(
                 "Searches waiting for admission",
                 self.queued as f64,
             )?;
+            for (name, help, v) in [
+                ("searchd_open_connections", "Connections open (under --max-connections)", self.conns[0]),
+                ("searchd_overflow_connections", "Connections over the cap being answered 503", self.conns[1]),
+                ("searchd_pending_request_bytes", "Bytes of requests being read or processed (the --max-pending-bytes budget in use)", self.conns[2]),
+                ("searchd_max_pending_request_bytes", "The --max-pending-bytes budget", self.conns[3]),
+                ("searchd_max_connections", "The --max-connections cap", self.conns[4]),
+            ] {
+                gauge(name, help, v as f64)?;
+            }
             gauge(
                 "searchd_index_loaded",
                 "1 once an index is loaded",
@@ -508,6 +607,18 @@ fn encode_live(
         uptime: stats.uptime().as_secs_f64(),
         process: process_stats(),
         cache,
+        conns: [
+            limits.open.load(Relaxed) as u64,
+            limits.overflow.load(Relaxed) as u64,
+            limits.pending() as u64,
+            limits.max_pending as u64,
+            limits.max_connections as u64,
+        ],
+        refused: [
+            limits.refused_connections.load(Relaxed),
+            limits.refused_budget.load(Relaxed),
+            limits.trims.load(Relaxed),
+        ],
     };
     let mut reg = Registry::default();
     reg.register_collector(Box::new(live));

@@ -1,0 +1,378 @@
+//! What the server holds before admission: a global byte budget for requests being read
+//! (headers and bodies, over all connections), the connection cap, the body reader that
+//! enforces both with the body limit and the read timeout, the bounded drain behind a 413,
+//! the abort of stalled uploads at shutdown, and returning freed memory after bursts.
+//!
+//! - **Budget** (`--max-pending-bytes`): every byte read from a connection while it has no
+//!   request in a handler (headers, and whatever hyper read ahead) is reserved until the
+//!   handler starts; a body reserves its declared `Content-Length` before it is read (or
+//!   each chunk as it arrives when none is declared), and keeps the reservation while the
+//!   request is processed (the `Bytes` own it). The first 16 KiB of each request may use
+//!   the whole budget, the rest only three quarters of it, so big uploads leave room for
+//!   small requests. A request that cannot reserve gets `503
+//!   overloaded` with `Retry-After: 1` and the connection is closed; so many slow uploads
+//!   cannot hold more than the budget, whatever their number.
+//! - **Connections** (`--max-connections`): past the cap, a connection is served by a
+//!   minimal HTTP/1.1 responder (no keep-alive, 8 KiB header buffer, 1 s header timeout)
+//!   that answers `/health`, `/healthz`, `/ready`, `/readyz` normally and everything else
+//!   `503 overloaded`; at most [`OVERFLOW_MAX`] such connections at once, beyond which new
+//!   connections are closed as soon as they are accepted. Probes keep working at the cap.
+//! - **413** (`--body-limit`): the server reads and discards up to [`DRAIN_MAX`] bytes of the
+//!   rest of the upload (for at most [`DRAIN_TIME`]) before answering, so a client that sends
+//!   its whole body before reading (Python `requests`, curl without `Expect`) sees the 413,
+//!   not a broken pipe; a larger upload is cut at once. A client that sent `Expect:
+//!   100-continue` gets the 413 without sending its body.
+//! - **Shutdown**: [`SHUTDOWN_BODY_GRACE`] after SIGTERM, requests still reading their body are
+//!   answered `503 shutting_down` and their connections closed, so the drain does not wait
+//!   for stalled uploads.
+//! - **Memory after bursts**: large body buffers are always `mmap`ped (glibc's
+//!   `M_MMAP_THRESHOLD` is pinned at 256 KiB, which stops its dynamic threshold from moving
+//!   them into the heap), and after a burst (the budget's peak was large and is back near
+//!   zero) `malloc_trim(0)` returns freed heap pages to the kernel.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::header;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+
+use crate::api::App;
+use crate::error::{ApiError, Code};
+
+/// Default `--max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default `--max-pending-bytes` (64 MiB).
+pub const DEFAULT_MAX_PENDING_BYTES: usize = 64 << 20;
+/// Default `--max-header-bytes` (64 KiB): hyper's read buffer, so the largest request head.
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
+/// Bytes of one request that may use the whole byte budget (the rest may use three
+/// quarters of it).
+pub const SMALL_REQUEST: usize = 16 << 10;
+/// Connections past `--max-connections` answered by the minimal responder at once.
+pub const OVERFLOW_MAX: usize = 256;
+/// Most bytes of an oversized upload read and discarded before its 413.
+pub const DRAIN_MAX: u64 = 8 << 20;
+/// Longest time spent discarding an oversized upload before its 413.
+pub const DRAIN_TIME: Duration = Duration::from_secs(2);
+/// After the shutdown signal, how long a request may still take to receive its body.
+pub const SHUTDOWN_BODY_GRACE: Duration = Duration::from_millis(500);
+
+/// Budget and connection counters shared by the accept loop, the connections and the body
+/// reader.
+pub(crate) struct Limits {
+    pub max_connections: usize,
+    pub max_pending: usize,
+    pub max_header: usize,
+    pending: AtomicUsize,
+    /// Highest `pending` since the last trim.
+    peak: AtomicUsize,
+    pub open: AtomicUsize,
+    pub overflow: AtomicUsize,
+    /// Connections answered by the minimal responder or closed at once (over the cap).
+    pub refused_connections: AtomicU64,
+    /// Requests refused because the byte budget was spent.
+    pub refused_budget: AtomicU64,
+    pub trims: AtomicU64,
+    /// Closed connections still reading off what their client sends (`conn::linger`).
+    pub lingering: AtomicUsize,
+    stopping: tokio::sync::watch::Sender<bool>,
+    pub reload_busy: AtomicBool,
+}
+
+impl Limits {
+    pub fn new(max_connections: usize, max_pending: usize, max_header: usize) -> Arc<Limits> {
+        Arc::new(Limits {
+            max_connections: max_connections.max(1),
+            max_pending: max_pending.max(1),
+            max_header: max_header.max(8192),
+            pending: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            overflow: AtomicUsize::new(0),
+            refused_connections: AtomicU64::new(0),
+            refused_budget: AtomicU64::new(0),
+            trims: AtomicU64::new(0),
+            lingering: AtomicUsize::new(0),
+            stopping: tokio::sync::watch::channel(false).0,
+            reload_busy: AtomicBool::new(false),
+        })
+    }
+
+    /// Bytes of requests being read (or held by handlers) now.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Relaxed)
+    }
+
+    /// Take `n` more bytes of the budget for a request that then holds `total` bytes, or
+    /// refuse (and count the refusal). The first [`SMALL_REQUEST`] bytes of each request
+    /// may use the whole budget; bytes beyond that only its first three quarters, so
+    /// large or slow uploads cannot take the room small requests (searches, probes) need.
+    pub fn try_reserve(&self, n: usize, total: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let ceiling = if total <= SMALL_REQUEST {
+            self.max_pending
+        } else {
+            self.max_pending / 4 * 3
+        };
+        let ok = self
+            .pending
+            .fetch_update(Relaxed, Relaxed, |p| {
+                let next = p.checked_add(n)?;
+                (next <= ceiling).then_some(next)
+            })
+            .map(|prev| self.peak.fetch_max(prev + n, Relaxed))
+            .is_ok();
+        if !ok {
+            self.refused_budget.fetch_add(1, Relaxed);
+        }
+        ok
+    }
+
+    pub fn release(&self, n: usize) {
+        if n > 0 {
+            self.pending.fetch_sub(n, Relaxed);
+        }
+    }
+
+    /// The shutdown signal has been given.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves [`SHUTDOWN_BODY_GRACE`] after the shutdown signal.
+    async fn aborted(&self) {
+        let mut rx = self.stopping.subscribe();
+        if rx.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(SHUTDOWN_BODY_GRACE).await;
+    }
+
+    /// The 503 of a request that could not reserve its bytes.
+    pub fn over_budget(&self) -> ApiError {
+        ApiError::new(
+            Code::Overloaded,
+            format!(
+                "the server is holding its maximum of {} bytes of requests being read (serve --max-pending-bytes); retry later",
+                self.max_pending
+            ),
+        )
+        .closing()
+    }
+
+    /// The 503 of a connection over `--max-connections`.
+    pub fn over_connections(&self) -> ApiError {
+        ApiError::new(
+            Code::Overloaded,
+            format!(
+                "the server has its maximum of {} connections open (serve --max-connections); retry later",
+                self.max_connections
+            ),
+        )
+        .closing()
+    }
+
+    /// After a burst (the budget's peak since the last trim was at least 4 MiB and the
+    /// budget is now nearly empty), give freed heap memory back to the kernel.
+    pub fn maybe_trim(self: &Arc<Self>) {
+        let peak = self.peak.load(Relaxed);
+        if heap_tuning() && peak >= 4 << 20 && self.pending() <= 256 << 10 {
+            self.peak.store(self.pending(), Relaxed);
+            self.trims.fetch_add(1, Relaxed);
+            tokio::task::spawn_blocking(trim_heap);
+        }
+    }
+}
+
+/// Pin glibc's mmap threshold (large body buffers then go back to the kernel when freed,
+/// instead of fragmenting the heap once the dynamic threshold has grown). Process-wide;
+/// called once when a server starts.
+pub(crate) fn tune_allocator() {
+    if !heap_tuning() {
+        return;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
+}
+
+/// The mmap threshold and the trims are on unless `SEARCHD_NO_HEAP_TUNING` is set (a
+/// measurement aid: `bench/trickle_abuse.py` compares both).
+fn heap_tuning() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SEARCHD_NO_HEAP_TUNING").is_none())
+}
+
+/// Return free heap pages to the kernel.
+pub(crate) fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// A part of the budget, given back when dropped.
+pub(crate) struct Reservation {
+    limits: Arc<Limits>,
+    n: usize,
+}
+
+impl Reservation {
+    fn take(limits: &Arc<Limits>, n: usize) -> Option<Reservation> {
+        limits.try_reserve(n, n).then(|| Reservation {
+            limits: limits.clone(),
+            n,
+        })
+    }
+    /// Hold at least `total` bytes.
+    fn grow_to(&mut self, total: usize) -> bool {
+        if total <= self.n {
+            return true;
+        }
+        if self.limits.try_reserve(total - self.n, total) {
+            self.n = total;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.limits.release(self.n);
+    }
+}
+
+/// A body and its part of the budget: the bytes count until the last clone is dropped.
+struct Held {
+    buf: Vec<u8>,
+    _r: Reservation,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+/// Read the whole body of `req` under the body limit, the read timeout, the byte budget and
+/// the shutdown grace (the content type was checked by the caller).
+pub(crate) async fn read_body(
+    app: &App,
+    req: Request,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let limits = &app.limits;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let expects_continue = req
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let mut body = req.into_body();
+    let too_large = || {
+        ApiError::new(
+            Code::BodyTooLarge,
+            format!(
+                "the request body is larger than the limit of {limit} bytes (serve --body-limit; --write-body-limit for writes)"
+            ),
+        )
+        .closing()
+    };
+    if let Some(len) = declared {
+        if len > limit as u64 {
+            // Nothing read yet: a client waiting for 100 Continue sends nothing more; one
+            // that is already sending gets its upload drained (within bounds) first.
+            if !expects_continue && len <= DRAIN_MAX {
+                drain(&mut body, DRAIN_MAX).await;
+            }
+            return Err(too_large());
+        }
+    }
+    let Some(mut held) = Reservation::take(limits, declared.unwrap_or(0) as usize) else {
+        return Err(limits.over_budget());
+    };
+    let mut buf: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    let timeout = tokio::time::sleep(app.cfg.read_timeout);
+    let aborted = limits.aborted();
+    tokio::pin!(timeout, aborted);
+    loop {
+        let frame = tokio::select! {
+            biased;
+            f = body.frame() => f,
+            _ = &mut timeout => {
+                return Err(ApiError::new(
+                    Code::RequestTimeout,
+                    format!(
+                        "the request body did not arrive within {} ms (serve --read-timeout-ms)",
+                        app.cfg.read_timeout.as_millis()
+                    ),
+                )
+                .closing())
+            }
+            _ = &mut aborted => {
+                return Err(ApiError::new(
+                    Code::ShuttingDown,
+                    "the server is shutting down and the request body had not arrived; retry",
+                )
+                .closing())
+            }
+        };
+        match frame {
+            None => break,
+            Some(Err(e)) => {
+                return Err(ApiError::new(
+                    Code::InvalidJson,
+                    format!("cannot read the request body: {e}"),
+                )
+                .closing())
+            }
+            Some(Ok(f)) => {
+                let Ok(data) = f.into_data() else { continue };
+                let total = buf.len() + data.len();
+                if total > limit {
+                    drain(&mut body, DRAIN_MAX.saturating_sub(total as u64)).await;
+                    return Err(too_large());
+                }
+                if !held.grow_to(total) {
+                    return Err(limits.over_budget());
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+    }
+    if buf.is_empty() {
+        return Ok(Bytes::new());
+    }
+    Ok(Bytes::from_owner(Held { buf, _r: held }))
+}
+
+/// Read and discard up to `max` more bytes of `body`, for at most [`DRAIN_TIME`].
+async fn drain(body: &mut axum::body::Body, max: u64) {
+    let mut seen = 0u64;
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        while seen <= max {
+            match body.frame().await {
+                Some(Ok(f)) => {
+                    if let Some(d) = f.data_ref() {
+                        seen += d.len() as u64;
+                    }
+                }
+                _ => break,
+            }
+        }
+    })
+    .await;
+}
