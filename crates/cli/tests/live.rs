@@ -51,9 +51,15 @@ fn http(port: u16, method: &str, path: &str, body: Option<&str>) -> std::io::Res
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("no status in {text:?}")))?;
-    let body = text.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
     // Chunked bodies: the JSON is between the chunk size lines.
-    let body = if text.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if text
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body.lines()
             .filter(|l| !l.chars().all(|c| c.is_ascii_hexdigit()) || l.is_empty())
             .collect::<Vec<_>>()
@@ -66,7 +72,10 @@ fn http(port: u16, method: &str, path: &str, body: Option<&str>) -> std::io::Res
 
 fn json(port: u16, method: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
     let (s, b) = http(port, method, path, Some(&body.to_string())).unwrap();
-    (s, serde_json::from_str(&b).unwrap_or(serde_json::Value::Null))
+    (
+        s,
+        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 fn free_port() -> u16 {
@@ -82,7 +91,14 @@ fn serve(dir: &Path, extra: &[&str]) -> (Child, u16) {
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "--collection"])
         .arg(dir)
-        .args(["--addr", &format!("127.0.0.1:{port}"), "--threads", "1", "--refresh-ms", "50"])
+        .args([
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+            "--threads",
+            "1",
+            "--refresh-ms",
+            "50",
+        ])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -92,12 +108,19 @@ fn serve(dir: &Path, extra: &[&str]) -> (Child, u16) {
         if let Ok((200, _)) = http(port, "GET", "/ready", None) {
             return (child, port);
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "server did not become ready");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "server did not become ready"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-fn make_collection(d: &Path, rng: &mut Rng, model: &mut BTreeMap<u64, (String, Vec<f32>)>) -> std::path::PathBuf {
+fn make_collection(
+    d: &Path,
+    rng: &mut Rng,
+    model: &mut BTreeMap<u64, (String, Vec<f32>)>,
+) -> std::path::PathBuf {
     let docs = d.join("docs.jsonl");
     let mut f = std::fs::File::create(&docs).unwrap();
     for id in 0..40u64 {
@@ -121,19 +144,31 @@ fn make_collection(d: &Path, rng: &mut Rng, model: &mut BTreeMap<u64, (String, V
         .args(["--vector-field", "vector", "--text-field", "text"])
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     out
 }
 
 fn verify(port: u16, model: &BTreeMap<u64, (String, Vec<f32>)>, gone: &[u64], what: &str) {
     let (s, c) = json(port, "POST", "/collections/c/count", &serde_json::json!({}));
     assert_eq!(s, 200, "{what}: {c}");
-    assert_eq!(c["count"].as_u64(), Some(model.len() as u64), "{what}: count {c}");
+    assert_eq!(
+        c["count"].as_u64(),
+        Some(model.len() as u64),
+        "{what}: count {c}"
+    );
     for (id, (color, _)) in model {
         let (s, b) = http(port, "GET", &format!("/collections/c/docs/{id}"), None).unwrap();
         assert_eq!(s, 200, "{what}: acknowledged id {id} is missing: {b}");
         let v: serde_json::Value = serde_json::from_str(&b).unwrap();
-        assert_eq!(v["fields"]["color"], color.as_str(), "{what}: id {id} has an old value");
+        assert_eq!(
+            v["fields"]["color"],
+            color.as_str(),
+            "{what}: id {id} has an old value"
+        );
     }
     for id in gone {
         if !model.contains_key(id) {
@@ -152,13 +187,24 @@ fn kill_9_loses_no_acknowledged_write() {
     let mut gone: Vec<u64> = Vec::new();
     let mut next = 1000u64;
     for round in 0..6 {
-        let (mut child, port) = serve(&dir, &["--fsync", if round % 2 == 0 { "none" } else { "group" }]);
+        let (mut child, port) = serve(
+            &dir,
+            &["--fsync", if round % 2 == 0 { "none" } else { "group" }],
+        );
         verify(port, &model, &gone, &format!("round {round} after restart"));
         let ops = 20 + rng.below(40);
         for _ in 0..ops {
             if rng.below(4) == 0 && !model.is_empty() {
-                let id = *model.keys().nth(rng.below(model.len() as u64) as usize).unwrap();
-                let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"ids": [id]}));
+                let id = *model
+                    .keys()
+                    .nth(rng.below(model.len() as u64) as usize)
+                    .unwrap();
+                let (s, r) = json(
+                    port,
+                    "POST",
+                    "/collections/c/delete",
+                    &serde_json::json!({"ids": [id]}),
+                );
                 assert_eq!(s, 200, "{r}");
                 assert_eq!(r["deleted"], 1, "{r}");
                 model.remove(&id);
@@ -167,7 +213,10 @@ fn kill_9_loses_no_acknowledged_write() {
                 let mut docs = Vec::new();
                 for _ in 0..1 + rng.below(3) {
                     let id = if rng.below(2) == 0 && !model.is_empty() {
-                        *model.keys().nth(rng.below(model.len() as u64) as usize).unwrap()
+                        *model
+                            .keys()
+                            .nth(rng.below(model.len() as u64) as usize)
+                            .unwrap()
                     } else {
                         next += 1;
                         next
@@ -178,9 +227,18 @@ fn kill_9_loses_no_acknowledged_write() {
                     model.insert(id, (color, v));
                 }
                 let wait = rng.below(3) == 0;
-                let (s, r) = json(port, "POST", "/collections/c/docs", &serde_json::json!({"docs": docs, "wait": wait}));
+                let (s, r) = json(
+                    port,
+                    "POST",
+                    "/collections/c/docs",
+                    &serde_json::json!({"docs": docs, "wait": wait}),
+                );
                 assert_eq!(s, 200, "{r}");
-                assert_eq!(r["status"], if wait { "applied" } else { "acknowledged" }, "{r}");
+                assert_eq!(
+                    r["status"],
+                    if wait { "applied" } else { "acknowledged" },
+                    "{r}"
+                );
             }
         }
         // SIGKILL: no chance to commit or close.
@@ -191,7 +249,12 @@ fn kill_9_loses_no_acknowledged_write() {
     verify(port, &model, &gone, "final");
     // Searches see the live documents: the top hit of a stored vector is itself.
     let (id, (_, v)) = model.iter().next().unwrap();
-    let (s, r) = json(port, "POST", "/collections/c/search", &serde_json::json!({"vector": v, "k": 3}));
+    let (s, r) = json(
+        port,
+        "POST",
+        "/collections/c/search",
+        &serde_json::json!({"vector": v, "k": 3}),
+    );
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["hits"][0]["id"], *id, "{r}");
     child.kill().unwrap();
@@ -207,49 +270,116 @@ fn bad_writes_read_only_snapshot_and_restore() {
     let (mut child, port) = serve(&dir, &["--write-body-limit", "4096"]);
     let v = rng.vector();
     let cases: Vec<(serde_json::Value, u16, &str)> = vec![
-        (serde_json::json!({"docs": [{"vector": v}]}), 400, "id is missing"),
-        (serde_json::json!({"docs": [{"id": 1, "vector": [0.1, 0.2]}]}), 400, "dimensions"),
-        (serde_json::json!({"docs": [{"id": 1, "vector": v, "fields": {"color": {"x": 1}}}]}), 400, "color"),
+        (
+            serde_json::json!({"docs": [{"vector": v}]}),
+            400,
+            "id is missing",
+        ),
+        (
+            serde_json::json!({"docs": [{"id": 1, "vector": [0.1, 0.2]}]}),
+            400,
+            "dimensions",
+        ),
+        (
+            serde_json::json!({"docs": [{"id": 1, "vector": v, "fields": {"color": {"x": 1}}}]}),
+            400,
+            "color",
+        ),
         (serde_json::json!({"docs": [{"id": 1}]}), 400, "vector"),
         (serde_json::json!({"docs": []}), 400, "empty"),
-        (serde_json::json!({"docs": [{"id": -3, "vector": v}]}), 400, "non-negative"),
-        (serde_json::json!({"docs": [{"id": 1, "vector": v, "color": "x"}]}), 400, "unknown field"),
+        (
+            serde_json::json!({"docs": [{"id": -3, "vector": v}]}),
+            400,
+            "non-negative",
+        ),
+        (
+            serde_json::json!({"docs": [{"id": 1, "vector": v, "color": "x"}]}),
+            400,
+            "unknown field",
+        ),
         (serde_json::json!({"documents": []}), 400, "unknown field"),
     ];
     for (body, status, needle) in cases {
         let (s, r) = json(port, "POST", "/collections/c/docs", &body);
         assert_eq!(s, status, "{body} -> {r}");
-        assert!(r["error"]["message"].as_str().unwrap_or("").contains(needle), "{body} -> {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains(needle),
+            "{body} -> {r}"
+        );
     }
-    let (s, b) = http(port, "POST", "/collections/c/docs", Some("{\"docs\": [{\"id\": 1, \"vector\": [NaN, 1]}]}")).unwrap();
+    let (s, b) = http(
+        port,
+        "POST",
+        "/collections/c/docs",
+        Some("{\"docs\": [{\"id\": 1, \"vector\": [NaN, 1]}]}"),
+    )
+    .unwrap();
     assert_eq!(s, 400, "{b}");
     let big = serde_json::json!({"docs": (0..200).map(|i| serde_json::json!({"id": i, "vector": v})).collect::<Vec<_>>()});
     let (s, b) = http(port, "POST", "/collections/c/docs", Some(&big.to_string())).unwrap();
     assert_eq!(s, 413, "{b}");
     // Unknown ids are reported, not an error.
-    let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"ids": [99999, "nope"]}));
+    let (s, r) = json(
+        port,
+        "POST",
+        "/collections/c/delete",
+        &serde_json::json!({"ids": [99999, "nope"]}),
+    );
     assert_eq!((s, r["deleted"].as_u64()), (200, Some(0)), "{r}");
     assert_eq!(r["not_found"].as_array().map(|a| a.len()), Some(2), "{r}");
-    let (s, r) = json(port, "DELETE", "/collections/c/docs/99999", &serde_json::json!(null));
+    let (s, r) = json(
+        port,
+        "DELETE",
+        "/collections/c/docs/99999",
+        &serde_json::json!(null),
+    );
     assert_eq!(s, 200, "{r}");
     // A delete by filter, waited for.
-    let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"filter": {"term": {"color": "red"}}, "wait": true}));
+    let (s, r) = json(
+        port,
+        "POST",
+        "/collections/c/delete",
+        &serde_json::json!({"filter": {"term": {"color": "red"}}, "wait": true}),
+    );
     assert_eq!((s, r["deleted"].as_u64()), (200, Some(20)), "{r}");
     let (_, c) = json(port, "POST", "/collections/c/count", &serde_json::json!({}));
     assert_eq!(c["count"], 20, "{c}");
-    let (s, r) = json(port, "POST", "/collections/c/delete", &serde_json::json!({"filter": {"term": {"nope": 1}}}));
+    let (s, r) = json(
+        port,
+        "POST",
+        "/collections/c/delete",
+        &serde_json::json!({"filter": {"term": {"nope": 1}}}),
+    );
     assert_eq!(s, 400, "{r}");
     // A snapshot, then more writes.
-    let (s, snap) = json(port, "POST", "/collections/c/snapshot", &serde_json::json!({}));
+    let (s, snap) = json(
+        port,
+        "POST",
+        "/collections/c/snapshot",
+        &serde_json::json!({}),
+    );
     assert_eq!(s, 200, "{snap}");
     let snap_path = snap["path"].as_str().unwrap().to_string();
-    let (s, r) = json(port, "POST", "/collections/c/docs", &serde_json::json!({"docs": [{"id": 5000, "vector": v}], "wait": true}));
+    let (s, r) = json(
+        port,
+        "POST",
+        "/collections/c/docs",
+        &serde_json::json!({"docs": [{"id": 5000, "vector": v}], "wait": true}),
+    );
     assert_eq!(s, 200, "{r}");
     let (_, c) = json(port, "POST", "/collections/c/count", &serde_json::json!({}));
     assert_eq!(c["count"], 21);
     // A second process on the live directory serves it read-only.
     let (mut second, p2) = serve(&dir, &[]);
-    let (s, r) = json(p2, "POST", "/collections/c/docs", &serde_json::json!({"docs": [{"id": 6000, "vector": v}]}));
+    let (s, r) = json(
+        p2,
+        "POST",
+        "/collections/c/docs",
+        &serde_json::json!({"docs": [{"id": 6000, "vector": v}]}),
+    );
     assert_eq!(s, 409, "{r}");
     assert_eq!(r["error"]["code"], "conflict", "{r}");
     second.kill().unwrap();
@@ -258,7 +388,12 @@ fn bad_writes_read_only_snapshot_and_restore() {
     let (mut third, p3) = serve(Path::new(&snap_path), &["--read-only"]);
     let (_, c) = json(p3, "POST", "/collections/c/count", &serde_json::json!({}));
     assert_eq!(c["count"], 20, "{c}");
-    let (s, _) = json(p3, "POST", "/collections/c/docs", &serde_json::json!({"docs": [{"id": 7, "vector": v}]}));
+    let (s, _) = json(
+        p3,
+        "POST",
+        "/collections/c/docs",
+        &serde_json::json!({"docs": [{"id": 7, "vector": v}]}),
+    );
     assert_eq!(s, 409);
     third.kill().unwrap();
     third.wait().unwrap();
@@ -277,11 +412,25 @@ fn bad_writes_read_only_snapshot_and_restore() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "restore over an existing directory");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "restore over an existing directory"
+    );
     let (mut r, p4) = serve(&out, &[]);
-    let (_, c) = json(p4, "POST", "/collections/restored/count", &serde_json::json!({}));
+    let (_, c) = json(
+        p4,
+        "POST",
+        "/collections/restored/count",
+        &serde_json::json!({}),
+    );
     assert_eq!(c["count"], 20, "{c}");
-    let (s, _) = json(p4, "POST", "/collections/restored/docs", &serde_json::json!({"docs": [{"id": 8, "vector": v}], "wait": true}));
+    let (s, _) = json(
+        p4,
+        "POST",
+        "/collections/restored/docs",
+        &serde_json::json!({"docs": [{"id": 8, "vector": v}], "wait": true}),
+    );
     assert_eq!(s, 200);
     r.kill().unwrap();
     r.wait().unwrap();

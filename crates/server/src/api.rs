@@ -134,8 +134,14 @@ pub(crate) fn router(app: Arc<App>) -> Router {
             get(get_doc).delete(crate::writes::delete_one),
         )
         .route("/collections/{name}/docs", post(crate::writes::upsert))
-        .route("/collections/{name}/delete", post(crate::writes::delete_many))
-        .route("/collections/{name}/snapshot", post(crate::writes::snapshot))
+        .route(
+            "/collections/{name}/delete",
+            post(crate::writes::delete_many),
+        )
+        .route(
+            "/collections/{name}/snapshot",
+            post(crate::writes::snapshot),
+        )
         .route("/collections/{name}/count", post(crate::reads::count))
         .route("/collections/{name}/facet", post(crate::reads::facet))
         .route("/collections/{name}/scroll", post(crate::reads::scroll))

@@ -732,7 +732,9 @@ impl SearchBackend for LocalBackend {
                 ));
             };
             if let Some(r) = live.read_only_reason() {
-                return Err(BackendError::Conflict(format!("the collection is read-only: {r}")));
+                return Err(BackendError::Conflict(format!(
+                    "the collection is read-only: {r}"
+                )));
             }
             // Logging (and a sync) and refreshes block: off the I/O threads.
             tokio::task::spawn_blocking(move || match op {

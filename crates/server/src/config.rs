@@ -567,7 +567,10 @@ impl ServerConfig {
         cfg.io_nice = args.io_nice;
         cfg.live.read_only = args.read_only;
         cfg.live.fsync = searchd_collection::wal::Fsync::parse(&args.fsync).ok_or_else(|| {
-            ServerError::Config(format!("--fsync must be none, always or group, got {:?}", args.fsync))
+            ServerError::Config(format!(
+                "--fsync must be none, always or group, got {:?}",
+                args.fsync
+            ))
         })?;
         if args.refresh_ms == 0 || args.optimizer_threads == 0 {
             return Err(ServerError::Config(

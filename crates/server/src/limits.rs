@@ -266,11 +266,7 @@ impl AsRef<[u8]> for Held {
 
 /// Read the whole body of `req` under the body limit, the read timeout, the byte budget and
 /// the shutdown grace (the content type was checked by the caller).
-pub(crate) async fn read_body(
-    app: &App,
-    req: Request,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(app: &App, req: Request, limit: usize) -> Result<Bytes, ApiError> {
     let limits = &app.limits;
     let declared = req
         .headers()

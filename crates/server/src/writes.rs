@@ -21,9 +21,7 @@ use searchd_collection::live::{Doc, Receipt};
 use searchd_collection::DocId;
 use serde_json::Value;
 
-use crate::api::{
-    authorize, backend_error, json_error, json_response, read_body_limit, App, Slot,
-};
+use crate::api::{authorize, backend_error, json_error, json_response, read_body_limit, App, Slot};
 use crate::backend::{FieldsWanted, SearchBackend, WriteOp};
 use crate::embedq::EmbedFailure;
 use crate::error::{ApiError, Code};
@@ -52,9 +50,12 @@ fn receipt_json(r: &Receipt, took: Duration) -> Vec<u8> {
 }
 
 fn loaded(slot: &Slot) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
-    slot.backend
-        .load_full()
-        .ok_or_else(|| ApiError::new(Code::NotReady, "the collection is still loading; retry shortly"))
+    slot.backend.load_full().ok_or_else(|| {
+        ApiError::new(
+            Code::NotReady,
+            "the collection is still loading; retry shortly",
+        )
+    })
 }
 
 fn parse_id(v: &Value, at: &str) -> Result<DocId, ApiError> {
@@ -177,7 +178,12 @@ pub(crate) async fn upsert(
     }
 }
 
-async fn upsert_inner(app: &App, name: &str, req: Request, t: Instant) -> Result<Vec<u8>, ApiError> {
+async fn upsert_inner(
+    app: &App,
+    name: &str,
+    req: Request,
+    t: Instant,
+) -> Result<Vec<u8>, ApiError> {
     let slot = app.slot(name)?;
     let body = read_body_limit(app, req, app.cfg.write_body_limit).await?;
     let backend = loaded(&slot)?;
@@ -273,7 +279,12 @@ async fn embed_text(
 
 /// `?wait=true|false` of a query string (absent: false).
 fn wait_of(uri: &Uri) -> Result<bool, ApiError> {
-    for kv in uri.query().unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+    for kv in uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|s| !s.is_empty())
+    {
         let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
         match (k, v) {
             ("wait", "true") | ("wait", "") => return Ok(true),
@@ -308,7 +319,10 @@ pub(crate) async fn delete_one(
             return Err(ApiError::invalid("the document id is empty"));
         }
         // A path cannot tell "17" from 17: delete the one that exists.
-        let target = match backend.get(DocId::Str(id.clone()), FieldsWanted::None).await {
+        let target = match backend
+            .get(DocId::Str(id.clone()), FieldsWanted::None)
+            .await
+        {
             Ok(d) => d.id,
             Err(_) => DocId::Str(id.clone()),
         };
@@ -429,9 +443,8 @@ pub(crate) async fn snapshot(
             Some(_) => return Err(ApiError::invalid("path must be a string")),
         };
         if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                ApiError::new(Code::Internal, format!("{}: {e}", parent.display()))
-            })?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| ApiError::new(Code::Internal, format!("{}: {e}", parent.display())))?;
         }
         let seq = backend
             .snapshot(out.clone())
