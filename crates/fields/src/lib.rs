@@ -75,6 +75,7 @@ mod format;
 mod index;
 mod schema;
 mod sort;
+mod view;
 mod writer;
 
 use std::path::PathBuf;
@@ -82,6 +83,7 @@ use std::path::PathBuf;
 pub use filter::{Filter, FilterError, MAX_FILTER_DEPTH};
 pub use index::FieldIndex;
 pub use roaring::RoaringBitmap;
+pub use view::{typed_values, FilterView, TypedValue};
 pub use schema::{parse_datetime, FieldSpec, FieldType, FieldsConfig, Schema, Skipped};
 pub use searchd_docs::DocId;
 pub use sort::{
