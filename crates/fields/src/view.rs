@@ -33,7 +33,7 @@ pub enum FilterView {
     /// The document's id is one of these.
     Ids(Vec<DocId>),
     /// `bool`: every `must`, at least `min_should` of `should`, none of `must_not`.
-    Bool {
+    And {
         must: Vec<FilterView>,
         should: Vec<FilterView>,
         must_not: Vec<FilterView>,
@@ -53,7 +53,7 @@ fn view(n: &Node) -> FilterView {
         Node::FloatRange(f, lo, hi) => FilterView::FloatRange(f.clone(), *lo, *hi),
         Node::Exists(f) => FilterView::Exists(f.clone()),
         Node::Ids(ids) => FilterView::Ids(ids.clone()),
-        Node::And(must, should, not, required) => FilterView::Bool {
+        Node::And(must, should, not, required) => FilterView::And {
             must: must.iter().map(view).collect(),
             should: should.iter().map(view).collect(),
             must_not: not.iter().map(view).collect(),

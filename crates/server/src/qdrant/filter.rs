@@ -198,7 +198,7 @@ impl Translator {
             FilterView::Ids(ids) => cond(ConditionOneOf::HasId(HasIdCondition {
                 has_id: ids.iter().map(id).collect(),
             })),
-            FilterView::Bool { .. } => cond(ConditionOneOf::Filter(self.filter(v, id)?)),
+            FilterView::And { .. } => cond(ConditionOneOf::Filter(self.filter(v, id)?)),
         })
     }
 
@@ -211,7 +211,7 @@ impl Translator {
         match v {
             FilterView::All => Ok(Filter::default()),
             FilterView::None => Ok(nothing()),
-            FilterView::Bool {
+            FilterView::And {
                 must,
                 should,
                 must_not,
