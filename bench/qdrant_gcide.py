@@ -194,6 +194,8 @@ def main():
         result["ingest_wall_s"] = time.time() - t0
         result["tools"] = "searchd" if full else "examples (debug profile: deps opt-level 2, workspace 1)"
         result["qdrant_rss_mb_after_ingest"] = rss_bytes(qp.pid) / 2**20
+        while not os.path.exists(tool["load"][0]):  # the load binary may still be building
+            time.sleep(2)
         for t in range(args.trials):
             trial = {}
             # 1. searchd over Qdrant.

@@ -5,7 +5,6 @@ mod bench_memory;
 mod commands;
 mod demo;
 mod demo_text;
-mod qdrant_ingest;
 mod quality;
 mod text;
 mod util;

@@ -83,12 +83,12 @@ use std::path::PathBuf;
 pub use filter::{Filter, FilterError, MAX_FILTER_DEPTH};
 pub use index::FieldIndex;
 pub use roaring::RoaringBitmap;
-pub use view::{typed_values, FilterView, TypedValue};
 pub use schema::{parse_datetime, FieldSpec, FieldType, FieldsConfig, Schema, Skipped};
 pub use searchd_docs::DocId;
 pub use sort::{
     compare, parse_sort, top_buckets, Bucket, Order, PagePlan, SortBy, SortKey, SortValue,
 };
+pub use view::{typed_values, FilterView, TypedValue};
 pub use writer::{FieldsMeta, FieldsWriter};
 
 /// The name of the segment's field file inside its directory.

@@ -79,7 +79,12 @@ fn write_docs(path: &Path, seed: u64, ids: std::ops::Range<usize>) -> Vec<Vec<f3
     vecs
 }
 
-fn make_collection(dir: &Path, name: &str, seed: u64, ids: std::ops::Range<usize>) -> (PathBuf, Vec<Vec<f32>>) {
+fn make_collection(
+    dir: &Path,
+    name: &str,
+    seed: u64,
+    ids: std::ops::Range<usize>,
+) -> (PathBuf, Vec<Vec<f32>>) {
     let docs = dir.join(format!("{name}.jsonl"));
     let vecs = write_docs(&docs, seed, ids);
     let out = dir.join(name);
@@ -92,7 +97,12 @@ fn make_collection(dir: &Path, name: &str, seed: u64, ids: std::ops::Range<usize
     (out, vecs)
 }
 
-async fn upload(q: &LocalQdrant, name: &str, coll: &Path, existing: Existing) -> Result<searchd_server::qdrant::admin::IngestReport, String> {
+async fn upload(
+    q: &LocalQdrant,
+    name: &str,
+    coll: &Path,
+    existing: Existing,
+) -> Result<searchd_server::qdrant::admin::IngestReport, String> {
     let c = Arc::new(Collection::open(coll, &Default::default()).unwrap());
     let opts = IngestOptions {
         existing,
@@ -190,7 +200,12 @@ async fn local_and_qdrant_backends_answer_alike() {
             let (b, bv) = post(&rs, &body).await;
             assert_eq!((a, b), (200, 200), "{body}: {av} / {bv}");
             assert_eq!(ids(&av), ids(&bv), "{body}");
-            for (x, y) in av["hits"].as_array().unwrap().iter().zip(bv["hits"].as_array().unwrap()) {
+            for (x, y) in av["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(bv["hits"].as_array().unwrap())
+            {
                 let (sx, sy) = (x["score"].as_f64().unwrap(), y["score"].as_f64().unwrap());
                 assert!((sx - sy).abs() < 1e-4, "{body}: score {sx} vs {sy}");
                 assert_eq!(x["fields"], y["fields"], "{body}");
@@ -223,7 +238,10 @@ async fn local_and_qdrant_backends_answer_alike() {
     for (sort, filter) in [
         (Value::Null, json!({"match_all": {}})),
         (json!([{"price": "asc"}]), json!({"match_all": {}})),
-        (json!([{"price": "desc"}]), json!({"range": {"stock": {"gte": 1}}})),
+        (
+            json!([{"price": "desc"}]),
+            json!({"range": {"stock": {"gte": 1}}}),
+        ),
         (json!(["stock"]), json!({"exists": {"field": "brand"}})),
         (json!([{"created": "desc"}]), json!({"match_all": {}})),
     ] {
@@ -251,12 +269,24 @@ async fn local_and_qdrant_backends_answer_alike() {
 
     // Documents by id, byte for byte.
     for id in [0, 17, 599] {
-        let a = client().get(format!("{}/collections/shop/docs/{id}", local.url)).send().await.unwrap();
-        let b = client().get(format!("{}/collections/shop/docs/{id}", remote.url)).send().await.unwrap();
+        let a = client()
+            .get(format!("{}/collections/shop/docs/{id}", local.url))
+            .send()
+            .await
+            .unwrap();
+        let b = client()
+            .get(format!("{}/collections/shop/docs/{id}", remote.url))
+            .send()
+            .await
+            .unwrap();
         assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
         assert_eq!(a.text().await.unwrap(), b.text().await.unwrap());
     }
-    let b = client().get(format!("{}/collections/shop/docs/100000", remote.url)).send().await.unwrap();
+    let b = client()
+        .get(format!("{}/collections/shop/docs/100000", remote.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(b.status().as_u16(), 404);
     let (s, _) = post(&rs, &json!({"id": 100000, "k": 3})).await;
     assert_eq!(s, 404);
@@ -271,17 +301,29 @@ async fn local_and_qdrant_backends_answer_alike() {
     ] {
         let (b, bv) = post(&rs, &bad).await;
         assert_eq!(b, 400, "{bad}: {bv}");
-        assert!(bv["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(bv["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
     }
     let (b, bv) = post(&rp, &json!({"sort": ["brand"]})).await;
     assert_eq!(b, 400, "{bv}");
-    assert!(bv["error"]["message"].as_str().unwrap().contains("brand"), "{bv}");
+    assert!(
+        bv["error"]["message"].as_str().unwrap().contains("brand"),
+        "{bv}"
+    );
     let (b, _) = post(&rp, &json!({"sort": ["price", "stock"]})).await;
     assert_eq!(b, 400);
     let (b, _) = post(&rs, &json!({"text": "hello", "mode": "lexical"})).await;
     assert_eq!(b, 400);
 
-    let stats: Value = client().get(format!("{}/stats", remote.url)).send().await.unwrap().json().await.unwrap();
+    let stats: Value = client()
+        .get(format!("{}/stats", remote.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(stats["collections"]["shop"]["kind"], "qdrant");
     assert_eq!(stats["collections"]["shop"]["docs"], N);
     local.stop().await.unwrap();
@@ -298,7 +340,10 @@ async fn ingest_refuses_existing_unless_recreate_or_append() {
     let rep = upload(&q, "c", &a, Existing::Refuse).await.unwrap();
     assert_eq!(rep.points_in_collection, 200);
     let err = upload(&q, "c", &b, Existing::Refuse).await.unwrap_err();
-    assert!(err.contains("--recreate") && err.contains("--append"), "{err}");
+    assert!(
+        err.contains("--recreate") && err.contains("--append"),
+        "{err}"
+    );
     let rep = upload(&q, "c", &b, Existing::Append).await.unwrap();
     assert_eq!(rep.points_in_collection, 350);
     let rep = upload(&q, "c", &b, Existing::Recreate).await.unwrap();
@@ -316,7 +361,9 @@ async fn ingest_refuses_existing_unless_recreate_or_append() {
     c.build.kind = searchd_engine::IndexKind::Flat;
     c.lexical = None;
     ingest(&c, None, &|_| {}).unwrap();
-    let err = upload(&q, "c", &dir.path().join("d3"), Existing::Append).await.unwrap_err();
+    let err = upload(&q, "c", &dir.path().join("d3"), Existing::Append)
+        .await
+        .unwrap_err();
     assert!(err.contains("dimensional"), "{err}");
 }
 
@@ -324,11 +371,19 @@ async fn wait_status(url: &str, want: u16) {
     // Not a timed assertion: the probe runs every second; give it ample time.
     let t = Instant::now();
     loop {
-        let s = client().get(url).send().await.map(|r| r.status().as_u16()).unwrap_or(0);
+        let s = client()
+            .get(url)
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0);
         if s == want {
             return;
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "{url} never answered {want} (last {s})");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{url} never answered {want} (last {s})"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -348,7 +403,10 @@ async fn a_stopped_qdrant_is_503_and_recovers() {
     q.stop();
     let (st, v) = post(&search, &body).await;
     assert_eq!(st, 503, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("Qdrant"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("Qdrant"),
+        "{v}"
+    );
     let (st, _) = post(&format!("{}/collections/a/count", s.url), &json!({})).await;
     assert_eq!(st, 503);
     wait_status(&format!("{}/ready", s.url), 503).await;
@@ -361,7 +419,10 @@ async fn a_stopped_qdrant_is_503_and_recovers() {
             assert_eq!(ids(&v)[0], json!(0));
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "searches never recovered: {v}");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "searches never recovered: {v}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     s.stop().await.unwrap();
@@ -370,14 +431,20 @@ async fn a_stopped_qdrant_is_503_and_recovers() {
 #[tokio::test]
 async fn an_unreachable_qdrant_or_a_bad_collection_stops_the_server() {
     // Nothing listens on this port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut t = QdrantTarget::new(&format!("http://127.0.0.1:{port}"), "x");
     t.connect_timeout = Duration::from_secs(1);
     let s = TestServer::start_unready(ServerConfig::new(IndexSource::Qdrant(t))).await;
     let e = s.join().await.unwrap_err().to_string();
     assert!(e.contains("cannot reach Qdrant"), "{e}");
 
-    let Some((q, dir)) = qdrant_or_skip("an_unreachable_qdrant_or_a_bad_collection_stops_the_server (part 2)") else {
+    let Some((q, dir)) =
+        qdrant_or_skip("an_unreachable_qdrant_or_a_bad_collection_stops_the_server (part 2)")
+    else {
         return;
     };
     let s = TestServer::start_unready(qdrant_config(&q, "missing")).await;

@@ -14,13 +14,13 @@ use qdrant_client::qdrant::{
     qdrant_client::QdrantClient, quantization_config, value::Kind, vectors_config,
     BinaryQuantization, CollectionExistsRequest, CollectionStatus, CreateCollection,
     CreateFieldIndexCollection, DeleteCollection, Distance, FieldType as QFieldType,
-    GetCollectionInfoRequest, HealthCheckRequest, HnswConfigDiff, ListValue,
-    OptimizersConfigDiff, PointStruct, QuantizationConfig, QuantizationType, ScalarQuantization,
-    UpsertPoints, Value, VectorParams, VectorsConfig,
+    GetCollectionInfoRequest, HealthCheckRequest, HnswConfigDiff, ListValue, OptimizersConfigDiff,
+    PointStruct, QuantizationConfig, QuantizationType, ScalarQuantization, UpsertPoints, Value,
+    VectorParams, VectorsConfig,
 };
 use searchd_collection::{Collection, DocId, DocRef};
-use searchd_fields::{typed_values, FieldType, Schema, TypedValue};
 use searchd_engine::Metric;
+use searchd_fields::{typed_values, FieldType, Schema, TypedValue};
 use tonic::transport::{Channel, Endpoint};
 
 use super::backend::{point_id, read_meta, vector_params, SearchdMeta, ID_KEY, META_KEY, SRC_KEY};
@@ -204,7 +204,12 @@ fn transient(s: &tonic::Status) -> bool {
     use tonic::Code as C;
     matches!(
         s.code(),
-        C::Unavailable | C::ResourceExhausted | C::DeadlineExceeded | C::Internal | C::Unknown | C::Aborted
+        C::Unavailable
+            | C::ResourceExhausted
+            | C::DeadlineExceeded
+            | C::Internal
+            | C::Unknown
+            | C::Aborted
     )
 }
 
@@ -233,6 +238,9 @@ pub(crate) async fn connect(url: &str) -> Result<Channel, String> {
 
 /// Upload `coll` into the Qdrant collection `name` at `url`; `progress` gets the number of
 /// points uploaded so far.
+// `on_disk` and `always_ram` are deprecated in the 1.20 protocol in favour of `memory`, which
+// Qdrant 1.18 servers do not know yet; the old fields are what 1.18 reads.
+#[allow(deprecated)]
 pub async fn ingest_collection(
     url: &str,
     name: &str,
@@ -315,18 +323,22 @@ pub async fn ingest_collection(
         let quantization = match opts.quantization {
             Quantization::None => None,
             Quantization::Int8 => Some(QuantizationConfig {
-                quantization: Some(quantization_config::Quantization::Scalar(ScalarQuantization {
-                    r#type: QuantizationType::Int8 as i32,
-                    quantile: Some(0.99),
-                    always_ram: Some(true),
-                    ..ScalarQuantization::default()
-                })),
+                quantization: Some(quantization_config::Quantization::Scalar(
+                    ScalarQuantization {
+                        r#type: QuantizationType::Int8 as i32,
+                        quantile: Some(0.99),
+                        always_ram: Some(true),
+                        ..ScalarQuantization::default()
+                    },
+                )),
             }),
             Quantization::Binary => Some(QuantizationConfig {
-                quantization: Some(quantization_config::Quantization::Binary(BinaryQuantization {
-                    always_ram: Some(true),
-                    ..BinaryQuantization::default()
-                })),
+                quantization: Some(quantization_config::Quantization::Binary(
+                    BinaryQuantization {
+                        always_ram: Some(true),
+                        ..BinaryQuantization::default()
+                    },
+                )),
             }),
         };
         let mut metadata = HashMap::new();

@@ -8,8 +8,8 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use qdrant_client::qdrant::{
-    collections_client::CollectionsClient, condition::ConditionOneOf, points_client::PointsClient,
-    point_id::PointIdOptions, qdrant_client::QdrantClient, query::Variant as QueryVariant,
+    collections_client::CollectionsClient, condition::ConditionOneOf, point_id::PointIdOptions,
+    points_client::PointsClient, qdrant_client::QdrantClient, query::Variant as QueryVariant,
     r#match::MatchValue, value::Kind, vector_input, vectors_config, with_payload_selector,
     Condition, CountPoints, Direction, Distance, FacetCounts, FieldCondition, Filter,
     GetCollectionInfoRequest, GetPoints, HasIdCondition, HealthCheckRequest, IsEmptyCondition,
@@ -91,7 +91,10 @@ pub(crate) fn uuid_of(s: &str) -> String {
     )
 }
 
-fn payload_str<'a>(p: &'a HashMap<String, qdrant_client::qdrant::Value>, k: &str) -> Option<&'a str> {
+fn payload_str<'a>(
+    p: &'a HashMap<String, qdrant_client::qdrant::Value>,
+    k: &str,
+) -> Option<&'a str> {
     match p.get(k)?.kind.as_ref()? {
         Kind::StringValue(s) => Some(s),
         _ => None,
@@ -99,7 +102,10 @@ fn payload_str<'a>(p: &'a HashMap<String, qdrant_client::qdrant::Value>, k: &str
 }
 
 /// The document id of a point.
-fn doc_id_of(id: Option<&PointId>, payload: &HashMap<String, qdrant_client::qdrant::Value>) -> DocId {
+fn doc_id_of(
+    id: Option<&PointId>,
+    payload: &HashMap<String, qdrant_client::qdrant::Value>,
+) -> DocId {
     if let Some(s) = payload_str(payload, ID_KEY) {
         return DocId::Str(s.to_string());
     }
@@ -285,7 +291,8 @@ impl QdrantBackend {
             .map_err(cfg)?;
         let probe = tokio::time::timeout(
             t.connect_timeout,
-            QdrantClient::new(channels[0].clone()).health_check(with_key(&t, HealthCheckRequest {})),
+            QdrantClient::new(channels[0].clone())
+                .health_check(with_key(&t, HealthCheckRequest {})),
         )
         .await;
         match probe {
@@ -412,7 +419,11 @@ fn spawn_probe(inner: Weak<Inner>) {
             let ch = i.channels[0].clone();
             let req = with_key(&i.target, HealthCheckRequest {});
             let ok = matches!(
-                tokio::time::timeout(Duration::from_secs(1), QdrantClient::new(ch).health_check(req)).await,
+                tokio::time::timeout(
+                    Duration::from_secs(1),
+                    QdrantClient::new(ch).health_check(req)
+                )
+                .await,
                 Ok(Ok(_))
             );
             let was = i.reachable.swap(ok, Ordering::Relaxed);
@@ -494,7 +505,11 @@ impl Inner {
         }
     }
 
-    fn parse_filter(&self, v: Option<&serde_json::Value>, path: &str) -> Result<Option<Filter>, BackendError> {
+    fn parse_filter(
+        &self,
+        v: Option<&serde_json::Value>,
+        path: &str,
+    ) -> Result<Option<Filter>, BackendError> {
         let Some(v) = v else { return Ok(None) };
         let f = SdFilter::parse_at(v, &self.schema, path)
             .map_err(|e| BackendError::Invalid(e.to_string()))?;
@@ -869,7 +884,14 @@ impl Inner {
                 // Ties of the cursor's value after its id.
                 let offset = cid.as_ref().map(point_id);
                 let mut ties = self
-                    .scroll_raw(and(eq(field, *v)), None, offset.clone(), need + 1, keys, deadline)
+                    .scroll_raw(
+                        and(eq(field, *v)),
+                        None,
+                        offset.clone(),
+                        need + 1,
+                        keys,
+                        deadline,
+                    )
                     .await?;
                 if let (Some(o), Some(first)) = (&offset, ties.first()) {
                     if first.id.as_ref() == Some(o) {
@@ -930,7 +952,14 @@ impl Inner {
                 key: field.to_string(),
             })));
             let mut missing = self
-                .scroll_raw(f, None, offset.clone(), need - out.len() + extra, keys, deadline)
+                .scroll_raw(
+                    f,
+                    None,
+                    offset.clone(),
+                    need - out.len() + extra,
+                    keys,
+                    deadline,
+                )
                 .await?;
             if let (Some(o), Some(first)) = (&offset, missing.first()) {
                 if first.id.as_ref() == Some(o) {
@@ -944,7 +973,10 @@ impl Inner {
             .into_iter()
             .map(|(v, p)| {
                 let id = doc_id_of(p.id.as_ref(), &p.payload);
-                (vec![v.map_or(serde_json::Value::Null, Num::json), id_json(&id)], p)
+                (
+                    vec![v.map_or(serde_json::Value::Null, Num::json), id_json(&id)],
+                    p,
+                )
             })
             .collect())
     }
@@ -974,7 +1006,8 @@ impl Num {
     fn json(self) -> serde_json::Value {
         match self {
             Num::I(i) => serde_json::Value::from(i),
-            Num::F(f) => serde_json::Number::from_f64(f).map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Num::F(f) => serde_json::Number::from_f64(f)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
         }
     }
 }
@@ -1145,14 +1178,19 @@ impl PagePlan {
                     serde_json::Value::Null => None,
                     serde_json::Value::Number(n) => Some(match ty {
                         FieldType::Float => Num::F(n.as_f64().unwrap_or(0.0)),
-                        _ => Num::I(n.as_i64().ok_or_else(|| bad("the value must be an integer"))?),
+                        _ => Num::I(
+                            n.as_i64()
+                                .ok_or_else(|| bad("the value must be an integer"))?,
+                        ),
                     }),
                     _ => return Err(bad("the first value must be a number or null")),
                 };
                 Ok((n, Some(id(i)?)))
             }
             (PagePlan::ById, _) => Err(bad("must have 1 value (the id) for this sort")),
-            (PagePlan::ByField { .. }, _) => Err(bad("must have 2 values (the field's value and the id) for this sort")),
+            (PagePlan::ByField { .. }, _) => Err(bad(
+                "must have 2 values (the field's value and the id) for this sort",
+            )),
         }
     }
 }
@@ -1243,7 +1281,11 @@ impl SearchBackend for QdrantBackend {
     fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
         Box::pin(self.inner.search(req))
     }
-    fn get(&self, id: DocId, fields: FieldsWanted) -> BoxFuture<'_, Result<Document, BackendError>> {
+    fn get(
+        &self,
+        id: DocId,
+        fields: FieldsWanted,
+    ) -> BoxFuture<'_, Result<Document, BackendError>> {
         Box::pin(self.inner.get(id, fields))
     }
     fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
@@ -1273,7 +1315,12 @@ mod tests {
         };
         let f = top_buckets(
             &spec,
-            vec![("b".into(), 3), ("a".into(), 3), ("c".into(), 5), ("d".into(), 1)],
+            vec![
+                ("b".into(), 3),
+                ("a".into(), 3),
+                ("c".into(), 5),
+                ("d".into(), 1),
+            ],
         );
         assert_eq!(f.buckets, vec![("c".into(), 5), ("a".into(), 3)]);
         assert_eq!(f.other_count, 4);

@@ -84,7 +84,10 @@ impl LocalQdrant {
             .env("QDRANT__SERVICE__HTTP_PORT", self.http_port.to_string())
             .env("QDRANT__SERVICE__GRPC_PORT", self.grpc_port.to_string())
             .env("QDRANT__STORAGE__STORAGE_PATH", self.dir.join("storage"))
-            .env("QDRANT__STORAGE__SNAPSHOTS_PATH", self.dir.join("snapshots"))
+            .env(
+                "QDRANT__STORAGE__SNAPSHOTS_PATH",
+                self.dir.join("snapshots"),
+            )
             .env("QDRANT__TELEMETRY_DISABLED", "true")
             .env("QDRANT__LOG_LEVEL", "WARN")
             .stdin(Stdio::null())
@@ -125,8 +128,7 @@ impl LocalQdrant {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        if s
-            .write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        if s.write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             .is_err()
         {
             return false;

@@ -63,7 +63,12 @@ pub struct QdrantServeArgs {
     #[arg(long, default_value_t = DEFAULT_CHANNELS, value_name = "N")]
     pub qdrant_channels: usize,
     /// Qdrant API key (sent as the `api-key` header), if the cluster has one.
-    #[arg(long, env = "QDRANT_API_KEY", hide_env_values = true, value_name = "KEY")]
+    #[arg(
+        long,
+        env = "QDRANT_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     pub qdrant_api_key: Option<String>,
 }
 
