@@ -75,6 +75,7 @@ mod format;
 mod index;
 mod schema;
 mod sort;
+mod view;
 mod writer;
 
 use std::path::PathBuf;
@@ -87,6 +88,7 @@ pub use searchd_docs::DocId;
 pub use sort::{
     compare, parse_sort, top_buckets, Bucket, Order, PagePlan, SortBy, SortKey, SortValue,
 };
+pub use view::{typed_values, FilterView, TypedValue};
 pub use writer::{FieldsMeta, FieldsWriter};
 
 /// The name of the segment's field file inside its directory.

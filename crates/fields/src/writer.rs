@@ -303,6 +303,20 @@ fn flatten(v: &Value, out: &mut Vec<Value>, object: &mut bool) {
     }
 }
 
+pub(crate) fn flatten_pub(v: &Value, out: &mut Vec<Value>, object: &mut bool) {
+    flatten(v, out, object)
+}
+
+pub(crate) fn convert_pub(ty: FieldType, v: &Value) -> Option<crate::view::TypedValue> {
+    use crate::view::TypedValue;
+    Some(match convert(ty, v)? {
+        Val::S(s) => TypedValue::Keyword(s),
+        Val::I(i) => TypedValue::Int(i),
+        Val::F(f) => TypedValue::Float(f),
+        Val::B(b) => TypedValue::Bool(b),
+    })
+}
+
 /// Converts one scalar to a declared type, as Elasticsearch coerces.
 fn convert(ty: FieldType, v: &Value) -> Option<Val> {
     Some(match (ty, v) {

@@ -46,10 +46,30 @@ struct Hit {
 }
 
 #[derive(Deserialize)]
-struct SearchAnswer {
+struct SearchdAnswer {
     hits: Vec<Hit>,
     #[allow(dead_code)]
     took_us: f64,
+}
+
+/// Qdrant's REST search answer (`POST /collections/NAME/points/search`), so the load lab
+/// measures Qdrant directly with the same checks and recall.
+#[derive(Deserialize)]
+struct QdrantAnswer {
+    result: Vec<Hit>,
+    #[allow(dead_code)]
+    status: String,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnyAnswer {
+    Searchd(SearchdAnswer),
+    Qdrant(QdrantAnswer),
+}
+
+struct SearchAnswer {
+    hits: Vec<Hit>,
 }
 
 /// Check a `POST /search` answer body: JSON `{"hits":[{"id":..,"score":..}],"took_us":..}`
@@ -72,7 +92,10 @@ fn check_hits(
     ids: &mut Vec<i64>,
 ) -> Result<(), ErrorKind> {
     ids.clear();
-    let ans: SearchAnswer = serde_json::from_slice(body).map_err(|_| ErrorKind::BadBody)?;
+    let ans = match serde_json::from_slice(body).map_err(|_| ErrorKind::BadBody)? {
+        AnyAnswer::Searchd(a) => SearchAnswer { hits: a.hits },
+        AnyAnswer::Qdrant(a) => SearchAnswer { hits: a.result },
+    };
     if !count.contains(&ans.hits.len()) {
         return Err(ErrorKind::WrongCount);
     }

@@ -194,6 +194,13 @@ async fn health() -> Response {
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
     if app.slots.iter().all(|s| s.backend.load().is_some()) {
+        if let Some(why) = app
+            .slots
+            .iter()
+            .find_map(|s| s.backend.load_full().and_then(|b| b.ready().err()))
+        {
+            return ApiError::new(Code::NotReady, why).into_response();
+        }
         json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
     } else {
         ApiError::new(Code::NotReady, "the index is still loading").into_response()

@@ -226,6 +226,11 @@ pub trait SearchBackend: Send + Sync + 'static {
     fn text_field(&self) -> Option<String> {
         None
     }
+    /// Whether the backend can answer now (`/ready`); `Err` says why not (a remote engine
+    /// that cannot be reached). Default: ready once loaded.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
     fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>>;
     fn get(&self, id: DocId, fields: FieldsWanted)
         -> BoxFuture<'_, Result<Document, BackendError>>;

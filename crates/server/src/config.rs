@@ -87,7 +87,7 @@ impl From<PartPlacementArg> for Placement {
 pub struct ServeArgs {
     /// Index directory to serve (written by `searchd build`); served as the collection
     /// named after the directory, behind the v1 routes.
-    #[arg(long, value_name = "DIR", required_unless_present = "collection")]
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["collection", "qdrant_collection"])]
     pub index: Option<PathBuf>,
 
     /// Collection directory to serve (written by `searchd ingest`), as `DIR` (named after
@@ -95,6 +95,9 @@ pub struct ServeArgs {
     /// given) is the default behind the v1 routes (/search, /stats).
     #[arg(long, value_name = "[NAME=]DIR")]
     pub collection: Vec<String>,
+
+    #[command(flatten)]
+    pub qdrant: crate::qdrant::QdrantServeArgs,
 
     /// Sentence-transformers model directory for `{"text": ...}` queries (config.json,
     /// model.safetensors, tokenizer.json, pooling config). Must be the model that embedded
@@ -284,6 +287,8 @@ pub enum IndexSource {
     Collection(Arc<Collection>),
     /// Serve any backend (another engine, or a test's own).
     Backend(Arc<dyn SearchBackend>),
+    /// A Qdrant collection (`serve --backend qdrant`), connected and checked at load.
+    Qdrant(crate::qdrant::QdrantTarget),
 }
 
 /// The query matrix behind `{"qidx": N}`.
@@ -438,6 +443,9 @@ impl ServerConfig {
 
     /// Configuration from `searchd serve` flags.
     pub fn from_args(args: &ServeArgs) -> Result<ServerConfig, ServerError> {
+        if let Some(cfg) = crate::qdrant::config_from_args(args)? {
+            return Ok(cfg);
+        }
         let threads = args.threads.unwrap_or_else(available_cores);
         if threads == 0 {
             return Err(ServerError::Config("--threads must be at least 1".into()));

@@ -84,6 +84,7 @@ mod es;
 mod limits;
 mod net;
 mod pool;
+pub mod qdrant;
 mod reads;
 mod rerank;
 mod stats;
@@ -416,6 +417,15 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     fn text_field(&self) -> Option<String> {
         (**self).text_field()
     }
+    fn ready(&self) -> Result<(), String> {
+        (**self).ready()
+    }
+    fn read(
+        &self,
+        req: backend::ReadRequest,
+    ) -> BoxFuture<'_, Result<backend::ReadOutput, BackendError>> {
+        (**self).read(req)
+    }
     fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
         (**self).search(req)
     }
@@ -495,6 +505,14 @@ fn open_source(
         )),
         IndexSource::Collection(c) => Box::new(LocalBackend::new(c.clone(), pool.clone())),
         IndexSource::Backend(b) => Box::new(b.clone()),
+        #[cfg(feature = "qdrant")]
+        IndexSource::Qdrant(t) => qdrant::open(t, model)?,
+        #[cfg(not(feature = "qdrant"))]
+        IndexSource::Qdrant(_) => {
+            return Err(ServerError::Config(
+                "this searchd was built without the `qdrant` feature".into(),
+            ))
+        }
     };
     Ok(backend)
 }

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""searchd in front of Qdrant vs Qdrant's own REST API vs searchd's local engine, on
+dev-gcide-50k, HNSW m=16 ef_construct=200, the same ef, in one run.
+
+Steps (everything through the `searchd` binary, nothing but the standard library here):
+  1. exact ground truth (`searchd gt`, k=10) and a local collection (`searchd ingest
+     --vectors base.f16.npy`, HNSW m=16 efc=200, no lexical index);
+  2. a Qdrant node on free loopback ports (storage in the work dir), the collection uploaded
+     by `searchd ingest --docs COLL --to qdrant://...` (time to green and fully indexed);
+  3. for each trial, in turn: `searchd serve --backend qdrant` loaded by `searchd load`
+     (qidx bodies, rotating queries, recall checked), Qdrant's REST search loaded by the same
+     `searchd load` (`--body-file` of {"vector", "limit", "params": {"hnsw_ef"}} bodies, the
+     same queries, recall checked the same way), and `searchd serve --collection` (local);
+  4. bench/results/qdrant-gcide.{json,md}.
+
+Usage: python3 bench/qdrant_gcide.py [--ef 64] [--trials 1] [--ramp 1,2,4,8,16,32]
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = "/work/shared/datasets/dev-gcide-50k"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_http(url, timeout=120):
+    t = time.time()
+    while time.time() - t < timeout:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{url} not ready after {timeout}s")
+
+
+def read_npy_f16_or_f32(path):
+    with open(path, "rb") as f:
+        magic = f.read(6)
+        assert magic == b"\x93NUMPY", path
+        major = f.read(2)[0]
+        hlen = struct.unpack("<H" if major == 1 else "<I", f.read(2 if major == 1 else 4))[0]
+        header = f.read(hlen).decode()
+        shape = tuple(int(x) for x in header.split("'shape': (")[1].split(")")[0].split(",") if x.strip())
+        fmt = "e" if "<f2" in header else "f"
+        n, d = shape
+        size = 2 if fmt == "e" else 4
+        rows = []
+        for _ in range(n):
+            v = struct.unpack(f"<{d}{fmt}", f.read(d * size))
+            norm = sum(x * x for x in v) ** 0.5 or 1.0
+            rows.append([x / norm for x in v])
+        return rows
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def run(cmd, **kw):
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    return subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+def load(b, url, args, out_json, extra):
+    cmd = args.tool["load"] + ["--url", url, "--ramp", args.ramp, "--warmup", args.warmup,
+           "--duration", args.duration, "--slo-p99-ms", "100", "--gt", args.gt,
+           "--k", "10", "--pick", "uniform", "--json", out_json, "--quiet"] + extra
+    run(cmd)
+    with open(out_json) as f:
+        return json.load(f)
+
+
+def summary(rep):
+    s = rep.get("sustainable") or {}
+    steps = rep["steps"]
+    best = None
+    for st in steps:
+        if st.get("slo_pass") and (best is None or st["qps"] > best["qps"]):
+            best = st
+    return {
+        "sustainable_qps": best["qps"] if best else 0.0,
+        "at_concurrency": best["concurrency"] if best else None,
+        "p99_ms": best["latency_ms"]["p99"] if best else None,
+        "recall_at_10": best["recall_at_k"] if best else None,
+        "server_rss_mb": (best["server"]["rss_bytes"] or 0) / 2**20 if best else None,
+        "server_cpu_pct": best["server"]["cpu_pct"] if best else None,
+        "errors": {k: sum(st["errors"][k] for st in steps) for k in steps[0]["errors"]},
+        "sustainable": s,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/searchd"),
+                    help="the searchd binary; when it does not exist, the examples of "
+                         "--examples (qdrant_prep, serve, load) are used instead")
+    ap.add_argument("--examples", default=os.path.join(ROOT, "target/debug/examples"))
+    ap.add_argument("--qdrant", default=os.environ.get("QDRANT_BIN", "/work/shared/qdrant/qdrant"))
+    ap.add_argument("--work", default="/tmp/searchd-qdrant-gcide")
+    ap.add_argument("--ef", type=int, default=64)
+    ap.add_argument("--trials", type=int, default=1)
+    ap.add_argument("--ramp", default="1,2,4,8,16,32,64")
+    ap.add_argument("--warmup", default="3s")
+    ap.add_argument("--duration", default="8s")
+    ap.add_argument("--channels", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/qdrant-gcide"))
+    args = ap.parse_args()
+    b, w = args.bin, args.work
+    full = os.path.exists(b)
+    ex = args.examples
+    tool = {"serve": [b, "serve"] if full else [os.path.join(ex, "serve")],
+            "load": [b, "load"] if full else [os.path.join(ex, "load")]}
+    args.tool = tool
+    senv = dict(os.environ, RUST_LOG="warn")
+    os.makedirs(w, exist_ok=True)
+    args.gt = os.path.join(w, "gt.npy")
+    if not os.path.exists(args.gt):
+        if full:
+            run([b, "gt", "--base", f"{DATA}/base.f16.npy", "--queries", f"{DATA}/queries.f16.npy",
+                 "--out", args.gt, "--k", "10"])
+        else:
+            run([os.path.join(ex, "qdrant_prep"), "gt", f"{DATA}/base.f16.npy", f"{DATA}/queries.f16.npy",
+                 args.gt, "10"])
+    coll = os.path.join(w, "coll")
+    if not os.path.exists(coll):
+        if full:
+            run([b, "ingest", "--docs", f"{DATA}/passages.jsonl", "--vectors", f"{DATA}/base.f16.npy",
+                 "--out", coll, "--m", "16", "--ef-construction", "200", "--no-lexical",
+                 "--build-threads", "2"])
+        else:
+            run([os.path.join(ex, "qdrant_prep"), "collection", f"{DATA}/passages.jsonl",
+                 f"{DATA}/base.f16.npy", coll])
+    bodies = os.path.join(w, f"qdrant-bodies-ef{args.ef}.jsonl")
+    if not os.path.exists(bodies):
+        qs = read_npy_f16_or_f32(f"{DATA}/queries.f16.npy")
+        with open(bodies, "w") as f:
+            for i, v in enumerate(qs):
+                f.write(json.dumps({"vector": [round(x, 7) for x in v], "limit": 10,
+                                    "params": {"hnsw_ef": args.ef}, "qidx": i, "k": 10}) + "\n")
+
+    qhttp, qgrpc = free_port(), free_port()
+    qdir = os.path.join(w, "qdrant")
+    env = dict(os.environ, QDRANT__SERVICE__HOST="127.0.0.1", QDRANT__SERVICE__HTTP_PORT=str(qhttp),
+               QDRANT__SERVICE__GRPC_PORT=str(qgrpc), QDRANT__STORAGE__STORAGE_PATH=os.path.join(qdir, "storage"),
+               QDRANT__TELEMETRY_DISABLED="true", QDRANT__LOG_LEVEL="WARN")
+    os.makedirs(qdir, exist_ok=True)
+    qlog = open(os.path.join(qdir, "log"), "ab")
+    qp = subprocess.Popen([args.qdrant], env=env, cwd=qdir, stdout=qlog, stderr=qlog)
+    procs = [qp]
+    result = {"schema": "searchd.bench.qdrant_gcide.v1", "ef": args.ef, "ramp": args.ramp,
+              "warmup": args.warmup, "duration": args.duration, "channels": args.channels,
+              "trials": []}
+    try:
+        wait_http(f"http://127.0.0.1:{qhttp}/readyz")
+        ij = os.path.join(w, "ingest.json")
+        t0 = time.time()
+        if full:
+            run([b, "ingest", "--docs", coll, "--to", f"qdrant://127.0.0.1:{qgrpc}/gcide", "--m", "16",
+                 "--ef-construction", "200", "--recreate", "--upload-parallel", "2", "--json", ij])
+        else:
+            with open(ij, "w") as f:
+                run([os.path.join(ex, "qdrant_prep"), "upload", coll, f"qdrant://127.0.0.1:{qgrpc}/gcide"],
+                    stdout=f)
+        with open(ij) as f:
+            result["ingest"] = json.load(f)
+        result["ingest_wall_s"] = time.time() - t0
+        result["tools"] = "searchd" if full else "examples (debug profile: deps opt-level 2, workspace 1)"
+        result["qdrant_rss_mb_after_ingest"] = rss_bytes(qp.pid) / 2**20
+        while not os.path.exists(tool["load"][0]):  # the load binary may still be building
+            time.sleep(2)
+        for t in range(args.trials):
+            trial = {}
+            # 1. searchd over Qdrant.
+            port = free_port()
+            sp = subprocess.Popen(tool["serve"] + ["--backend", "qdrant", "--qdrant-url",
+                                   f"http://127.0.0.1:{qgrpc}", "--qdrant-collection", "gcide",
+                                   "--qdrant-channels", str(args.channels),
+                                   "--queries", f"{DATA}/queries.f16.npy", "--ef", str(args.ef),
+                                   "--addr", f"127.0.0.1:{port}"], env=senv)
+            procs.append(sp)
+            wait_http(f"http://127.0.0.1:{port}/ready")
+            q0, s0 = cpu_seconds(qp.pid), cpu_seconds(sp.pid)
+            rep = load(b, f"http://127.0.0.1:{port}", args, os.path.join(w, f"load-front-{t}.json"),
+                       ["--queries", "2000", "--ef", str(args.ef)])
+            q1, s1 = cpu_seconds(qp.pid), cpu_seconds(sp.pid)
+            ok = sum(st["ok"] for st in rep["steps"])
+            trial["searchd_over_qdrant"] = summary(rep)
+            trial["searchd_over_qdrant"].update({
+                "front_cpu_ms_per_request_all_steps": 1e3 * (s1 - s0) / max(ok, 1),
+                "qdrant_cpu_ms_per_request_all_steps": 1e3 * (q1 - q0) / max(ok, 1),
+                "front_rss_mb_end": rss_bytes(sp.pid) / 2**20})
+            sp.send_signal(signal.SIGTERM)
+            sp.wait(30)
+            procs.remove(sp)
+            # 2. Qdrant's REST API, directly.
+            q0 = cpu_seconds(qp.pid)
+            rep = load(b, f"http://127.0.0.1:{qhttp}", args, os.path.join(w, f"load-rest-{t}.json"),
+                       ["--endpoint", "POST /collections/gcide/points/search", "--body-file", bodies,
+                        "--server-pid", str(qp.pid), "--n-max", "50000"])
+            q1 = cpu_seconds(qp.pid)
+            ok = sum(st["ok"] for st in rep["steps"])
+            trial["qdrant_rest"] = summary(rep)
+            trial["qdrant_rest"]["qdrant_cpu_ms_per_request_all_steps"] = 1e3 * (q1 - q0) / max(ok, 1)
+            # 3. searchd's local engine, same data.
+            port = free_port()
+            sp = subprocess.Popen(tool["serve"] + ["--collection", f"gcide={coll}",
+                                   "--queries", f"{DATA}/queries.f16.npy", "--ef", str(args.ef),
+                                   "--addr", f"127.0.0.1:{port}"], env=senv)
+            procs.append(sp)
+            wait_http(f"http://127.0.0.1:{port}/ready")
+            s0 = cpu_seconds(sp.pid)
+            rep = load(b, f"http://127.0.0.1:{port}", args, os.path.join(w, f"load-local-{t}.json"),
+                       ["--queries", "2000", "--ef", str(args.ef)])
+            s1 = cpu_seconds(sp.pid)
+            ok = sum(st["ok"] for st in rep["steps"])
+            trial["searchd_local"] = summary(rep)
+            trial["searchd_local"]["cpu_ms_per_request_all_steps"] = 1e3 * (s1 - s0) / max(ok, 1)
+            sp.send_signal(signal.SIGTERM)
+            sp.wait(30)
+            procs.remove(sp)
+            result["trials"].append(trial)
+            print(json.dumps(trial, indent=1), flush=True)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    with open(args.out + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {args.out}.json")
+
+
+if __name__ == "__main__":
+    main()
