@@ -436,9 +436,6 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     ) -> BoxFuture<'_, Result<Document, BackendError>> {
         (**self).get(id, fields)
     }
-    fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
-        (**self).read(req)
-    }
     fn write(
         &self,
         op: backend::WriteOp,
