@@ -114,7 +114,7 @@ fn main() {
             })
         }
         Command::Demo(a) => demo::demo(a),
-        Command::Restore(a) => restore::restore_cmd(&a),
+        Command::Restore(a) => restore::restore_cmd(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -86,6 +86,8 @@ fn free_port() -> u16 {
         .port()
 }
 
+// The child is returned to the caller, which kills and waits for it.
+#[allow(clippy::zombie_processes)]
 fn serve(dir: &Path, extra: &[&str]) -> (Child, u16) {
     let port = free_port();
     let mut cmd = Command::new(bin());

@@ -518,7 +518,6 @@ impl LiveCollection {
         let coll = Collection::open(dir, opts)?;
         let mut cfg = cfg;
         cfg.read_only = read_only;
-        let mut read_only_reason = read_only_reason;
         if !read_only && !coll.has_vectors() {
             read_only_reason = Some(
                 "the collection's float vectors are not loaded (--vectors none): merges need them; serving read-only"
@@ -556,7 +555,7 @@ impl LiveCollection {
         let live = Arc::new(LiveCollection {
             dir: dir.to_path_buf(),
             scratch,
-            opts: opts.clone(),
+            opts: *opts,
             spec,
             text_field,
             view: RwLock::new(Arc::new(coll)),
@@ -926,10 +925,7 @@ impl LiveCollection {
                     changed[i] = true;
                 }
             }
-            let mut manifest = cur
-                .manifest
-                .clone()
-                .unwrap_or_else(|| unreachable_manifest());
+            let mut manifest = cur.manifest.clone().unwrap_or_else(unreachable_manifest);
             let mut segments = cur.segments.clone();
             let mut lives: Vec<Option<Arc<RoaringBitmap>>> = live
                 .into_iter()
@@ -1037,10 +1033,7 @@ impl LiveCollection {
 
     /// Write a manifest for `view` into `dir` (segments already there).
     fn manifest_for(&self, view: &Collection, dir: &Path) -> Result<Manifest> {
-        let mut m = view
-            .manifest
-            .clone()
-            .unwrap_or_else(|| unreachable_manifest());
+        let mut m = view.manifest.clone().unwrap_or_else(unreachable_manifest);
         for (i, s) in m.segments.iter_mut().enumerate() {
             s.deleted = match view.live_rows(i) {
                 None => None,
@@ -1172,6 +1165,7 @@ impl LiveCollection {
         for &i in pick {
             let seg = &v0.segments[i];
             let mut map = vec![u32::MAX; seg.len()];
+            #[allow(clippy::needless_range_loop)] // `row` is the row number, not just an index
             for row in 0..seg.len() {
                 let r = DocRef {
                     segment: i as u32,
@@ -1246,10 +1240,7 @@ impl LiveCollection {
                 }
             }
         }
-        let mut manifest = cur
-            .manifest
-            .clone()
-            .unwrap_or_else(|| unreachable_manifest());
+        let mut manifest = cur.manifest.clone().unwrap_or_else(unreachable_manifest);
         let mut segments = Vec::new();
         let mut lives = Vec::new();
         let mut metas = Vec::new();

@@ -77,6 +77,9 @@ pub struct Recovery {
     pub moved_aside: Vec<PathBuf>,
 }
 
+/// Records handed back at open: (sequence number, payload).
+pub type Replay = Vec<(u64, Vec<u8>)>;
+
 struct LogFile {
     first: u64,
     path: PathBuf,
@@ -136,7 +139,7 @@ fn record(seq: u64, payload: &[u8]) -> Vec<u8> {
 
 /// Parse the records of one file: the good ones, and where (and why) parsing stopped
 /// early, if it did.
-fn parse(bytes: &[u8], expect_first: u64) -> (Vec<(u64, Vec<u8>)>, u64, Option<String>) {
+fn parse(bytes: &[u8], expect_first: u64) -> (Replay, u64, Option<String>) {
     if bytes.len() < HEADER as usize || &bytes[..8] != MAGIC {
         return (
             Vec::new(),
@@ -197,7 +200,7 @@ impl Wal {
         after: u64,
         fsync: Fsync,
         read_only: bool,
-    ) -> Result<(Wal, Vec<(u64, Vec<u8>)>, Recovery)> {
+    ) -> Result<(Wal, Replay, Recovery)> {
         if !read_only {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
@@ -267,7 +270,7 @@ impl Wal {
         rec.replayed = replay.len() as u64;
         let next_seq = next.unwrap_or(after + 1).max(after + 1);
         let (file, len) = match files.last() {
-            Some(last) if !read_only && next.is_some_and(|n| n >= after + 1) => {
+            Some(last) if !read_only && next.is_some_and(|n| n > after) => {
                 let f = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)

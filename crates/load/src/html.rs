@@ -11,6 +11,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+/// One named, coloured line of a chart: (label, colour, points).
+type Series = (String, RGBColor, Vec<(f64, f64)>);
+
 use crate::error::LoadError;
 use crate::report::{Report, Step};
 
@@ -342,7 +345,7 @@ fn level_lines(
     r: &Report,
     caption: &str,
     y_desc: &str,
-    series: &[(String, RGBColor, Vec<(f64, f64)>)],
+    series: &[Series],
     y_range: (f64, f64),
 ) -> Result<(), LoadError> {
     let xs = series.iter().flat_map(|s| s.2.iter().map(|p| p.0));
@@ -487,7 +490,7 @@ pub fn errors_svg(r: &Report) -> Result<Option<String>, LoadError> {
     if kinds.is_empty() {
         return Ok(None);
     }
-    let series: Vec<(String, RGBColor, Vec<(f64, f64)>)> = kinds
+    let series: Vec<Series> = kinds
         .iter()
         .enumerate()
         .map(|(i, k)| {

@@ -146,14 +146,12 @@ impl FirstErrors {
 /// "..." when cut.
 pub fn truncate_message(s: &str) -> String {
     let mut out = String::new();
-    let mut n = 0;
-    for c in s.trim().chars() {
+    for (n, c) in s.trim().chars().enumerate() {
         if n == FIRST_ERROR_CHARS {
             out.push_str("...");
             return out;
         }
         out.push(if c.is_control() { ' ' } else { c });
-        n += 1;
     }
     out
 }

@@ -121,7 +121,7 @@ fn old_names_and_wrk_oha_habits() {
     let dir = tempfile::tempdir().unwrap();
     let q = dir.path().join("q.npy");
     let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (37, 4), }".to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

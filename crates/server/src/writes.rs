@@ -279,6 +279,7 @@ async fn embed_text(
 
 /// `?wait=true|false` of a query string (absent: false).
 fn wait_of(uri: &Uri) -> Result<bool, ApiError> {
+    let mut wait = false;
     for kv in uri
         .query()
         .unwrap_or("")
@@ -286,9 +287,9 @@ fn wait_of(uri: &Uri) -> Result<bool, ApiError> {
         .filter(|s| !s.is_empty())
     {
         let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
-        match (k, v) {
-            ("wait", "true") | ("wait", "") => return Ok(true),
-            ("wait", "false") => return Ok(false),
+        wait = match (k, v) {
+            ("wait", "true") | ("wait", "") => true,
+            ("wait", "false") => false,
             ("wait", other) => {
                 return Err(ApiError::invalid(format!(
                     "wait must be true or false, got {other:?}"
@@ -299,9 +300,9 @@ fn wait_of(uri: &Uri) -> Result<bool, ApiError> {
                     "unknown query parameter {other:?} (expected wait)"
                 )))
             }
-        }
+        };
     }
-    Ok(false)
+    Ok(wait)
 }
 
 /// `DELETE /collections/{name}/docs/{id}`

@@ -356,7 +356,7 @@ async fn ingest_refuses_existing_unless_recreate_or_append() {
     // Another dimension cannot be appended.
     let docs = dir.path().join("d3.jsonl");
     std::fs::write(&docs, "{\"id\": 1, \"vec\": [1.0, 0.0, 0.0]}\n").unwrap();
-    let mut c = IngestConfig::new(&docs, &dir.path().join("d3"));
+    let mut c = IngestConfig::new(&docs, dir.path().join("d3"));
     c.reader.vector_field = Some("vec".into());
     c.build.kind = searchd_engine::IndexKind::Flat;
     c.lexical = None;
