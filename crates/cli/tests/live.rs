@@ -387,7 +387,9 @@ fn bad_writes_read_only_snapshot_and_restore() {
     second.kill().unwrap();
     second.wait().unwrap();
     // The snapshot served by another process: the state at the snapshot.
-    let (mut third, p3) = serve(Path::new(&snap_path), &["--read-only"]);
+    // (A snapshot directory is named after its collection, sequence number and time: give
+    // it the collection's name.)
+    let (mut third, p3) = serve(Path::new(&format!("c={snap_path}")), &["--read-only"]);
     let (_, c) = json(p3, "POST", "/collections/c/count", &serde_json::json!({}));
     assert_eq!(c["count"], 20, "{c}");
     let (s, _) = json(

@@ -299,7 +299,7 @@ pub struct LiveCollection {
     applied_cv: Condvar,
     wake: (Mutex<bool>, Condvar),
     stop: AtomicBool,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    thread: Mutex<Vec<std::thread::JoinHandle<()>>>,
     counters: Counters,
     recovery: Recovery,
     read_only_reason: Option<String>,
@@ -578,7 +578,7 @@ impl LiveCollection {
             applied_cv: Condvar::new(),
             wake: (Mutex::new(false), Condvar::new()),
             stop: AtomicBool::new(false),
-            thread: Mutex::new(None),
+            thread: Mutex::new(Vec::new()),
             counters: Counters::default(),
             recovery,
             read_only_reason,
@@ -599,12 +599,26 @@ impl LiveCollection {
                 live.commit()?;
             }
             if live.cfg.background {
-                let me = Arc::downgrade(&live);
-                let h = std::thread::Builder::new()
-                    .name("searchd-optimizer".into())
-                    .spawn(move || optimizer_loop(me))
-                    .map_err(|e| Error::io(dir, e))?;
-                *live.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+                // Two threads: refreshes and commits must never wait for a merge (a graph
+                // build of a large segment takes minutes on one thread).
+                let mut hs = Vec::new();
+                for merger in [false, true] {
+                    let me = Arc::downgrade(&live);
+                    hs.push(
+                        std::thread::Builder::new()
+                            .name(
+                                if merger {
+                                    "searchd-merger"
+                                } else {
+                                    "searchd-refresher"
+                                }
+                                .into(),
+                            )
+                            .spawn(move || optimizer_loop(me, merger))
+                            .map_err(|e| Error::io(dir, e))?,
+                    );
+                }
+                *live.thread.lock().unwrap_or_else(|p| p.into_inner()) = hs;
             }
         }
         Ok(live)
@@ -1346,8 +1360,12 @@ impl LiveCollection {
     pub fn close(&self) -> Result<()> {
         self.stop.store(true, Relaxed);
         self.wake_optimizer();
-        if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = h.join();
+        let mut hs = std::mem::take(&mut *self.thread.lock().unwrap_or_else(|p| p.into_inner()));
+        // Join the refresher; a merge in progress is left to finish or die with the
+        // process: its segment is not in any committed manifest until a commit lists it,
+        // so the state on disk stays the one committed here.
+        if !hs.is_empty() {
+            let _ = hs.remove(0).join();
         }
         if self.is_read_only() {
             return Ok(());
@@ -1581,15 +1599,21 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     }
 }
 
-fn optimizer_loop(me: std::sync::Weak<LiveCollection>) {
+fn optimizer_loop(me: std::sync::Weak<LiveCollection>, merger: bool) {
     let mut last_refresh = Instant::now();
     loop {
         let Some(live) = me.upgrade() else { return };
         if live.stop.load(Relaxed) {
             return;
         }
-        let tick = live.cfg.refresh_interval.min(Duration::from_millis(200));
-        {
+        let tick = if merger {
+            Duration::from_millis(500)
+        } else {
+            live.cfg.refresh_interval.min(Duration::from_millis(200))
+        };
+        if merger {
+            std::thread::sleep(tick);
+        } else {
             let (m, cv) = &live.wake;
             let g = m.lock().unwrap_or_else(|p| p.into_inner());
             let (mut g, _) = cv
@@ -1599,6 +1623,12 @@ fn optimizer_loop(me: std::sync::Weak<LiveCollection>) {
         }
         if live.stop.load(Relaxed) {
             return;
+        }
+        if merger {
+            if let Err(e) = live.optimize() {
+                tracing::warn!(error = %e, "merge failed; retried later");
+            }
+            continue;
         }
         let (pending_docs, since_commit, dirty) = {
             let inner = live.lock_inner();
@@ -1615,11 +1645,6 @@ fn optimizer_loop(me: std::sync::Weak<LiveCollection>) {
             if let Err(e) = live.refresh() {
                 tracing::warn!(error = %e, "refresh failed; the writes stay in the log and are retried");
             }
-        }
-        match live.optimize() {
-            Ok(true) => {}
-            Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "merge failed; retried later"),
         }
         if since_commit >= live.cfg.commit_interval {
             if let Err(e) = live.commit() {
