@@ -330,7 +330,7 @@ def main():
         except (TypeError, KeyError, ZeroDivisionError):
             pass
         rr = out["recall_after_replace"]
-        f.write(f"\n## Recall after replacing 50%\n\n{rr['replaced']} of the first 40,000 documents upserted with new vectors; recall@10 at ef 64 (tie-aware, vs exact over the new state): live **{rr['live']:.4f}**, fresh build {rr['fresh']:.4f} (diff {rr['diff']:+.4f}).\n")
+        f.write(f"\n## Recall after replacing 50%\n\n{rr['replaced']} of the collection's {rr['docs']} documents (ids among the first 40,000) upserted with new vectors; recall@10 at ef 64 (tie-aware, vs exact over the new state): live **{rr['live']:.4f}**, fresh build {rr['fresh']:.4f} (diff {rr['diff']:+.4f}).\n")
     json.dump(out, open(a.out + ".json", "w"), indent=1, default=float)
     shutil.rmtree(work, ignore_errors=True)
 
