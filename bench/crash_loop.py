@@ -266,7 +266,7 @@ def main():
         f.write(f"{a.docs} documents x {a.dim}-d (vectors, text, typed fields), a seeded writer of upserts "
                 f"(1-20 docs) and deletes (1-5 ids), 20% with `wait`, snapshots 2%, --fsync none/group/always in turn; "
                 f"killed 0.2-1.5 s after each restart with a request in flight.\n\n")
-        f.write(f"| kills | acknowledged ops | upserted docs | deleted docs | lost | resurrected | stale | in-flight resolved | restart p50 / max |\n|---|---|---|---|---|---|---|---|---|\n")
+        f.write(f"| kills | acknowledged ops | upserted docs | deleted docs | lost | resurrected | stale | in-flight ids resolved | restart p50 / max |\n|---|---|---|---|---|---|---|---|---|\n")
         f.write(f"| {out['kills']} | {out['acknowledged_ops']} | {out['acknowledged_upserts']} | {out['acknowledged_deletes']} | "
                 f"{out['lost']} | {out['resurrected']} | {out['stale']} | {out['inflight_resolved']} | "
                 f"{rs[len(rs) // 2]:.2f} s / {rs[-1]:.2f} s |\n\n")
