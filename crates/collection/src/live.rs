@@ -26,7 +26,8 @@
 //!    and applies the log after it again, so replay is idempotent: an operation at or
 //!    before `wal_seq` is never applied twice.
 //!
-//! The optimizer (one thread, [`LiveConfig::optimizer_threads`] for its index builds)
+//! The optimizer (a refresher thread for refreshes and commits, a merger thread whose index
+//! builds use [`LiveConfig::optimizer_threads`])
 //! merges small segments into larger ones (a graph once they pass
 //! [`LiveConfig::flat_max`]), vacuums segments with many deleted rows, and commits. A
 //! merge reads a view, builds the merged segment without any lock, then swaps it in,
