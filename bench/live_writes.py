@@ -66,8 +66,6 @@ def ingest(binary, docs_path, out):
         shutil.rmtree(out)
     t = time.time()
     subprocess.run([binary, "ingest", "--docs", str(docs_path), "--out", str(out), "--vector-field", "vector",
-                    "--text-field", "text", "--no-lexical"] if False else
-                   [binary, "ingest", "--docs", str(docs_path), "--out", str(out), "--vector-field", "vector",
                     "--text-field", "text"], check=True, stdout=subprocess.DEVNULL)
     return time.time() - t
 
@@ -149,7 +147,6 @@ def main():
             row = {"engine": "searchd", "fsync": fsync, "batch": batch, "clients": conc, "requests": reqs,
                    "docs_per_s": reqs * batch / el, "ack_p50_ms": pct(lat, 0.5) * 1e3, "ack_p99_ms": pct(lat, 0.99) * 1e3}
             rows.append(row); print(row, flush=True)
-        s, st = Client(port).get("/stats")
         p.terminate(); p.wait()
     # Peer: qdrant-edge in process (no HTTP, no JSON): an upper bound for its server.
     try:
@@ -243,10 +240,6 @@ def main():
     # the other documents), against a fresh build of the same state.
     p, port = serve(binary, coll, ["--threads", "1"], log)
     c = Client(port)
-    s, info = c.get("/collections/gcide")
-    state = {}
-    s, r = c.post("/collections/gcide/count", {})
-    ids_now = None
     # The collection holds ids 0..n0 plus what the runs above added; replace half of 0..n0.
     repl = rng.choice(n0, n0 // 2, replace=False)
     src = rng.permutation(n)[: len(repl)]
@@ -263,8 +256,7 @@ def main():
     for i, j in zip(repl, src):
         vec_of_id[int(i)] = base[j]
     vec_of_id[0] = base[0]
-    # Ids added by the earlier sections: read them back with _mget-free scroll of ids.
-    s, r = c.post("/collections/gcide/scroll", {"size": 10000, "sort": [{"id": "asc"}], "fields": []})
+    # Ids added by the earlier sections: read back by scrolling.
     all_ids = []
     after = None
     while True:
@@ -277,9 +269,6 @@ def main():
         if len(hits) < 10000:
             break
         after = r["next"]
-    extra = [i for i in all_ids if i not in vec_of_id]
-    for i in extra:
-        s, d = c.get(f"/collections/gcide/docs/{i}")
     # Documents whose vector we cannot rebuild here (the random ones of section 2) are
     # deleted first, so both sides hold exactly the known state.
     unknown = [i for i in all_ids if i >= 1_000_000]

@@ -588,9 +588,13 @@ impl LiveCollection {
         });
         {
             let mut inner = live.lock_inner();
-            let ops: Vec<(u64, Op)> = inner.pending.clone();
-            for (_, op) in &ops {
-                note_ids(&mut inner.pending_ids, op);
+            let Inner {
+                pending,
+                pending_ids,
+                ..
+            } = &mut *inner;
+            for (_, op) in pending.iter() {
+                note_ids(pending_ids, op);
             }
         }
         // The replayed operations become visible before the first search.
@@ -1330,7 +1334,10 @@ impl LiveCollection {
                 } else {
                     base.join(&s.name)
                 };
-                link_tree(&from, &tmp.join(&s.name))?;
+                // Deleted sets are written for the view below.
+                place_tree(&from, &tmp.join(&s.name), true, &|n| {
+                    n.starts_with("deleted-") || n.ends_with(".tmp")
+                })?;
             }
             let manifest = self.manifest_for(&view, &tmp)?;
             let wdir = tmp.join("wal");
@@ -1491,26 +1498,27 @@ fn lookup_exact(c: &Collection, id: &DocId) -> Option<DocRef> {
     })
 }
 
-/// Hard-link every file of a tree (copy when linking is not possible).
-fn link_tree(from: &Path, to: &Path) -> Result<()> {
+/// Put every file of the tree `from` at `to`: hard-linked when `link` (copied when linking
+/// is not possible, e.g. across file systems), else copied; entries whose name `skip`
+/// accepts are left out.
+fn place_tree(from: &Path, to: &Path, link: bool, skip: &dyn Fn(&str) -> bool) -> Result<()> {
     let md = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
     if md.is_dir() {
         std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
         for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
             let e = e.map_err(|e| Error::io(from, e))?;
             let n = e.file_name();
-            let ns = n.to_string_lossy();
-            if ns.starts_with("deleted-") || ns.ends_with(".tmp") {
-                continue;
+            if !skip(&n.to_string_lossy()) {
+                place_tree(&e.path(), &to.join(&n), link, skip)?;
             }
-            link_tree(&e.path(), &to.join(&n))?;
         }
+        Ok(())
+    } else if link && std::fs::hard_link(from, to).is_ok() {
         Ok(())
     } else {
-        if std::fs::hard_link(from, to).is_err() {
-            std::fs::copy(from, to).map_err(|e| Error::io(from, e))?;
-        }
-        Ok(())
+        std::fs::copy(from, to)
+            .map(|_| ())
+            .map_err(|e| Error::io(from, e))
     }
 }
 
@@ -1549,11 +1557,9 @@ pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
                 continue;
             }
             let to = tmp.join(&n);
-            if ns == "wal" || ns == MANIFEST {
-                copy_tree(&e.path(), &to)?;
-            } else {
-                link_all(&e.path(), &to)?;
-            }
+            // The log and the manifest change in the copy: copied; the rest never does.
+            let link = !(ns == "wal" || ns == MANIFEST);
+            place_tree(&e.path(), &to, link, &|_| false)?;
         }
         sync_tree(&tmp)
     })();
@@ -1564,40 +1570,6 @@ pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
     std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
     crate::wal::sync_dir(out.parent().unwrap_or(Path::new(".")));
     Ok(docs)
-}
-
-fn link_all(from: &Path, to: &Path) -> Result<()> {
-    let md = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
-    if md.is_dir() {
-        std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-        for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
-            let e = e.map_err(|e| Error::io(from, e))?;
-            link_all(&e.path(), &to.join(e.file_name()))?;
-        }
-        Ok(())
-    } else if std::fs::hard_link(from, to).is_err() {
-        std::fs::copy(from, to)
-            .map(|_| ())
-            .map_err(|e| Error::io(from, e))
-    } else {
-        Ok(())
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    let md = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
-    if md.is_dir() {
-        std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-        for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
-            let e = e.map_err(|e| Error::io(from, e))?;
-            copy_tree(&e.path(), &to.join(e.file_name()))?;
-        }
-        Ok(())
-    } else {
-        std::fs::copy(from, to)
-            .map(|_| ())
-            .map_err(|e| Error::io(from, e))
-    }
 }
 
 fn optimizer_loop(me: std::sync::Weak<LiveCollection>, merger: bool) {
