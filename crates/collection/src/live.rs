@@ -298,6 +298,9 @@ pub struct LiveCollection {
     gc_lock: Mutex<()>,
     applied: Mutex<u64>,
     applied_cv: Condvar,
+    /// The last committed view and the manifest written for it: a deleted set whose
+    /// bitmap is the same `Arc` as then keeps its file (commits run under `gc_lock`).
+    committed: Mutex<Option<(Arc<Collection>, Manifest)>>,
     wake: (Mutex<bool>, Condvar),
     stop: AtomicBool,
     thread: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -577,6 +580,7 @@ impl LiveCollection {
             gc_lock: Mutex::new(()),
             applied: Mutex::new(seq0),
             applied_cv: Condvar::new(),
+            committed: Mutex::new(None),
             wake: (Mutex::new(false), Condvar::new()),
             stop: AtomicBool::new(false),
             thread: Mutex::new(Vec::new()),
@@ -586,6 +590,11 @@ impl LiveCollection {
             _lock: lock,
             cfg,
         });
+        {
+            let v = live.view();
+            let m = v.manifest.clone().unwrap_or_else(unreachable_manifest);
+            *live.committed.lock().unwrap_or_else(|p| p.into_inner()) = Some((v, m));
+        }
         {
             let mut inner = live.lock_inner();
             let Inner {
@@ -1017,6 +1026,8 @@ impl LiveCollection {
                 Err(e)
             }
             Ok(manifest) => {
+                *self.committed.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((view.clone(), manifest.clone()));
                 inner.committed_seq = view.seq;
                 inner.last_commit = Instant::now();
                 inner.wal.truncate_through(view.seq)?;
@@ -1053,23 +1064,32 @@ impl LiveCollection {
     /// Write a manifest for `view` into `dir` (segments already there).
     fn manifest_for(&self, view: &Collection, dir: &Path) -> Result<Manifest> {
         let mut m = view.manifest.clone().unwrap_or_else(unreachable_manifest);
+        let committed = self.committed.lock().unwrap_or_else(|p| p.into_inner());
+        // The file of a deleted set unchanged since the last commit (same segment, same
+        // bitmap) is still right; a snapshot writes its own.
+        let unchanged = |i: usize| -> Option<FileMeta> {
+            let (cv, cm) = committed.as_ref().filter(|_| dir == self.dir)?;
+            let j = cv
+                .segments
+                .iter()
+                .position(|s| Arc::ptr_eq(s, &view.segments[i]))?;
+            match (&view.live[i], &cv.live[j]) {
+                (Some(a), Some(b)) if Arc::ptr_eq(a, b) => cm.segments[j].deleted.clone(),
+                _ => None,
+            }
+        };
         for (i, s) in m.segments.iter_mut().enumerate() {
             s.deleted = match view.live_rows(i) {
                 None => None,
-                Some(l) => {
-                    let sdir = dir.join(&s.name);
-                    match &s.deleted {
-                        // Unchanged since the last commit: the file is still right.
-                        Some(d)
-                            if dir == self.dir
-                                && read_live(&sdir, d, view.segments[i].len())
-                                    .is_ok_and(|x| &x == l) =>
-                        {
-                            Some(d.clone())
-                        }
-                        _ => Some(write_deleted(&sdir, view.seq, l, view.segments[i].len())?),
-                    }
-                }
+                Some(l) => match unchanged(i) {
+                    Some(d) => Some(d),
+                    None => Some(write_deleted(
+                        &dir.join(&s.name),
+                        view.seq,
+                        l,
+                        view.segments[i].len(),
+                    )?),
+                },
             };
         }
         m.format = FORMAT_LIVE;
