@@ -21,10 +21,11 @@ use searchd_collection::live::{Doc, Receipt};
 use searchd_collection::DocId;
 use serde_json::Value;
 
-use crate::api::{authorize, backend_error, json_error, json_response, read_body_limit, App, Slot};
+use crate::api::{authorize, backend_error, json_error, json_response, read_body_limit, App};
 use crate::backend::{FieldsWanted, SearchBackend, WriteOp};
 use crate::embedq::EmbedFailure;
 use crate::error::{ApiError, Code};
+use crate::reads::backend_of;
 
 /// Most documents one upsert request may carry.
 pub const MAX_DOCS_PER_WRITE: usize = 10_000;
@@ -47,15 +48,6 @@ fn receipt_json(r: &Receipt, took: Duration) -> Vec<u8> {
         }
     }
     serde_json::to_vec(&v).unwrap_or_default()
-}
-
-fn loaded(slot: &Slot) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
-    slot.backend.load_full().ok_or_else(|| {
-        ApiError::new(
-            Code::NotReady,
-            "the collection is still loading; retry shortly",
-        )
-    })
 }
 
 fn parse_id(v: &Value, at: &str) -> Result<DocId, ApiError> {
@@ -186,7 +178,7 @@ async fn upsert_inner(
 ) -> Result<Vec<u8>, ApiError> {
     let slot = app.slot(name)?;
     let body = read_body_limit(app, req, app.cfg.write_body_limit).await?;
-    let backend = loaded(&slot)?;
+    let backend = backend_of(&slot)?;
     let o = body_object(&body, &["docs", "wait"])?;
     let wait = parse_wait(o.get("wait"))?;
     let Some(Value::Array(docs)) = o.get("docs") else {
@@ -315,7 +307,7 @@ pub(crate) async fn delete_one(
     let r = async {
         let wait = wait_of(&uri)?;
         let slot = app.slot(&name)?;
-        let backend = loaded(&slot)?;
+        let backend = backend_of(&slot)?;
         if id.is_empty() {
             return Err(ApiError::invalid("the document id is empty"));
         }
@@ -351,7 +343,7 @@ pub(crate) async fn delete_many(
     let r = async {
         let slot = app.slot(&name)?;
         let body = read_body_limit(&app, req, app.cfg.write_body_limit).await?;
-        let backend = loaded(&slot)?;
+        let backend = backend_of(&slot)?;
         let o = body_object(&body, &["ids", "filter", "wait"])?;
         let wait = parse_wait(o.get("wait"))?;
         let op = match (o.get("ids"), o.get("filter")) {
@@ -399,7 +391,7 @@ pub(crate) async fn snapshot(
         authorize(&app, &req)?;
         let slot = app.slot(&name)?;
         let body = read_body_limit(&app, req, app.cfg.body_limit).await?;
-        let backend = loaded(&slot)?;
+        let backend = backend_of(&slot)?;
         let o = if body.is_empty() {
             serde_json::Map::new()
         } else {
