@@ -158,6 +158,7 @@ pub fn gt(a: &GtArgs) -> CmdResult {
         .flat_map(|r| r.iter().map(|n| n.id as i32))
         .collect();
     searchd_vecio::write_ids(&a.out, &ids, queries.n(), a.k)?;
+    write_gt_meta(&a.out, a.metric, a.k, queries.n(), base.n(), dim)?;
     println!(
         "exact top-{} of {} queries over {} x {} in {secs:.2}s ({:.0} queries/s, {} threads) -> {}",
         a.k,
@@ -170,6 +171,60 @@ pub fn gt(a: &GtArgs) -> CmdResult {
     );
     summary("gt done", started);
     Ok(())
+}
+
+/// Record beside a ground-truth file the metric (and shape) it was computed under
+/// (`FILE.meta.json`), so `eval` and `load` can refuse it against an index of another
+/// metric.
+pub fn write_gt_meta(
+    out: &std::path::Path,
+    metric: Metric,
+    k: usize,
+    queries: usize,
+    base_n: usize,
+    dim: usize,
+) -> CmdResult {
+    let meta = searchd_load::gt::GtMeta {
+        schema: searchd_load::gt::GT_META_SCHEMA.to_string(),
+        metric: metric.name().to_string(),
+        k,
+        queries,
+        base_n,
+        dim,
+    };
+    searchd_load::gt::write_meta(out, &meta).map_err(|e| {
+        CliError::Io(format!(
+            "{}: {e}",
+            searchd_load::gt::meta_path(out).display()
+        ))
+    })
+}
+
+/// Refuse a ground truth whose recorded metric (or base size) is not the index's; a file
+/// without a record (older `searchd gt`) is accepted with a warning.
+pub fn check_gt_meta(gt: &std::path::Path, metric: Metric, n: usize) -> CmdResult {
+    match searchd_load::gt::read_meta(gt).map_err(CliError::Input)? {
+        Some(m) => {
+            searchd_load::gt::check_metric(gt, &m, metric.name()).map_err(CliError::Input)?;
+            if m.base_n != n {
+                return Err(CliError::Input(format!(
+                    "{} was computed over {} base vectors, the index has {n}: it belongs to another data set",
+                    gt.display(),
+                    m.base_n
+                )));
+            }
+            Ok(())
+        }
+        None => {
+            eprintln!(
+                "warning: {} records no metric (no {}); recall assumes it was computed under {}",
+                gt.display(),
+                searchd_load::gt::meta_path(gt).display(),
+                metric.name()
+            );
+            Ok(())
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -212,8 +267,97 @@ pub struct BuildArgs {
     pub force: bool,
 }
 
+/// Whether process `pid` exists (Linux: `/proc/PID`; elsewhere every pid counts as
+/// alive, so nothing is removed).
+fn pid_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        true
+    }
+}
+
+/// `OUT.tmp-PID`, where an index directory is written before it is renamed to `OUT`.
+fn tmp_dir(out: &std::path::Path, pid: u32) -> Option<PathBuf> {
+    let name = out.file_name()?;
+    let mut t = name.to_os_string();
+    t.push(format!(".tmp-{pid}"));
+    Some(out.with_file_name(t))
+}
+
+/// Remove the `OUT.tmp-PID` directories left by builds that died (their pid no longer
+/// runs); a live build's directory is left alone. Returns what was removed.
+pub fn remove_dead_tmp_dirs(out: &std::path::Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Some(name) = out.file_name().and_then(|n| n.to_str()) else {
+        return removed;
+    };
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let prefix = format!("{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let fname = e.file_name();
+        let Some(pid) = fname
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || pid_alive(pid) {
+            continue;
+        }
+        let path = e.path();
+        if path.is_dir() && std::fs::remove_dir_all(&path).is_ok() {
+            eprintln!(
+                "removed {} (left by build process {pid}, which is no longer running)",
+                path.display()
+            );
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// On the first Ctrl-C, remove this process's `OUT.tmp-PID` and exit with status 130
+/// (a second Ctrl-C exits at once). The index directory itself only ever appears
+/// complete (it is renamed into place), so nothing else is left behind.
+fn clean_up_on_interrupt(out: &std::path::Path) {
+    let stop = searchd_load::interrupt::install_with(
+        b"\ninterrupted: removing the unfinished index (Ctrl-C again to quit at once)\n",
+    );
+    let Some(tmp) = tmp_dir(out, std::process::id()) else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("searchd-interrupt".into())
+        .spawn(move || loop {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                // Writer threads may still create files for a moment: retry.
+                for _ in 0..50 {
+                    match std::fs::remove_dir_all(&tmp) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            std::thread::sleep(std::time::Duration::from_millis(20))
+                        }
+                        _ => break,
+                    }
+                }
+                eprintln!("interrupted: no index was written");
+                std::process::exit(130);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        });
+}
+
 pub fn build(a: &BuildArgs) -> CmdResult {
     let started = Instant::now();
+    remove_dead_tmp_dirs(&a.out);
+    clean_up_on_interrupt(&a.out);
     let kind = IndexKind::parse(&a.index).ok_or_else(|| {
         CliError::Input(format!("unknown --index {:?} (hnsw, flat, ivfpq)", a.index))
     })?;
@@ -284,6 +428,8 @@ pub struct QuantizeArgs {
 /// `searchd quantize`: new codes for an existing graph, without rebuilding it.
 pub fn quantize(a: &QuantizeArgs) -> CmdResult {
     let started = Instant::now();
+    remove_dead_tmp_dirs(&a.out);
+    clean_up_on_interrupt(&a.out);
     let q = parse_quantization(&a.quantization)?;
     let report = searchd_engine::quantize_index(&a.index, &a.out, q, a.force)?;
     println!(
@@ -369,20 +515,91 @@ pub struct EvalArgs {
     /// Comma-separated ef values to sweep (ivfpq indexes: lists probed, nprobe).
     #[arg(long, default_value = "16,32,64,128,256", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub ef: Vec<u16>,
-    /// Threads for the all-thread throughput column (0 = one per core).
+    /// Threads for the all-thread throughput column (0 = one per core). Every thread
+    /// runs its own closed loop over a rotating share of the queries for --min-seconds
+    /// (no barrier between passes), so for a CPU-bound search the figure approaches
+    /// threads x the single-thread QPS; it is the in-process ceiling the server's HTTP
+    /// throughput is compared with.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Rescore the best X*k candidates with float32 vectors (quantized indexes only).
     #[arg(long)]
     pub oversample: Option<f32>,
-    /// Minimum seconds per timed pass.
+    /// Seconds of each timed measurement (single thread, then all threads), per ef.
     #[arg(long, default_value_t = 1.0)]
     pub min_seconds: f64,
     /// Write the searchd.eval.v1 JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write an HTML page with the table and the recall@10-vs-QPS curve (one thread and
+    /// all threads, each point an ef) here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub open: OpenArgs,
+}
+
+/// The recall-vs-QPS chart of eval rows as an HTML fragment (inline SVG).
+pub fn recall_chart_html(rows: &[eval::EvalRow], title: &str) -> CmdResult<String> {
+    let pts: Vec<searchd_load::html::RecallPoint> = rows
+        .iter()
+        .filter_map(|r| {
+            r.recall_at_10
+                .map(|recall| searchd_load::html::RecallPoint {
+                    ef: r.ef,
+                    recall,
+                    qps_1thread: r.qps_1thread,
+                    qps_all_threads: r.qps_all_threads,
+                })
+        })
+        .collect();
+    if pts.is_empty() {
+        return Ok(String::new());
+    }
+    let svg = searchd_load::html::recall_qps_svg(&pts, title)
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    Ok(format!("<div class=\"svg\">{svg}</div>\n"))
+}
+
+/// `eval --html`: the table and the recall-vs-QPS curve.
+fn eval_page(
+    index_dir: &std::path::Path,
+    info: &searchd_engine::IndexInfo,
+    k: usize,
+    nq: usize,
+    rows: &[eval::EvalRow],
+) -> CmdResult<String> {
+    use searchd_load::html::esc;
+    let f = |r: Option<f64>| r.map_or("-".to_string(), |v| format!("{v:.4}"));
+    let mut s = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>searchd eval</title><style>{}</style></head><body>\n\
+         <h1>searchd eval: {}</h1>\n<p>{} index, {} x {}, {}; {nq} queries, k={k}; recall is tie-aware. \
+         All-thread QPS: every thread searches its own rotating share of the queries for the whole timed window.</p>\n",
+        searchd_load::html::STYLE,
+        esc(&index_dir.display().to_string()),
+        info.kind.name(),
+        info.n,
+        info.dim,
+        info.metric
+    );
+    s.push_str(&recall_chart_html(rows, "Recall@10 against QPS")?);
+    s.push_str("<table class=\"t\"><tr><th>ef</th><th>recall@1</th><th>recall@10</th><th>recall@100</th><th>QPS 1 thread</th><th>p50 &micro;s</th><th>p99 &micro;s</th><th>QPS all threads</th><th>threads</th></tr>\n");
+    for r in rows {
+        s.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{}</td></tr>\n",
+            r.ef,
+            f(r.recall_at_1),
+            f(r.recall_at_10),
+            f(r.recall_at_100),
+            r.qps_1thread,
+            r.p50_us,
+            r.p99_us,
+            r.qps_all_threads,
+            r.threads
+        ));
+    }
+    s.push_str("</table>\n</body></html>\n");
+    Ok(s)
 }
 
 pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
@@ -430,6 +647,7 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         }
     }
     let queries = load_vectors(queries_path, "test")?;
+    check_gt_meta(gt_path, index.metric(), index.len())?;
     let gt = searchd_vecio::read_ids(gt_path)?;
     if queries.dim() != index.dim() {
         return Err(CliError::Input(format!(
@@ -538,6 +756,11 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         });
         write_json(path, &doc)?;
     }
+    if let Some(path) = &a.html {
+        let page = eval_page(index_dir, info, a.k, queries.n(), &rows)?;
+        std::fs::write(path, page)
+            .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
+    }
     summary("eval done", started);
     Ok(())
 }
@@ -555,21 +778,15 @@ pub fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> CmdResult 
 }
 
 /// `searchd load`: run, print the table, write the requested files. A report is printed
-/// and written even when `--fail-on-slo` turns the result into a failure.
+/// and written whatever the outcome; the exit status then says it: 0 when some step met
+/// the SLO, 1 when none did or the run was aborted, 130 after Ctrl-C (the first Ctrl-C
+/// ends the run early, a second one exits at once).
 pub fn load(a: &searchd_load::LoadArgs) -> CmdResult {
     let started = Instant::now();
-    let (report, failure) = match searchd_load::run_blocking(a) {
-        Ok(r) => (r, None),
-        Err(searchd_load::LoadError::SloFailed {
-            report,
-            slo_p99_ms,
-            max_error_rate,
-        }) => (
-            *report,
-            Some(CliError::Failed(format!(
-                "no step met the SLO (p99 <= {slo_p99_ms} ms, error rate <= {max_error_rate})"
-            ))),
-        ),
+    let stop = searchd_load::interrupt::install();
+    let report = match searchd_load::run_blocking_with_stop(a, stop) {
+        Ok(r) => r,
+        Err(searchd_load::LoadError::SloFailed { report, .. }) => *report,
         Err(e) => {
             return Err(match e.exit_code() {
                 2 => CliError::Input(e.to_string()),
@@ -577,13 +794,21 @@ pub fn load(a: &searchd_load::LoadArgs) -> CmdResult {
             })
         }
     };
-    let mut out = std::io::stdout().lock();
-    searchd_load::print_table(&report, &mut out)
-        .map_err(|e| CliError::Failed(format!("cannot print the table: {e}")))?;
+    {
+        let mut out = std::io::stdout().lock();
+        searchd_load::print_table(&report, &mut out)
+            .map_err(|e| CliError::Failed(format!("cannot print the table: {e}")))?;
+    }
     searchd_load::write_outputs(&report, a).map_err(|e| CliError::Failed(e.to_string()))?;
     summary("load done", started);
-    match failure {
-        Some(f) => Err(f),
-        None => Ok(()),
+    match searchd_load::exit_status(&report) {
+        0 => Ok(()),
+        130 => {
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            eprintln!("error: interrupted (Ctrl-C); the reports hold the finished steps");
+            std::process::exit(130)
+        }
+        _ => Err(CliError::Failed(searchd_load::report::verdict(&report))),
     }
 }

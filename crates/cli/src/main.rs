@@ -27,6 +27,16 @@ struct Cli {
     /// Log filter (tracing env-filter syntax), e.g. info, debug, searchd_server=debug.
     #[arg(long, global = true, env = "SEARCHD_LOG", default_value = "info")]
     log: String,
+    /// Log lines as text (coloured only when stderr is a terminal and NO_COLOR is unset)
+    /// or as one JSON object per line (`{"timestamp", "level", "target", "message", ...fields}`).
+    #[arg(long, global = true, env = "SEARCHD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,13 +96,18 @@ fn main() {
     } else {
         cli.log.as_str()
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+    let filter = tracing_subscriber::EnvFilter::try_new(log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(colour);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.event_format(JsonLines).init(),
+    }
     let result = match &cli.cmd {
         Command::Dataset(commands::DatasetCmd::Synth(a)) => commands::synth(a),
         Command::Gt(a) => commands::gt(a),
@@ -119,5 +134,65 @@ fn main() {
     if let Err(e) = result {
         eprintln!("error: {e}");
         std::process::exit(e.exit_code());
+    }
+}
+
+/// `--log-format json`: one JSON object per event, `{"timestamp": RFC 3339, "level",
+/// "target", "message", ...the event's fields}` (values as JSON numbers, booleans or
+/// strings).
+struct JsonLines;
+
+#[derive(Default)]
+struct JsonFields(serde_json::Map<String, serde_json::Value>);
+
+impl tracing::field::Visit for JsonFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .insert(field.name().into(), format!("{value:?}").into());
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for JsonLines
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing_subscriber::fmt::time::FormatTime;
+        let mut ts = String::new();
+        tracing_subscriber::fmt::time::SystemTime
+            .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut ts))?;
+        let meta = event.metadata();
+        let mut fields = JsonFields::default();
+        event.record(&mut fields);
+        let mut o = serde_json::Map::new();
+        o.insert("timestamp".into(), ts.into());
+        o.insert("level".into(), meta.level().as_str().into());
+        o.insert("target".into(), meta.target().into());
+        if let Some(m) = fields.0.remove("message") {
+            o.insert("message".into(), m);
+        }
+        o.extend(fields.0);
+        writeln!(writer, "{}", serde_json::Value::Object(o))
     }
 }

@@ -63,7 +63,9 @@ impl From<searchd_engine::Error> for CliError {
 
 pub type CmdResult<T = ()> = Result<T, CliError>;
 
-/// A progress bar on stderr (hidden when stderr is not a terminal).
+/// A progress bar on stderr. When stderr is not a terminal (CI, a log file) the bar is
+/// not drawn; instead one plain line (`build: 12000/100000 (12.0%), 3400/s, eta 26s`) is
+/// printed at the start and then every `SEARCHD_PROGRESS_SECS` seconds (default 5, as ingest).
 pub fn bar(len: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
     pb.set_style(
@@ -74,7 +76,57 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
         .progress_chars("=> "),
     );
     pb.set_prefix(what.to_string());
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        progress_lines(&pb, what);
+    }
     pb
+}
+
+/// Plain progress lines for a bar that is not drawn (see [`bar`]).
+fn progress_lines(pb: &ProgressBar, what: &str) {
+    let every = std::env::var("SEARCHD_PROGRESS_SECS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map_or(Duration::from_secs(5), Duration::from_secs_f64);
+    let total = pb.length().unwrap_or(0);
+    eprintln!("{what}: 0/{total} started");
+    let weak = pb.downgrade();
+    let what = what.to_string();
+    let _ = std::thread::Builder::new()
+        .name("searchd-progress".into())
+        .spawn(move || {
+            let t0 = Instant::now();
+            let mut next = every;
+            loop {
+                std::thread::sleep(Duration::from_millis(100).min(every));
+                let Some(pb) = weak.upgrade() else { return };
+                if pb.is_finished() {
+                    return;
+                }
+                if t0.elapsed() < next {
+                    continue;
+                }
+                next += every;
+                let (pos, len) = (pb.position(), pb.length().unwrap_or(0));
+                let secs = t0.elapsed().as_secs_f64().max(1e-9);
+                let rate = pos as f64 / secs;
+                let eta = if rate > 0.0 && len > pos {
+                    format!(
+                        ", eta {}",
+                        fmt_duration(Duration::from_secs_f64((len - pos) as f64 / rate))
+                    )
+                } else {
+                    String::new()
+                };
+                let pct = if len > 0 {
+                    pos as f64 * 100.0 / len as f64
+                } else {
+                    0.0
+                };
+                eprintln!("{what}: {pos}/{len} ({pct:.1}%), {rate:.0}/s{eta}");
+            }
+        });
 }
 
 /// Read a float matrix and reject NaN/infinity with the file and position named.

@@ -186,18 +186,30 @@ pub fn evaluate_checked(
         let qps1 = i as f64 / t0.elapsed().as_secs_f64();
         lat_us.sort_by(f64::total_cmp);
 
-        // All threads: closed loop over the whole query set, repeated.
+        // All threads: every pool thread runs its own closed loop over its own rotating
+        // share of the queries (thread i starts at query i * nq / threads) until one
+        // shared deadline, with no barrier per pass of the query set (a `par_iter` per
+        // pass left threads idle at every pass's tail and re-split the work each time).
+        // Each thread reports its count and its own end time; QPS = all answers / the
+        // time from the common start to the last thread's end.
+        let threads = pool.current_num_threads().max(1);
+        let window = std::time::Duration::from_secs_f64(cfg.min_seconds.max(0.0));
         let t1 = Instant::now();
-        let mut done = 0usize;
-        while done < nq || t1.elapsed().as_secs_f64() < cfg.min_seconds {
-            pool.install(|| {
-                prepared.par_iter().for_each(|q| {
-                    std::hint::black_box(index.search(q, &params).ok());
-                })
-            });
-            done += nq;
-        }
-        let qps_all = done as f64 / t1.elapsed().as_secs_f64();
+        let deadline = t1 + window;
+        let per_thread: Vec<(usize, Instant)> = pool.broadcast(|ctx| {
+            let mut i = ctx.index() * nq / threads;
+            let mut n = 0usize;
+            // At least one full share, then until the deadline.
+            while n < nq.div_ceil(threads) || Instant::now() < deadline {
+                std::hint::black_box(index.search(&prepared[i % nq], &params).ok());
+                i += 1;
+                n += 1;
+            }
+            (n, Instant::now())
+        });
+        let done: usize = per_thread.iter().map(|p| p.0).sum();
+        let end = per_thread.iter().map(|p| p.1).max().unwrap_or(t1);
+        let qps_all = done as f64 / end.duration_since(t1).as_secs_f64().max(1e-9);
         let row = EvalRow {
             ef,
             recall_at_1: r1,
