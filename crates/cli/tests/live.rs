@@ -439,3 +439,203 @@ fn bad_writes_read_only_snapshot_and_restore() {
     r.kill().unwrap();
     r.wait().unwrap();
 }
+
+/// Copies the tree at `from` to `to` (files and directories only).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A disk that fills mid-write: the server runs on a 4 MiB tmpfs of its own (a user and
+/// mount namespace from `unshare`, so no root is needed), a ballast file takes every free
+/// byte, and writes must get 507 `insufficient_storage` (never a 500 or a hang), every write
+/// acknowledged before stays (visible once refreshes can write again), reads keep
+/// answering, writes resume once the ballast is gone, and a SIGKILL after that loses
+/// nothing acknowledged.
+#[test]
+fn a_full_disk_answers_507_loses_nothing_and_writes_resume() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(23);
+    let mut model = BTreeMap::new();
+    let src = make_collection(d.path(), &mut rng, &mut model);
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let pidfile = d.path().join("server.pid");
+    let port = free_port();
+    // sh mounts the tmpfs, copies the collection in, runs the server in the background and
+    // stays (holding the mount) for a minute after it dies, so the test can copy the
+    // directory out.
+    let script = r#"mount -t tmpfs -o size=4m searchd-test "$1" && cp -a "$2" "$1/c" || exit 97
+"$3" serve --collection "$1/c" --addr "127.0.0.1:$5" --threads 1 --refresh-ms 50 --commit-ms 200 &
+echo $! > "$4"
+wait
+exec sleep 60"#;
+    let mut holder = match Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(&mnt)
+        .arg(&src)
+        .arg(bin())
+        .arg(&pidfile)
+        .arg(port.to_string())
+        .env("SEARCHD_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipped: cannot run unshare ({e}); the disk-full test needs util-linux");
+            return;
+        }
+    };
+    let t = Instant::now();
+    loop {
+        if let Ok((200, _)) = http(port, "GET", "/ready", None) {
+            break;
+        }
+        if let Some(st) = holder.try_wait().unwrap() {
+            let mut err = String::new();
+            holder
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            eprintln!(
+                "skipped: no user+mount namespace with a tmpfs here ({st}: {}); \
+                 the disk-full test needs unprivileged user namespaces or root",
+                err.trim()
+            );
+            return;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "server not ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let server: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The server's view of the tmpfs, through its mount namespace.
+    let inside = Path::new(&format!("/proc/{server}/root")).join(mnt.strip_prefix("/").unwrap());
+    assert!(inside.join("c").is_dir(), "{}", inside.display());
+
+    let upsert = |rng: &mut Rng, id: u64, color: &str| {
+        let v = rng.vector();
+        let body = serde_json::json!({"docs": [{"id": id, "text": format!("doc {id} {color}"),
+            "vector": v, "fields": {"color": color}}]});
+        (json(port, "POST", "/collections/c/docs", &body), v)
+    };
+    // Fill every free byte.
+    let ballast = inside.join("ballast");
+    {
+        let mut f = std::fs::File::create(&ballast).unwrap();
+        let chunk = vec![0u8; 1 << 16];
+        while f.write_all(&chunk).is_ok() {}
+        let small = [0u8; 512];
+        while f.write_all(&small).is_ok() {}
+    }
+    let mut full = None;
+    for i in 0..2000u64 {
+        let id = 1000 + i;
+        let color = format!("c{i}");
+        let ((s, b), v) = upsert(&mut rng, id, &color);
+        match s {
+            200 => {
+                model.insert(id, (color, v));
+            }
+            507 => {
+                full = Some(b);
+                break;
+            }
+            other => panic!("a write on a full disk answered {other}: {b}"),
+        }
+    }
+    let full = full.expect("2,000 upserts on a full 4 MiB disk never got 507");
+    assert_eq!(full["error"]["code"], "insufficient_storage", "{full}");
+    // Reads still answer (the writes acknowledged on the full disk are in the log; they
+    // become visible once a refresh can write their segment).
+    let (s, c) = json(port, "POST", "/collections/c/count", &serde_json::json!({}));
+    assert_eq!(s, 200, "{c}");
+    let (s, b) = json(
+        port,
+        "POST",
+        "/collections/c/search",
+        &serde_json::json!({"vector": rng.vector(), "k": 3}),
+    );
+    assert_eq!(s, 200, "{b}");
+    // Space returns: writes resume.
+    std::fs::remove_file(&ballast).unwrap();
+    let mut resumed = false;
+    for i in 0..100u64 {
+        let id = 5000 + i;
+        let ((s, b), v) = upsert(&mut rng, id, "after");
+        if s == 200 {
+            model.insert(id, ("after".into(), v));
+            resumed = true;
+            break;
+        }
+        assert_eq!(s, 507, "{b}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        resumed,
+        "writes did not resume after the disk had room again"
+    );
+    let (s, b) = json(
+        port,
+        "POST",
+        "/collections/c/docs",
+        &serde_json::json!({"docs": [{"id": 7000, "vector": rng.vector(), "fields": {"color": "waited"}}], "wait": true}),
+    );
+    assert_eq!(s, 200, "{b}");
+    model.insert(7000, ("waited".into(), vec![]));
+    verify(port, &model, &[], "after the disk had room again");
+    // Crash, copy the directory out of the tmpfs, and recover it elsewhere.
+    let st = Command::new("kill")
+        .args(["-9", &server.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    while Path::new(&format!("/proc/{server}/stat")).exists()
+        && std::fs::read_to_string(format!("/proc/{server}/stat"))
+            .map(|s| !s.contains(") Z"))
+            .unwrap_or(false)
+    {
+        assert!(t.elapsed() < Duration::from_secs(10), "server did not die");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The holder's view of the same tmpfs (the server is gone, the sh holding it is not).
+    let held =
+        Path::new(&format!("/proc/{}/root", holder.id())).join(mnt.strip_prefix("/").unwrap());
+    let after = d.path().join("after").join("c");
+    copy_tree(&held.join("c"), &after);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let (mut child, port) = serve(&after, &[]);
+    verify(
+        port,
+        &model,
+        &[],
+        "after a SIGKILL that followed the full disk",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

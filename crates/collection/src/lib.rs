@@ -30,6 +30,7 @@ pub mod ingest;
 pub mod live;
 pub mod query;
 mod segwrite;
+pub mod sys;
 pub mod wal;
 
 use std::borrow::Cow;

@@ -74,6 +74,9 @@ pub struct LiveConfig {
     pub commit_interval: Duration,
     /// Threads of the optimizer's index builds (default 1: a bounded budget).
     pub optimizer_threads: usize,
+    /// The merge thread lowers its scheduling priority by this much (nice; its index builds
+    /// inherit it), so merges use idle cycles and searches keep theirs (default 10).
+    pub optimizer_nice: i32,
     /// Run the optimizer thread (refreshes on interval, merges, commits). Tests turn it
     /// off to drive each step themselves.
     pub background: bool,
@@ -92,6 +95,7 @@ impl Default for LiveConfig {
             vacuum_ratio: 0.3,
             commit_interval: Duration::from_secs(5),
             optimizer_threads: 1,
+            optimizer_nice: 10,
             background: true,
         }
     }
@@ -1594,6 +1598,15 @@ pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
 
 fn optimizer_loop(me: std::sync::Weak<LiveCollection>, merger: bool) {
     let mut last_refresh = Instant::now();
+    if merger {
+        // Threads an index build starts inherit this priority.
+        let nice = me.upgrade().map_or(0, |l| l.cfg.optimizer_nice);
+        if nice != 0 {
+            if let Err(e) = crate::sys::renice_current_thread(nice) {
+                tracing::warn!(error = %e, "could not lower the merge thread's priority");
+            }
+        }
+    }
     loop {
         let Some(live) = me.upgrade() else { return };
         if live.stop.load(Relaxed) {

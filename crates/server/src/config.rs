@@ -247,6 +247,22 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub optimizer_threads: usize,
 
+    /// Lower the scheduling priority of the optimizer's merge thread (and its index
+    /// builds) by this much (nice), so merges take idle cycles and searches keep theirs.
+    /// 0 leaves it alone.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub optimizer_nice: i32,
+
+    /// Live collections commit (sync segments and deleted sets, write the manifest, drop
+    /// the log before it) at least this often while there are changes.
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    pub commit_ms: u64,
+
+    /// Segments a refresh or merge writes below this many documents get an exact-scan
+    /// index; larger ones the collection's own (an HNSW graph).
+    #[arg(long, default_value_t = 20_000, value_name = "DOCS")]
+    pub flat_max: usize,
+
     /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
     /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON).
     #[arg(long, default_value_t = DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
@@ -580,13 +596,22 @@ impl ServerConfig {
                 args.fsync
             ))
         })?;
-        if args.refresh_ms == 0 || args.optimizer_threads == 0 {
+        if args.refresh_ms == 0 || args.optimizer_threads == 0 || args.commit_ms == 0 {
             return Err(ServerError::Config(
-                "--refresh-ms and --optimizer-threads must be at least 1".into(),
+                "--refresh-ms, --commit-ms and --optimizer-threads must be at least 1".into(),
             ));
         }
+        if !(0..=19).contains(&args.optimizer_nice) {
+            return Err(ServerError::Config(format!(
+                "--optimizer-nice must be between 0 and 19, got {}",
+                args.optimizer_nice
+            )));
+        }
         cfg.live.refresh_interval = Duration::from_millis(args.refresh_ms);
+        cfg.live.commit_interval = Duration::from_millis(args.commit_ms);
         cfg.live.optimizer_threads = args.optimizer_threads;
+        cfg.live.optimizer_nice = args.optimizer_nice;
+        cfg.live.flat_max = args.flat_max;
         cfg.write_body_limit = args.write_body_limit;
         if args.max_connections == 0 {
             return Err(ServerError::Config(

@@ -331,23 +331,7 @@ pub(crate) async fn accept_loop<F: Future>(
     }
 }
 
-/// Lower the calling thread's scheduling priority by `by` (a nice increment). Linux applies
-/// `setpriority(PRIO_PROCESS, tid)` to that one thread.
-pub fn renice_current_thread(by: i32) -> std::io::Result<()> {
-    // SAFETY: gettid/getpriority/setpriority take plain integers.
-    unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        *libc::__errno_location() = 0;
-        let cur = libc::getpriority(libc::PRIO_PROCESS, tid);
-        if cur == -1 && *libc::__errno_location() != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::setpriority(libc::PRIO_PROCESS, tid, (cur + by).min(19)) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
+pub use searchd_collection::sys::renice_current_thread;
 
 /// Raise the soft limit on open files to the hard limit, so many idle connections cannot
 /// exhaust descriptors. Returns the new soft limit.
