@@ -5,6 +5,7 @@ mod bench_memory;
 mod commands;
 mod demo;
 mod demo_text;
+mod qdrant_ingest;
 mod quality;
 mod restore;
 mod text;

@@ -1,9 +1,3 @@
-//! NOT WIRED YET (not in `main.rs`'s modules, so not compiled): the full `searchd` binary
-//! could not be rebuilt on the shared machine before the deadline, so the wiring (a
-//! `#[command(flatten)] qdrant: QdrantIngestArgs` in `IngestArgs`, `--out` optional when
-//! `--to` is given, and `ingest_cmd` calling [`run`]; see commit fef816a) was taken out
-//! again. The library side it calls (`searchd_server::qdrant::admin`) is built and tested.
-//!
 //! `searchd ingest --to qdrant://HOST:6334/NAME`: the documents are read, checked, typed and
 //! embedded exactly as for a collection directory (into a staging collection with a flat
 //! index, or the `--out` collection when one is asked for too, or the `--docs` directory when
@@ -81,9 +75,11 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         "none" => Quantization::None,
         "sq8" => Quantization::Int8,
         "binary" => Quantization::Binary,
-        other => return Err(CliError::Input(format!(
+        other => {
+            return Err(CliError::Input(format!(
             "--quantization {other} with --to qdrant: use none, sq8 (Qdrant scalar int8) or binary"
-        ))),
+        )))
+        }
     };
     if q.shards == 0
         || q.replicas == 0

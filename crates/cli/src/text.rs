@@ -73,14 +73,16 @@ impl searchd_server::TextEmbed for ModelAdapter {
     }
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct IngestArgs {
     /// Documents: JSONL (one JSON object per line) or Parquet (one row per document).
     #[arg(long, value_name = "FILE")]
     pub docs: PathBuf,
     /// Output collection directory (written under a temporary name, then renamed).
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "to")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub qdrant: crate::qdrant_ingest::QdrantIngestArgs,
     /// Input format (default: from the extension: .jsonl/.ndjson/.json, .parquet).
     #[arg(long, value_parser = ["jsonl", "parquet"])]
     pub format: Option<String>,
@@ -315,6 +317,19 @@ fn collection_error(e: searchd_collection::Error) -> CliError {
 }
 
 pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
+    if a.qdrant.to.is_some() {
+        return crate::qdrant_ingest::run(a);
+    }
+    let Some(out) = &a.out else {
+        return Err(CliError::Input(
+            "give --out DIR (or --to qdrant://HOST:6334/NAME)".into(),
+        ));
+    };
+    ingest_to_dir(a, out)
+}
+
+/// `ingest` into the collection directory `out`.
+pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult {
     let started = Instant::now();
     let kind = IndexKind::parse(&a.index).ok_or_else(|| {
         CliError::Input(format!("unknown --index {:?} (hnsw, flat, ivfpq)", a.index))
@@ -325,7 +340,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
             a.quantization
         ))
     })?;
-    let mut cfg = IngestConfig::new(&a.docs, &a.out);
+    let mut cfg = IngestConfig::new(&a.docs, out);
     cfg.reader = reader_config(
         a.format.as_deref(),
         &a.id_field,
@@ -391,7 +406,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
         report.docs,
         report.skipped,
         report.dim,
-        a.out.display(),
+        out.display(),
         report.total_seconds,
         report.read_seconds,
         report.embed_seconds,
@@ -428,7 +443,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
     if let Some(path) = &a.json {
         let mut v = serde_json::to_value(&report).unwrap_or_default();
         v["schema"] = "searchd.ingest.v1".into();
-        v["out"] = serde_json::json!(a.out);
+        v["out"] = serde_json::json!(out);
         v["peak_rss_bytes"] = serde_json::json!(util::peak_rss_bytes());
         crate::commands::write_json(path, &v)?;
     }
