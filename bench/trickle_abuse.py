@@ -17,6 +17,7 @@ import argparse
 import errno
 import http.client
 import json
+import multiprocessing
 import os
 import resource
 import selectors
@@ -118,23 +119,60 @@ class Prober(threading.Thread):
             time.sleep(max(0.0, 0.1 - (time.monotonic() - t)))
 
 
-class Attacker(threading.Thread):
-    """Up to `conns` non-blocking sockets trickling 1 MiB bodies; reconnects closed ones."""
+class Attacker(multiprocessing.Process):
+    """Up to `conns` non-blocking sockets trickling 1 MiB bodies; reconnects closed ones.
+
+    A process of its own (not a thread of the measuring process: its busy loop would hold
+    the GIL and starve the prober and the search clients, charging the client's own stall to
+    the server), at a lower priority (`nice`), standing in for an attacker on another machine:
+    on this 2-core box it would otherwise take a core from the server under test."""
 
     HEAD = (b"POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
             b"content-length: 1048576\r\n\r\n")
 
-    def __init__(self, port, conns, chunk, every, stop):
+    def __init__(self, port, conns, chunk, every, stop, nice):
         super().__init__(daemon=True)
         self.port, self.conns, self.chunk, self.every, self.stop = port, conns, chunk, every, stop
-        self.open = 0
-        self.peak_open = 0
-        self.connects = 0
-        self.refused_503 = 0
-        self.closed_by_server = 0
+        self.nice = nice
+        self._open = multiprocessing.Value("q", 0)
+        self._peak_open = multiprocessing.Value("q", 0)
+        self._connects = multiprocessing.Value("q", 0)
+        self._refused_503 = multiprocessing.Value("q", 0)
+        self._closed_by_server = multiprocessing.Value("q", 0)
+        self._errors = multiprocessing.Queue()
         self.connect_errors = {}
 
+    peak_open = property(lambda self: self._peak_open.value)
+    connects = property(lambda self: self._connects.value)
+    refused_503 = property(lambda self: self._refused_503.value)
+    closed_by_server = property(lambda self: self._closed_by_server.value)
+
+    def join(self, timeout=None):
+        try:
+            self.connect_errors = self._errors.get(timeout=30)
+        except Exception:
+            pass
+        super().join(timeout)
+
     def run(self):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        if self.nice:
+            os.nice(self.nice)
+        self.open = self.peak_open_ = self.connects_ = self.refused_503_ = self.closed_ = 0
+        try:
+            self._loop()
+        finally:
+            self._errors.put(self.connect_errors)
+
+    def _sync(self):
+        self._open.value = self.open
+        self._peak_open.value = self.peak_open_
+        self._connects.value = self.connects_
+        self._refused_503.value = self.refused_503_
+        self._closed_by_server.value = self.closed_
+
+    def _loop(self):
         sel = selectors.DefaultSelector()
         socks = {}  # fd -> [sock, sent, next_time, connected]
         payload = b" " * self.chunk
@@ -158,7 +196,7 @@ class Attacker(threading.Thread):
                         break
                     socks[s.fileno()] = [s, 0, now, False]
                     sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
-                    self.connects += 1
+                    self.connects_ += 1
             # Readable: the server answered (503) or closed; writable: connected.
             for key, ev in sel.select(timeout=0.01):
                 st = socks.get(key.fd)
@@ -171,8 +209,8 @@ class Attacker(threading.Thread):
                     except OSError:
                         data = b""
                     if data.startswith(b"HTTP/1.1 503"):
-                        self.refused_503 += 1
-                    self.closed_by_server += 1
+                        self.refused_503_ += 1
+                    self.closed_ += 1
                     sel.unregister(s)
                     s.close()
                     del socks[key.fd]
@@ -195,10 +233,12 @@ class Attacker(threading.Thread):
                         except OSError:
                             pass
             self.open = len(socks)
-            self.peak_open = max(self.peak_open, self.open)
+            self.peak_open_ = max(self.peak_open_, self.open)
+            self._sync()
         for st in socks.values():
             st[0].close()
         self.open = 0
+        self._sync()
 
 
 def main():
@@ -217,6 +257,8 @@ def main():
     ap.add_argument("--attack-s", type=float, default=60)
     ap.add_argument("--after-s", type=float, default=30)
     ap.add_argument("--searchers", type=int, default=2)
+    ap.add_argument("--attacker-nice", type=int, default=10,
+                    help="nice of the attacker process (it stands in for another machine)")
     ap.add_argument("--serve-args", default="", help="extra `searchd serve` flags")
     ap.add_argument("--no-heap-tuning", action="store_true",
                     help="serve with SEARCHD_NO_HEAP_TUNING=1 (no mmap threshold, no malloc_trim)")
@@ -259,7 +301,7 @@ def main():
     idx_bytes = sum(os.path.getsize(os.path.join(idx, f)) for f in os.listdir(idx))
 
     stop_all = threading.Event()
-    stop_attack = threading.Event()
+    stop_attack = multiprocessing.Event()
     searchers = [Searcher(port, 1000, stop_all) for _ in range(a.searchers)]
     prober = Prober(port, stop_all)
     for t in searchers:
@@ -276,7 +318,7 @@ def main():
     sample(t0 + a.baseline_s)
     base_rss = pct([r for t, r in rss if t > t0 + a.baseline_s / 3], 0.5)
     t1 = time.monotonic()
-    attacker = Attacker(port, conns, a.chunk, a.every, stop_attack)
+    attacker = Attacker(port, conns, a.chunk, a.every, stop_attack, a.attacker_nice)
     attacker.start()
     sample(t1 + a.attack_s)
     open_during = attacker.peak_open
@@ -320,7 +362,7 @@ def main():
         "config": {"n": a.n, "dim": a.dim, "conns_asked": a.conns, "conns_possible": conns,
                    "nofile_hard": hard, "chunk": a.chunk, "every_s": a.every,
                    "attack_s": a.attack_s, "after_s": a.after_s, "searchers": a.searchers,
-                   "serve_args": a.serve_args, "heap_tuning": not a.no_heap_tuning,
+                   "serve_args": a.serve_args, "attacker_nice": a.attacker_nice, "heap_tuning": not a.no_heap_tuning,
                    "server": " ".join(serve),
                    "cores": os.cpu_count()},
         "index_bytes": idx_bytes,
