@@ -74,8 +74,9 @@ pub struct LiveConfig {
     pub commit_interval: Duration,
     /// Threads of the optimizer's index builds (default 1: a bounded budget).
     pub optimizer_threads: usize,
-    /// The merge thread lowers its scheduling priority by this much (nice; its index builds
-    /// inherit it), so merges use idle cycles and searches keep theirs (default 10).
+    /// Graph builds of the merger run this much nicer (their index build threads inherit
+    /// it), so they use idle cycles and searches keep theirs, except when the optimizer is
+    /// behind (see [`LiveCollection::graph_merge_step`]) (default 10).
     pub optimizer_nice: i32,
     /// Run the optimizer thread (refreshes on interval, merges, commits). Tests turn it
     /// off to drive each step themselves.
@@ -281,6 +282,9 @@ struct Inner {
     unsynced: Vec<String>,
     /// Segments merged away: removed from disk after the next commit.
     obsolete: Vec<String>,
+    /// Segments a merge is reading now (by name): the refresher's flat merges and the
+    /// merger's graph builds never pick the same one.
+    claimed: Vec<String>,
     last_commit: Instant,
     last_error: Option<String>,
 }
@@ -381,6 +385,14 @@ fn write_deleted(sdir: &Path, seq: u64, live: &RoaringBitmap, rows: usize) -> Re
         bytes: b.len() as u64,
         crc32: crc32fast::hash(&b),
     })
+}
+
+/// The view's segment names, in segment order.
+fn seg_names(v: &Collection) -> Vec<String> {
+    v.manifest
+        .as_ref()
+        .map(|m| m.segments.iter().map(|s| s.name.clone()).collect())
+        .unwrap_or_default()
 }
 
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
@@ -577,6 +589,7 @@ impl LiveCollection {
                 committed_seq: manifest.wal_seq,
                 unsynced: Vec::new(),
                 obsolete: Vec::new(),
+                claimed: Vec::new(),
                 last_commit: Instant::now(),
                 last_error: None,
             }),
@@ -1118,39 +1131,153 @@ impl LiveCollection {
         Ok(m)
     }
 
-    /// One optimizer step: merge what the policy picks. Returns whether it merged.
+    /// One optimizer step, as the two background threads take them: a cheap flat merge
+    /// if one is due, else a graph build or vacuum. Returns whether it merged.
     pub fn optimize(&self) -> Result<bool> {
+        Ok(self.flat_merge_step()? || self.graph_merge_step()?)
+    }
+
+    /// The refresher's merge (after a refresh): when `merge_factor` or more small segments
+    /// exist, the smallest of them whose documents stay under `flat_max` are rewritten as one
+    /// exact-scan segment. It only copies rows (no graph), so it runs at full priority and
+    /// keeps the count of small segments bounded however slow graph builds are.
+    pub fn flat_merge_step(&self) -> Result<bool> {
         if self.is_read_only() {
             return Ok(false);
         }
         let v0 = self.view();
-        let pick = self.pick_merge(&v0);
-        if pick.is_empty() {
+        let Some(pick) = self.claim(&v0, |v, claimed| self.pick_flat_merge(v, claimed)) else {
             return Ok(false);
-        }
-        self.merge(&v0, &pick)?;
-        Ok(true)
+        };
+        let r = self.merge(&v0, &pick);
+        self.release(&v0, &pick);
+        r.map(|_| true)
     }
 
-    fn pick_merge(&self, v: &Collection) -> Vec<usize> {
+    /// The merger's step: small segments that together pass `flat_max` become one graph
+    /// segment, segments with `vacuum_ratio` deleted rows are rewritten, and past
+    /// `max_segments` the smallest are merged. The build runs on a thread of its own niced
+    /// by `optimizer_nice`, unless the optimizer is behind (small segments holding
+    /// `2 * flat_max` documents or more, or more than `max_segments` segments): then at
+    /// full priority, since every extra segment makes each search dearer.
+    pub fn graph_merge_step(&self) -> Result<bool> {
+        if self.is_read_only() {
+            return Ok(false);
+        }
+        let v0 = self.view();
+        let Some(pick) = self.claim(&v0, |v, claimed| self.pick_merge(v, claimed)) else {
+            return Ok(false);
+        };
+        let small_docs: usize = (0..v0.segments.len())
+            .filter(|&i| v0.segments[i].len() < self.cfg.flat_max)
+            .map(|i| v0.segments[i].len())
+            .sum();
+        let behind =
+            small_docs >= 2 * self.cfg.flat_max || v0.segments.len() > self.cfg.max_segments;
+        let nice = if behind { 0 } else { self.cfg.optimizer_nice };
+        let r = std::thread::scope(|sc| {
+            let h = std::thread::Builder::new()
+                .name("searchd-build".into())
+                .spawn_scoped(sc, || {
+                    // Threads the index build starts inherit this priority.
+                    if nice != 0 {
+                        if let Err(e) = crate::sys::renice_current_thread(nice) {
+                            tracing::warn!(error = %e, "could not lower the merge's priority");
+                        }
+                    }
+                    self.merge(&v0, &pick)
+                });
+            match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Input("the merge thread panicked".into()))),
+                Err(e) => Err(Error::io(&self.dir, e)),
+            }
+        });
+        self.release(&v0, &pick);
+        r.map(|_| true)
+    }
+
+    /// Picks under the lock and claims the picked segments' names; `None` when nothing is due.
+    fn claim(
+        &self,
+        v: &Collection,
+        pick: impl FnOnce(&Collection, &dyn Fn(usize) -> bool) -> Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        let names = seg_names(v);
+        let mut inner = self.lock_inner();
+        let picked = {
+            let claimed = |i: usize| inner.claimed.iter().any(|c| Some(c) == names.get(i));
+            pick(v, &claimed)
+        };
+        if picked.is_empty() {
+            return None;
+        }
+        for &i in &picked {
+            if let Some(n) = names.get(i) {
+                inner.claimed.push(n.clone());
+            }
+        }
+        Some(picked)
+    }
+
+    fn release(&self, v: &Collection, pick: &[usize]) {
+        let names = seg_names(v);
+        let mut inner = self.lock_inner();
+        for &i in pick {
+            if let Some(n) = names.get(i) {
+                if let Some(k) = inner.claimed.iter().position(|c| c == n) {
+                    inner.claimed.swap_remove(k);
+                }
+            }
+        }
+    }
+
+    fn pick_flat_merge(&self, v: &Collection, claimed: &dyn Fn(usize) -> bool) -> Vec<usize> {
+        let alive = |i: usize| {
+            v.live_rows(i)
+                .map_or(v.segments[i].len(), |b| b.len() as usize)
+        };
+        let mut small: Vec<usize> = (0..v.segments.len())
+            .filter(|&i| v.segments[i].len() < self.cfg.flat_max && !claimed(i))
+            .collect();
+        if small.len() < self.cfg.merge_factor.max(2) {
+            return Vec::new();
+        }
+        small.sort_by_key(|&i| alive(i));
+        let mut pick = Vec::new();
+        let mut total = 0;
+        for i in small {
+            if total + alive(i) >= self.cfg.flat_max {
+                break;
+            }
+            total += alive(i);
+            pick.push(i);
+        }
+        if pick.len() < 2 {
+            pick.clear();
+        }
+        pick.sort_unstable();
+        pick
+    }
+
+    fn pick_merge(&self, v: &Collection, claimed: &dyn Fn(usize) -> bool) -> Vec<usize> {
         let n = v.segments.len();
         let alive = |i: usize| {
             v.live_rows(i)
                 .map_or(v.segments[i].len(), |b| b.len() as usize)
         };
         let small: Vec<usize> = (0..n)
-            .filter(|&i| v.segments[i].len() < self.cfg.flat_max)
+            .filter(|&i| v.segments[i].len() < self.cfg.flat_max && !claimed(i))
             .collect();
         let small_docs: usize = small.iter().map(|&i| alive(i)).sum();
         let mut pick: Vec<usize> = Vec::new();
-        if small.len() >= self.cfg.merge_factor
-            || (small.len() >= 2 && small_docs >= self.cfg.flat_max)
-        {
+        if small.len() >= 2 && small_docs >= self.cfg.flat_max {
             pick.extend(&small);
         }
         for i in 0..n {
             let len = v.segments[i].len();
-            if len > 0 && !pick.contains(&i) {
+            if len > 0 && !pick.contains(&i) && !claimed(i) {
                 let dead = len - alive(i);
                 if dead > 0 && dead as f64 >= self.cfg.vacuum_ratio * len as f64 {
                     pick.push(i);
@@ -1165,7 +1292,7 @@ impl LiveCollection {
             }
         }
         if pick.is_empty() && n > self.cfg.max_segments {
-            let mut by_size: Vec<usize> = (0..n).collect();
+            let mut by_size: Vec<usize> = (0..n).filter(|&i| !claimed(i)).collect();
             by_size.sort_by_key(|&i| alive(i));
             pick.extend(by_size.into_iter().take(self.cfg.merge_factor.max(2)));
         }
@@ -1255,8 +1382,8 @@ impl LiveCollection {
         };
         let moved = docs.len() as u64;
         drop(docs);
-        // Swap: the picked segments (still in the view: only this thread removes
-        // segments) leave; rows deleted since v0 are deleted in the merged one.
+        // Swap: the picked segments (still in the view: they are claimed, so no other
+        // merge removes them) leave; rows deleted since v0 are deleted in the merged one.
         let _r = self.refresh_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut inner = self.lock_inner();
         let cur = self.view();
@@ -1598,15 +1725,6 @@ pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
 
 fn optimizer_loop(me: std::sync::Weak<LiveCollection>, merger: bool) {
     let mut last_refresh = Instant::now();
-    if merger {
-        // Threads an index build starts inherit this priority.
-        let nice = me.upgrade().map_or(0, |l| l.cfg.optimizer_nice);
-        if nice != 0 {
-            if let Err(e) = crate::sys::renice_current_thread(nice) {
-                tracing::warn!(error = %e, "could not lower the merge thread's priority");
-            }
-        }
-    }
     loop {
         let Some(live) = me.upgrade() else { return };
         if live.stop.load(Relaxed) {
@@ -1631,7 +1749,7 @@ fn optimizer_loop(me: std::sync::Weak<LiveCollection>, merger: bool) {
             return;
         }
         if merger {
-            if let Err(e) = live.optimize() {
+            if let Err(e) = live.graph_merge_step() {
                 tracing::warn!(error = %e, "merge failed; retried later");
             }
             continue;
@@ -1651,6 +1769,9 @@ fn optimizer_loop(me: std::sync::Weak<LiveCollection>, merger: bool) {
             if let Err(e) = live.refresh() {
                 tracing::warn!(error = %e, "refresh failed; the writes stay in the log and are retried");
             }
+        }
+        if let Err(e) = live.flat_merge_step() {
+            tracing::warn!(error = %e, "merge failed; retried later");
         }
         if since_commit >= live.cfg.commit_interval {
             if let Err(e) = live.commit() {

@@ -449,3 +449,83 @@ fn group_and_always_fsync_modes_take_writes() {
         assert_eq!(live.view().len(), 10 + 80, "{mode:?}");
     }
 }
+
+/// The background optimizer under a write stream: the refresher's flat merges and the
+/// merger's graph builds (two threads, claims keep them off each other's segments) keep the
+/// segment count bounded, a graph segment appears once small segments pass `flat_max`, and
+/// the result matches the oracle.
+#[test]
+fn background_merges_keep_segments_bounded_under_a_stream() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(41);
+    let mut model = Model::new();
+    make_collection(d.path(), 30, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let cfg = LiveConfig {
+        background: true,
+        flat_max: 60,
+        merge_factor: 3,
+        max_segments: 12,
+        refresh_interval: std::time::Duration::from_millis(10),
+        commit_interval: std::time::Duration::from_millis(100),
+        ..LiveConfig::default()
+    };
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg).unwrap();
+    let segments = |live: &LiveCollection| live.stats()["segments"].as_array().unwrap().len();
+    let mut most = 0;
+    let mut next_id = 1000u64;
+    for round in 0..80 {
+        let mut docs = Vec::new();
+        for _ in 0..5 {
+            let id = if rng.below(3) == 0 {
+                rng.below(30)
+            } else {
+                next_id += 1;
+                next_id
+            };
+            let v = vector(&mut rng);
+            let color = COLORS[rng.below(3) as usize].to_string();
+            let text = format!("word{} common", id % 7);
+            docs.push(Doc {
+                id: DocId::Int(id),
+                vector: v.clone(),
+                text: Some(text.clone()),
+                source: source(&color, &text),
+            });
+            model.insert(id, (v, color, text));
+        }
+        live.upsert(docs, false).unwrap();
+        if round % 5 == 0 {
+            let id = *model
+                .keys()
+                .nth(rng.below(model.len() as u64) as usize)
+                .unwrap();
+            model.remove(&id);
+            live.delete(vec![DocId::Int(id)], false).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(15));
+        most = most.max(segments(&live));
+    }
+    // Let the optimizer settle, then compare with the oracle.
+    let t = std::time::Instant::now();
+    loop {
+        live.refresh().unwrap();
+        if !live.optimize().unwrap() && live.stats()["optimizer"]["merging"] == false {
+            break;
+        }
+        assert!(t.elapsed().as_secs() < 60, "the optimizer did not settle");
+    }
+    check(&live, &model, &mut rng, "after the stream");
+    let st = live.stats();
+    assert!(most <= 12 + 3, "segments reached {most}: {st}");
+    assert!(st["optimizer"]["merges"].as_u64().unwrap() > 0, "{st}");
+    assert!(
+        st["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["index"] == "hnsw"),
+        "no graph segment after {} documents: {st}",
+        model.len()
+    );
+}
