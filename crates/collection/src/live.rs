@@ -1155,7 +1155,8 @@ impl LiveCollection {
     }
 
     /// The merger's step: small segments that together pass `flat_max` become one graph
-    /// segment, segments with `vacuum_ratio` deleted rows are rewritten, and past
+    /// segment, segments with `vacuum_ratio` deleted rows are rewritten, three or more minor
+    /// graph segments (each under a tenth of the largest) become one, and past
     /// `max_segments` the smallest are merged. The build runs on a thread of its own niced
     /// by `optimizer_nice`, unless the optimizer is behind (small segments holding
     /// `2 * flat_max` documents or more, or more than `max_segments` segments): then at
@@ -1289,6 +1290,20 @@ impl LiveCollection {
                         }
                     }
                 }
+            }
+        }
+        // Minor graph segments (each under a tenth of the largest) cost a graph search each
+        // per query: three or more become one.
+        if pick.is_empty() {
+            let largest = (0..n).map(|i| v.segments[i].len()).max().unwrap_or(0);
+            let minor: Vec<usize> = (0..n)
+                .filter(|&i| {
+                    let len = v.segments[i].len();
+                    len >= self.cfg.flat_max && len * 10 < largest && !claimed(i)
+                })
+                .collect();
+            if minor.len() >= 3 {
+                pick.extend(minor);
             }
         }
         if pick.is_empty() && n > self.cfg.max_segments {

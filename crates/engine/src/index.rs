@@ -142,6 +142,13 @@ const MAX_EF_WALK: usize = 16_384;
 /// fraction of the rows walks the whole graph ([`FilterPlan::Graph`]); a more selective
 /// one walks the passing subgraph ([`FilterPlan::GraphTwoHop`]).
 pub const GRAPH_MIN_SELECTIVITY: f64 = 0.25;
+/// Planner: an `allow` set passing at least this fraction of the rows (and no `filter`) is
+/// walked like an unfiltered search ([`FilterPlan::Graph`]) however few rows it holds: a
+/// live collection's deleted rows make every segment's search "filtered" this way. Measured
+/// on 1M synthetic 384-d vectors under writes (`bench/results/search-under-writes-*.md`):
+/// a 6,475-row graph segment with 60 deleted rows, scanned exactly by the 8,192-row floor,
+/// took most of each search's time.
+pub const NEAR_UNFILTERED: f64 = 0.9;
 
 /// One search's knobs.
 #[derive(Clone, Copy)]
@@ -672,6 +679,7 @@ impl Index {
     /// Rule, with `s` allowed rows out of `n` (see [`EXACT_ROWS_PER_EF`],
     /// [`EXACT_MIN_ROWS`], [`GRAPH_MIN_SELECTIVITY`]):
     /// no filter, or `allow` holding every row without `filter`: `Unfiltered`;
+    /// `allow` holding at least [`NEAR_UNFILTERED`] of the rows without `filter`: `Graph`;
     /// `s <= max(EXACT_MIN_ROWS, EXACT_ROWS_PER_EF * max(ef, k), EXACT_MAX_SELECTIVITY * n)`:
     /// `Exact`;
     /// `s / n >= GRAPH_MIN_SELECTIVITY`: `Graph`; otherwise `GraphTwoHop`. A `filter`
@@ -724,6 +732,12 @@ impl Index {
         let n = self.info.n;
         if s >= n && p.filter.is_none() {
             return FilterPlan::Unfiltered;
+        }
+        // Nearly every row passes (a live collection's deleted rows): the walk costs what an
+        // unfiltered one does, which beats scanning the rows even on a segment of a few
+        // thousand (the exact floor below is for selective filters).
+        if p.filter.is_none() && s as f64 >= NEAR_UNFILTERED * n as f64 {
+            return FilterPlan::Graph;
         }
         if s <= EXACT_MIN_ROWS.max(EXACT_ROWS_PER_EF.saturating_mul(p.ef.max(p.k)))
             || (s as f64) <= EXACT_MAX_SELECTIVITY * n as f64

@@ -308,7 +308,20 @@ fn the_planner_follows_its_rule() {
     // 4000 rows: below the exact threshold whatever ef.
     assert_eq!(plan_of(Some(&random_set(0.5, 1)), 16), FilterPlan::Exact);
     assert_eq!(plan_of(Some(&RoaringBitmap::new()), 16), FilterPlan::Exact);
+    // Nearly every row alive (a live segment's deleted rows): walked, however small.
+    let mut most = all.clone();
+    for i in (0..N as u32).step_by(50) {
+        most.remove(i);
+    }
+    assert_eq!(plan_of(Some(&most), 64), FilterPlan::Graph);
     let flat = open(&f.flat);
+    assert_eq!(
+        flat.filter_plan(&SearchParams {
+            allow: Some(&most),
+            ..SearchParams::new(K, 64)
+        }),
+        FilterPlan::Exact
+    );
     let p = SearchParams {
         allow: Some(&all),
         plan: Some(FilterPlan::GraphTwoHop),
