@@ -120,6 +120,14 @@ def main():
     if coll.exists():
         shutil.rmtree(coll)
     subprocess.run(["cp", "-al", str(src), str(coll)], check=True)
+    # Only segment files are write-once: the log is appended in place and the manifest and
+    # deleted sets replaced, so those are copied, never shared with the cached collection
+    # (a shared log would carry this run's writes back into it).
+    for p in [coll / "collection.json", coll / "LOCK", *coll.glob("wal/*"), *coll.glob("*/deleted-*.bin")]:
+        if p.is_file():
+            data = p.read_bytes(); p.unlink(); p.write_bytes(data)
+    if (coll / "wal").exists() or any(coll.glob("seg-*/deleted-*")):
+        print("note: the cached collection has a log or deleted rows; idle is not a fresh ingest", file=sys.stderr)
     name = "run"
     rng = np.random.default_rng(5)
 
