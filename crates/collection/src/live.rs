@@ -1158,9 +1158,11 @@ impl LiveCollection {
     /// segment, segments with `vacuum_ratio` deleted rows are rewritten, three or more minor
     /// graph segments (each under a tenth of the largest) become one, and past
     /// `max_segments` the smallest are merged. The build runs on a thread of its own niced
-    /// by `optimizer_nice`, unless the optimizer is behind (small segments holding
-    /// `2 * flat_max` documents or more, or more than `max_segments` segments): then at
-    /// full priority, since every extra segment makes each search dearer.
+    /// by `optimizer_nice`, unless the optimizer is behind (more than `max_segments`
+    /// segments): then at full priority, since every extra segment makes each search dearer.
+    /// (The refresher's flat merges keep small segments few, so that is rare; a threshold on
+    /// the documents in small segments ran builds at full priority beside the searches most
+    /// of the time at `flat_max` 1,000.)
     pub fn graph_merge_step(&self) -> Result<bool> {
         if self.is_read_only() {
             return Ok(false);
@@ -1169,12 +1171,7 @@ impl LiveCollection {
         let Some(pick) = self.claim(&v0, |v, claimed| self.pick_merge(v, claimed)) else {
             return Ok(false);
         };
-        let small_docs: usize = (0..v0.segments.len())
-            .filter(|&i| v0.segments[i].len() < self.cfg.flat_max)
-            .map(|i| v0.segments[i].len())
-            .sum();
-        let behind =
-            small_docs >= 2 * self.cfg.flat_max || v0.segments.len() > self.cfg.max_segments;
+        let behind = v0.segments.len() > self.cfg.max_segments;
         let nice = if behind { 0 } else { self.cfg.optimizer_nice };
         let r = std::thread::scope(|sc| {
             let h = std::thread::Builder::new()
