@@ -34,10 +34,10 @@ class Client:
         return r.status, (json.loads(b) if b else None)
 
 
-def start(binary, coll, port, fsync, log):
+def start(binary, coll, port, fsync, log, extra=(), env=None):
     p = subprocess.Popen([binary, "serve", "--collection", coll, "--addr", f"127.0.0.1:{port}",
-                          "--threads", "1", "--refresh-ms", "100", "--fsync", fsync],
-                         stdout=log, stderr=log)
+                          "--threads", "1", "--refresh-ms", "100", "--fsync", fsync, *extra],
+                         stdout=log, stderr=log, env=env)
     t = time.time()
     while True:
         try:

@@ -16,33 +16,11 @@ there the recorder must see writes lost, or it would be a test that cannot fail.
 Needs numpy (bench/.venv has it) and gcc. Writes OUT.json and OUT.md.
 """
 import argparse, json, os, random, shutil, signal, subprocess, sys, tempfile, time
-import http.client
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crash_loop import Client, free_port  # noqa: E402
-
-
-def start(binary, coll, port, fsync, log, env):
-    p = subprocess.Popen([binary, "serve", "--collection", coll, "--addr", f"127.0.0.1:{port}",
-                          "--threads", "1", "--refresh-ms", "100", "--commit-ms", "700",
-                          "--fsync", fsync],
-                         stdout=log, stderr=log, env=env)
-    t = time.time()
-    while True:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/ready"); r = c.getresponse(); r.read()
-            if r.status == 200:
-                return p
-        except OSError:
-            pass
-        if p.poll() is not None:
-            raise SystemExit(f"server exited with {p.returncode} at start (see {log.name})")
-        if time.time() - t > 120:
-            raise SystemExit("server not ready after 120 s")
-        time.sleep(0.02)
+from crash_loop import Client, free_port, start as crash_start  # noqa: E402
 
 
 def rebuild(shadow, out):
@@ -125,7 +103,7 @@ def main():
             env = dict(os.environ, LD_PRELOAD=so, SYNCED_SHADOW=shadow, SYNCED_BASELINE=coll,
                        SEARCHD_LOG="warn")
             port = free_port()
-            proc = start(a.bin, coll, port, fsync, log, env)
+            proc, _ = crash_start(a.bin, coll, port, fsync, log, ["--commit-ms", "700"], env)
             cl = Client(port)
             rec = {"cycle": k, "fsync": modes[(k - 1) % len(modes)] if k else None,
                    "lost": 0, "stale": 0, "resurrected": 0}

@@ -16,14 +16,13 @@ merges and commits. Target (issue 13): p99 under writes <= 2x idle.
 
     bench/.venv/bin/python bench/search_under_writes.py [--n 1000000] [--work /tmp/suw]
 """
-import argparse, http.client, json, os, shutil, socket, subprocess, sys, time
+import argparse, http.client, json, os, shutil, subprocess, sys, time
 from pathlib import Path
 
 import numpy as np
 
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_writes import free_port, serve  # noqa: E402,F401
 
 
 def get(port, path):
@@ -37,24 +36,6 @@ def post(port, path, body):
     c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
     r = c.getresponse(); b = r.read()
     return r.status, (json.loads(b) if b else None)
-
-
-def serve(binary, coll, extra, log):
-    port = free_port()
-    p = subprocess.Popen([binary, "serve", "--collection", str(coll), "--addr", f"127.0.0.1:{port}"] + extra,
-                         stdout=log, stderr=log)
-    t = time.time()
-    while True:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2); c.request("GET", "/ready")
-            r = c.getresponse(); r.read()
-            if r.status == 200:
-                return p, port
-        except OSError:
-            pass
-        if p.poll() is not None or time.time() - t > 600:
-            raise SystemExit("server did not start (see the log)")
-        time.sleep(0.1)
 
 
 def cpu_seconds(pid):

@@ -395,6 +395,12 @@ fn seg_names(v: &Collection) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Rows of segment `i` of `v` not deleted.
+fn alive_rows(v: &Collection, i: usize) -> usize {
+    v.live_rows(i)
+        .map_or(v.segments[i].len(), |b| b.len() as usize)
+}
+
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
     let path = dir.join(MANIFEST);
     let tmp = dir.join(format!("{MANIFEST}.tmp"));
@@ -1146,11 +1152,12 @@ impl LiveCollection {
             return Ok(false);
         }
         let v0 = self.view();
-        let Some(pick) = self.claim(&v0, |v, claimed| self.pick_flat_merge(v, claimed)) else {
+        let Some((pick, names)) = self.claim(&v0, |v, claimed| self.pick_flat_merge(v, claimed))
+        else {
             return Ok(false);
         };
         let r = self.merge(&v0, &pick);
-        self.release(&v0, &pick);
+        self.release(&names);
         r.map(|_| true)
     }
 
@@ -1168,7 +1175,7 @@ impl LiveCollection {
             return Ok(false);
         }
         let v0 = self.view();
-        let Some(pick) = self.claim(&v0, |v, claimed| self.pick_merge(v, claimed)) else {
+        let Some((pick, names)) = self.claim(&v0, |v, claimed| self.pick_merge(v, claimed)) else {
             return Ok(false);
         };
         let behind = v0.segments.len() > self.cfg.max_segments;
@@ -1192,16 +1199,17 @@ impl LiveCollection {
                 Err(e) => Err(Error::io(&self.dir, e)),
             }
         });
-        self.release(&v0, &pick);
+        self.release(&names);
         r.map(|_| true)
     }
 
-    /// Picks under the lock and claims the picked segments' names; `None` when nothing is due.
+    /// Picks under the lock and claims the picked segments' names: `(picked rows of the
+    /// view, their names for [`Self::release`])`; `None` when nothing is due.
     fn claim(
         &self,
         v: &Collection,
         pick: impl FnOnce(&Collection, &dyn Fn(usize) -> bool) -> Vec<usize>,
-    ) -> Option<Vec<usize>> {
+    ) -> Option<(Vec<usize>, Vec<String>)> {
         let names = seg_names(v);
         let mut inner = self.lock_inner();
         let picked = {
@@ -1211,31 +1219,21 @@ impl LiveCollection {
         if picked.is_empty() {
             return None;
         }
-        for &i in &picked {
-            if let Some(n) = names.get(i) {
-                inner.claimed.push(n.clone());
-            }
-        }
-        Some(picked)
+        let mine: Vec<String> = picked
+            .iter()
+            .filter_map(|&i| names.get(i).cloned())
+            .collect();
+        inner.claimed.extend(mine.iter().cloned());
+        Some((picked, mine))
     }
 
-    fn release(&self, v: &Collection, pick: &[usize]) {
-        let names = seg_names(v);
+    fn release(&self, names: &[String]) {
         let mut inner = self.lock_inner();
-        for &i in pick {
-            if let Some(n) = names.get(i) {
-                if let Some(k) = inner.claimed.iter().position(|c| c == n) {
-                    inner.claimed.swap_remove(k);
-                }
-            }
-        }
+        inner.claimed.retain(|c| !names.contains(c));
     }
 
     fn pick_flat_merge(&self, v: &Collection, claimed: &dyn Fn(usize) -> bool) -> Vec<usize> {
-        let alive = |i: usize| {
-            v.live_rows(i)
-                .map_or(v.segments[i].len(), |b| b.len() as usize)
-        };
+        let alive = |i: usize| alive_rows(v, i);
         let mut small: Vec<usize> = (0..v.segments.len())
             .filter(|&i| v.segments[i].len() < self.cfg.flat_max && !claimed(i))
             .collect();
@@ -1261,10 +1259,7 @@ impl LiveCollection {
 
     fn pick_merge(&self, v: &Collection, claimed: &dyn Fn(usize) -> bool) -> Vec<usize> {
         let n = v.segments.len();
-        let alive = |i: usize| {
-            v.live_rows(i)
-                .map_or(v.segments[i].len(), |b| b.len() as usize)
-        };
+        let alive = |i: usize| alive_rows(v, i);
         let small: Vec<usize> = (0..n)
             .filter(|&i| v.segments[i].len() < self.cfg.flat_max && !claimed(i))
             .collect();
@@ -1558,7 +1553,7 @@ impl LiveCollection {
             "wal": {"files": inner.wal.files(), "bytes": inner.wal.bytes(), "syncs": inner.wal.group().syncs()},
             "segments": view.segments.iter().enumerate().map(|(i, s)| serde_json::json!({
                 "docs": s.len(),
-                "deleted": s.len() - view.live_rows(i).map_or(s.len(), |b| b.len() as usize),
+                "deleted": s.len() - alive_rows(&view, i),
                 "index": s.index.info().kind,
             })).collect::<Vec<_>>(),
             "writes": c.writes.load(Relaxed),
