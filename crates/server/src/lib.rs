@@ -557,7 +557,7 @@ pub async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
         .collect();
     let mut last = None;
     for a in addrs {
-        match TcpListener::bind(a).await {
+        match listen(a) {
             Ok(l) => return Ok(l),
             Err(e) => last = Some(e),
         }
@@ -565,6 +565,25 @@ pub async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
     Err(bind_err(last.unwrap_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::NotFound, "no address to bind")
     })))
+}
+
+/// Connections the kernel may queue before `accept` (it caps this at
+/// `net.core.somaxconn`). tokio's default of 1,024 overflowed under a reconnect storm of
+/// ~2,700 connections/s (bench/trickle_abuse.py): a dropped SYN is retried by the client
+/// after 1 s, so a `/health` probe took 1.03 s.
+const LISTEN_BACKLOG: u32 = 8192;
+
+fn listen(a: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let s = if a.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As std's and tokio's `bind` do on Unix: a restarted server can reuse its port while
+    // old connections sit in TIME_WAIT.
+    s.set_reuseaddr(true)?;
+    s.bind(a)?;
+    s.listen(LISTEN_BACKLOG)
 }
 
 /// Resolves on SIGTERM or SIGINT. A second signal while draining exits the process at once
