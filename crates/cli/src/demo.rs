@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use searchd_engine::{
@@ -240,7 +240,8 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
         let _ = stop_rx.await;
     }));
     let url = format!("http://{addr}");
-    eprintln!("    listening on {url}");
+    wait_ready(addr, Duration::from_secs(120))?;
+    eprintln!("    listening on {url}, ready");
 
     step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
     let gt_arg = gt_path.to_string_lossy().into_owned();
@@ -340,4 +341,32 @@ fn eval_html(
         "Recall@10 against QPS (in process)",
     )?);
     Ok(s)
+}
+
+/// Poll `GET /ready` until the in-process server answers 200 (it opens the index after it
+/// binds), so the load lab's preflight never meets a 503 `not_ready`.
+pub(crate) fn wait_ready(addr: std::net::SocketAddr, limit: Duration) -> Result<(), CliError> {
+    use std::io::{Read, Write};
+    let t = Instant::now();
+    loop {
+        let ok = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))
+            .and_then(|mut s| {
+                s.set_read_timeout(Some(Duration::from_secs(2)))?;
+                s.write_all(b"GET /ready HTTP/1.1\r\nhost: demo\r\nconnection: close\r\n\r\n")?;
+                let mut head = [0u8; 12];
+                s.read_exact(&mut head)?;
+                Ok(&head == b"HTTP/1.1 200")
+            })
+            .unwrap_or(false);
+        if ok {
+            return Ok(());
+        }
+        if t.elapsed() > limit {
+            return Err(CliError::Failed(format!(
+                "the demo server on {addr} was not ready after {}s",
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

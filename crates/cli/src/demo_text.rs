@@ -275,7 +275,8 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
         let _ = stop_rx.await;
     }));
     let url = format!("http://{addr}");
-    eprintln!("    listening on {url}");
+    crate::demo::wait_ready(addr, std::time::Duration::from_secs(120))?;
+    eprintln!("    listening on {url}, ready");
 
     step("5/6 documents by id and searches with fields, checked");
     let first = coll

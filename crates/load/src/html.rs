@@ -52,6 +52,36 @@ fn log_range(vals: impl IntoIterator<Item = f64>, pad: f64) -> (f64, f64) {
     }
 }
 
+/// Tick positions for a log axis over `lo..hi`: 1-2-5 per decade, denser (1..9) when that
+/// gives fewer than three, so a range inside one decade (p50 28 ms, p99 48 ms) still gets
+/// labels: plotters' own log axis labels only powers of ten there.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo && lo.is_finite() && hi.is_finite()) {
+        return Vec::new();
+    }
+    let pick = |mults: &[f64]| -> Vec<f64> {
+        let (d0, d1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        let mut v = Vec::new();
+        for d in d0..=d1 {
+            for m in mults {
+                let x = m * 10f64.powi(d);
+                if x >= lo && x <= hi {
+                    v.push(x);
+                }
+            }
+        }
+        v
+    };
+    let v = pick(&[1.0, 2.0, 5.0]);
+    if v.len() >= 3 {
+        if v.len() > 12 {
+            return pick(&[1.0]);
+        }
+        return v;
+    }
+    pick(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+}
+
 fn x_label(r: &Report) -> &'static str {
     if r.is_open_loop() {
         "offered rate (requests/s, log scale)"
@@ -152,7 +182,10 @@ pub fn qps_svg(r: &Report) -> Result<String, LoadError> {
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
+            .build_cartesian_2d(
+                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                0.0..ymax,
+            )
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()
@@ -206,7 +239,10 @@ pub fn latency_svg(r: &Report) -> Result<String, LoadError> {
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+            .build_cartesian_2d(
+                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+            )
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()
@@ -283,7 +319,10 @@ pub fn qps_p99_svg(r: &Report) -> Result<String, LoadError> {
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..xmax, (y0..y1).log_scale())
+            .build_cartesian_2d(
+                0.0..xmax,
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+            )
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()
@@ -355,7 +394,10 @@ fn level_lines(
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d((x0..x1).log_scale(), y_range.0..y_range.1)
+        .build_cartesian_2d(
+            (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+            y_range.0..y_range.1,
+        )
         .map_err(|e| plot_err(name, e))?;
     chart
         .configure_mesh()
@@ -537,7 +579,15 @@ pub fn errors_svg(r: &Report) -> Result<Option<String>, LoadError> {
 /// p99 of the answers that finished in that second below (log scale).
 pub fn per_second_svg(step: &Step, title: &str) -> Result<Option<String>, LoadError> {
     let name = "per_second";
-    let ps = &step.per_second;
+    // Seconds inside the measured window only: answers to requests still in flight at its
+    // end finish in a last, partial second that would read as a collapse.
+    let ps: Vec<_> = step
+        .per_second
+        .iter()
+        .filter(|p| (p.t as f64) < step.duration_s.floor().max(1.0))
+        .cloned()
+        .collect();
+    let ps = &ps;
     if ps.is_empty() {
         return Ok(None);
     }
@@ -603,7 +653,10 @@ pub fn per_second_svg(step: &Step, title: &str) -> Result<Option<String>, LoadEr
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..t1, (y0..y1).log_scale())
+            .build_cartesian_2d(
+                0.0..t1,
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+            )
             .map_err(|e| plot_err(name, e))?;
         c.configure_mesh()
             .light_line_style(TRANSPARENT)
@@ -671,7 +724,9 @@ pub fn histogram_svg(step: &Step, title: &str) -> Result<String, LoadError> {
             .x_label_area_size(45)
             .y_label_area_size(70)
             .build_cartesian_2d(
-                (lo_us / 1000.0..hi_us * ratio / 1000.0).log_scale(),
+                (lo_us / 1000.0..hi_us * ratio / 1000.0)
+                    .log_scale()
+                    .with_key_points(log_ticks(lo_us / 1000.0, hi_us * ratio / 1000.0)),
                 0.0..ymax,
             )
             .map_err(|e| plot_err(name, e))?;
@@ -749,7 +804,10 @@ pub fn recall_qps_svg(points: &[RecallPoint], title: &str) -> Result<String, Loa
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
+            .build_cartesian_2d(
+                x0..x1,
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+            )
             .map_err(|e| plot_err(name, e))?;
         chart
             .configure_mesh()

@@ -143,7 +143,9 @@ pub struct ServeArgs {
     pub threads: Option<usize>,
 
     /// Threads of the async runtime that handles connections and HTTP (not searches).
-    /// Default 1: on small machines the cores are better spent searching.
+    /// Default 1: on small machines the cores are better spent searching. Use 2 or more on
+    /// a server exposed to untrusted clients: a reconnect storm on a single I/O thread
+    /// slows every client's HTTP (bench/results/trickle-abuse.md).
     #[arg(long, value_name = "N")]
     pub io_threads: Option<usize>,
 
