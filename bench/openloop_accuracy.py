@@ -234,6 +234,30 @@ def write_md(res, path):
             f"{fmt(oh.get('p50_ms'))} | {fmt(oh.get('p99_ms'))} | "
             f"{fmt(s1['p50_ms']) if s1 else '-'} | {fmt(s1['p99_ms']) if s1 else '-'} | "
             f"{(fmt(s2['p50_ms']) + ' / ' + fmt(s2['p99_ms'])) if s2 else '-'} | {checks} |")
+    # What each client adds over the server's own clock: the server's histogram starts when
+    # the request head is parsed, so it cannot see the loopback round trip and the wake-ups
+    # on both sides. `GET /health` at the same rate measures that round trip (the server does
+    # nothing there), so client(/search) - client(/health) should equal the server's p50.
+    health = {r["rate"]: r for r in res["rows"] if r["endpoint"] == "GET /health"}
+    L += ["", "## p50 less the round trip, against the server's own p50", "",
+          "Each client's `/search` p50 minus its `/health` p50 at the same rate (the loopback round trip "
+          "and wake-ups, which the server's clock cannot see), against the server's own p50 in that run.", "",
+          "| rate/s | load: search - health ms | server p50 ms (load run) | within 0.1 ms or 10% | "
+          "oha: search - health ms | server p50 ms (oha run) | load p50 <= oha p50 (+0.1 ms or 10%) | load client CPU % |",
+          "|---:|---:|---:|---|---:|---:|---|---:|"]
+    for r in res["rows"]:
+        if r["endpoint"] != "POST /search" or r["rate"] not in health:
+            continue
+        h = health[r["rate"]]
+        lg, oh, s1, s2 = r["searchd_load"], r["oha"], r["server_during_load"], r["server_during_oha"]
+        d_l = lg["p50_ms"] - h["searchd_load"]["p50_ms"]
+        d_o = (oh.get("p50_ms") - h["oha"].get("p50_ms")) if oh.get("p50_ms") and h["oha"].get("p50_ms") else None
+        ok_l = close(d_l, s1["p50_ms"]) if s1 else None
+        no_worse = (lg["p50_ms"] <= oh["p50_ms"] + max(0.1, 0.1 * oh["p50_ms"])) if oh.get("p50_ms") else None
+        L.append(f"| {r['rate']:.0f} | {fmt(d_l)} | {fmt(s1['p50_ms']) if s1 else '-'} | "
+                 f"{'yes' if ok_l else ('no' if ok_l is False else '-')} | {fmt(d_o)} | "
+                 f"{fmt(s2['p50_ms']) if s2 else '-'} | {'yes' if no_worse else ('no' if no_worse is False else '-')} | "
+                 f"{fmt(lg.get('client_cpu_pct'), 0)} |")
     L += ["", "Re-run: `python3 bench/openloop_accuracy.py` (env in the script's header)."]
     with open(path, "w") as f:
         f.write("\n".join(L) + "\n")

@@ -84,6 +84,20 @@ def rss_bytes(pid):
     return 0
 
 
+def grpc_bytes(port):
+    """Bytes sent and received over established TCP connections to `port` (ss -ti counters
+    of the client side: searchd's gRPC channels to Qdrant)."""
+    out = subprocess.run(["ss", "-tinH", "state", "established", f"( dport = :{port} )"],
+                         capture_output=True, text=True).stdout
+    sent = recv = 0
+    for tok in out.split():
+        if tok.startswith("bytes_sent:"):
+            sent += int(tok.split(":")[1])
+        elif tok.startswith("bytes_received:"):
+            recv += int(tok.split(":")[1])
+    return sent, recv
+
+
 def run(cmd, **kw):
     print("+", " ".join(str(c) for c in cmd), flush=True)
     return subprocess.run([str(c) for c in cmd], check=True, **kw)
@@ -209,10 +223,24 @@ def main():
             wait_http(f"http://127.0.0.1:{port}/ready")
             q0, s0 = cpu_seconds(qp.pid), cpu_seconds(sp.pid)
             rep = load(b, f"http://127.0.0.1:{port}", args, os.path.join(w, f"load-front-{t}.json"),
-                       ["--queries", "2000", "--ef", str(args.ef)])
+                       ["--query-count", "2000", "--ef", str(args.ef)])
             q1, s1 = cpu_seconds(qp.pid), cpu_seconds(sp.pid)
             ok = sum(st["ok"] for st in rep["steps"])
             trial["searchd_over_qdrant"] = summary(rep)
+            # Bytes per query on the gRPC channels: a short run with no warm-up, so every
+            # request sent is counted, between two readings of the sockets' counters.
+            b0 = grpc_bytes(qgrpc)
+            bj = os.path.join(w, f"load-bytes-{t}.json")
+            subprocess.run(args.tool["load"] + ["--url", f"http://127.0.0.1:{port}", "--ramp", "4",
+                           "--warmup", "0s", "--duration", "3s", "--json", bj, "--quiet",
+                           "--query-count", "2000", "--ef", str(args.ef)], check=False)
+            b1 = grpc_bytes(qgrpc)
+            with open(bj) as f:
+                nb = json.load(f)["steps"][0]["requests"]
+            trial["searchd_over_qdrant"].update({
+                "grpc_bytes_per_query_sent": (b1[0] - b0[0]) / max(nb, 1),
+                "grpc_bytes_per_query_received": (b1[1] - b0[1]) / max(nb, 1),
+                "bytes_run_requests": nb})
             trial["searchd_over_qdrant"].update({
                 "front_cpu_ms_per_request_all_steps": 1e3 * (s1 - s0) / max(ok, 1),
                 "qdrant_cpu_ms_per_request_all_steps": 1e3 * (q1 - q0) / max(ok, 1),
@@ -238,7 +266,7 @@ def main():
             wait_http(f"http://127.0.0.1:{port}/ready")
             s0 = cpu_seconds(sp.pid)
             rep = load(b, f"http://127.0.0.1:{port}", args, os.path.join(w, f"load-local-{t}.json"),
-                       ["--queries", "2000", "--ef", str(args.ef)])
+                       ["--query-count", "2000", "--ef", str(args.ef)])
             s1 = cpu_seconds(sp.pid)
             ok = sum(st["ok"] for st in rep["steps"])
             trial["searchd_local"] = summary(rep)
@@ -248,13 +276,86 @@ def main():
             procs.remove(sp)
             result["trials"].append(trial)
             print(json.dumps(trial, indent=1), flush=True)
+        # 4. Overload: 4x the sustainable concurrency of searchd over Qdrant, clients that
+        # honour Retry-After; goodput against the sustainable QPS, p99 of accepted answers.
+        front = result["trials"][-1]["searchd_over_qdrant"]
+        c4 = 4 * (front["at_concurrency"] or 1)
+        port = free_port()
+        sp = subprocess.Popen(tool["serve"] + ["--backend", "qdrant", "--qdrant-url",
+                               f"http://127.0.0.1:{qgrpc}", "--qdrant-collection", "gcide",
+                               "--qdrant-channels", str(args.channels),
+                               "--queries", f"{DATA}/queries.f16.npy", "--ef", str(args.ef),
+                               "--addr", f"127.0.0.1:{port}"], env=senv)
+        procs.append(sp)
+        wait_http(f"http://127.0.0.1:{port}/ready")
+        oj = os.path.join(w, "load-overload.json")
+        cmd = args.tool["load"] + ["--url", f"http://127.0.0.1:{port}", "--ramp", str(c4),
+               "--warmup", args.warmup, "--duration", "15s", "--slo-p99-ms", "100", "--gt", args.gt,
+               "--k", "10", "--pick", "uniform", "--json", oj, "--quiet", "--retry-after", "honor",
+               "--max-error-rate", "1", "--query-count", "2000", "--ef", str(args.ef)]
+        subprocess.run(cmd, check=False)
+        with open(oj) as f:
+            st = json.load(f)["steps"][0]
+        result["overload"] = {
+            "concurrency": c4, "sustainable_qps": front["sustainable_qps"],
+            "goodput_qps": st["qps"], "goodput_ratio": st["qps"] / max(front["sustainable_qps"], 1e-9),
+            "accepted_p99_ms": st["latency_ms"]["p99"], "errors": st["errors"],
+            "requests": st["requests"], "ok": st["ok"]}
+        print(json.dumps(result["overload"], indent=1), flush=True)
+        sp.send_signal(signal.SIGTERM)
+        sp.wait(30)
+        procs.remove(sp)
     finally:
         for p in procs:
             p.kill()
             p.wait()
     with open(args.out + ".json", "w") as f:
         json.dump(result, f, indent=1)
-    print(f"wrote {args.out}.json")
+    write_md(result, args)
+    print(f"wrote {args.out}.json and .md")
+
+
+def write_md(r, args):
+    ing = (r.get("ingest") or {}).get("report") or {}
+    lines = [f"# searchd in front of Qdrant vs Qdrant's REST API vs searchd's local engine (dev-gcide-50k)", "",
+             f"`python3 bench/qdrant_gcide.py --trials {args.trials} --ramp {args.ramp}`: 50,000 x 384 "
+             f"all-MiniLM-L6-v2 vectors, HNSW m=16 ef_construct=200, ef {r['ef']}, k 10; closed-loop ramp "
+             f"{r['ramp']} ({r['warmup']} warm-up + {r['duration']} per step), p99 <= 100 ms, errors <= 1%, "
+             "2,000 rotating queries, every answer checked and recall@10 computed against exact ground truth. "
+             "One Qdrant node (the release binary in ../shared/qdrant) on loopback; the three servers take turns "
+             "in each trial, on the same 2 cores as the load generator.", "",
+             f"Ingest (`searchd ingest --to qdrant:// --upload-parallel 2`): {ing.get('points', 0):,} points, upload "
+             f"{ing.get('upload_s', 0):.1f} s, then {ing.get('index_wait_s', 0):.1f} s to green with "
+             f"{ing.get('indexed_vectors', 0):,} vectors indexed; {ing.get('retries', 0)} retries; wall "
+             f"{r.get('ingest_wall_s', 0):.1f} s.", "",
+             "| trial | server | sustainable QPS | at conc. | p99 ms | recall@10 | front RSS MB | front CPU ms/req | Qdrant CPU ms/req |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    ratios, local = [], []
+    for i, t in enumerate(r["trials"]):
+        f, q, l = t["searchd_over_qdrant"], t["qdrant_rest"], t["searchd_local"]
+        fmt = lambda x, d=2: "-" if x is None else f"{x:.{d}f}"
+        lines.append(f"| {i} | searchd over Qdrant (gRPC) | {f['sustainable_qps']:.0f} | {f['at_concurrency']} | {fmt(f['p99_ms'])} | {fmt(f['recall_at_10'], 4)} | {fmt(f.get('front_rss_mb_end'), 1)} | {fmt(f.get('front_cpu_ms_per_request_all_steps'), 3)} | {fmt(f.get('qdrant_cpu_ms_per_request_all_steps'), 3)} |")
+        lines.append(f"| {i} | Qdrant REST, directly | {q['sustainable_qps']:.0f} | {q['at_concurrency']} | {fmt(q['p99_ms'])} | {fmt(q['recall_at_10'], 4)} | - | - | {fmt(q.get('qdrant_cpu_ms_per_request_all_steps'), 3)} |")
+        lines.append(f"| {i} | searchd local engine | {l['sustainable_qps']:.0f} | {l['at_concurrency']} | {fmt(l['p99_ms'])} | {fmt(l['recall_at_10'], 4)} | {fmt(l.get('server_rss_mb'), 1)} | {fmt(l.get('cpu_ms_per_request_all_steps'), 3)} | - |")
+        ratios.append(f["sustainable_qps"] / max(q["sustainable_qps"], 1e-9))
+        local.append(l["sustainable_qps"] / max(q["sustainable_qps"], 1e-9))
+    lines += ["", f"Front-door efficiency (searchd over Qdrant / Qdrant REST, same trial): "
+              f"**{', '.join(f'{x:.2f}x' for x in ratios)}** (target >= 0.95x). "
+              f"searchd's local engine / Qdrant REST: **{', '.join(f'{x:.2f}x' for x in local)}**."]
+    f0 = r["trials"][0]["searchd_over_qdrant"]
+    if "grpc_bytes_per_query_sent" in f0:
+        lines += ["", f"Bytes per query on searchd's gRPC channels to Qdrant (`ss -ti` counters around a 3 s run, "
+                  f"{f0['bytes_run_requests']:,} requests): **{f0['grpc_bytes_per_query_sent']:.0f} B sent, "
+                  f"{f0['grpc_bytes_per_query_received']:.0f} B received** (HTTP/2 frames, headers and TCP "
+                  "payload; TCP/IP headers not counted)."]
+    o = r.get("overload")
+    if o:
+        lines += ["", f"Overload: {o['concurrency']} clients (4x the sustainable concurrency) honouring Retry-After against "
+                  f"searchd over Qdrant for 15 s: goodput {o['goodput_qps']:.0f} q/s = **{o['goodput_ratio']:.2f}x** the "
+                  f"sustainable {o['sustainable_qps']:.0f} (target >= 0.9x); accepted p99 **{o['accepted_p99_ms']:.1f} ms** "
+                  f"(SLO 100 ms); {o['ok']:,} ok of {o['requests']:,} requests, errors {json.dumps({k: v for k, v in o['errors'].items() if v})}."]
+    with open(args.out + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -460,23 +460,35 @@ fn thread_cpu_seconds() -> f64 {
 /// Longest single sleep of the dispatcher, so a stop request is seen promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
 
-/// Longest spin before a send. The margin follows the kernel's measured oversleep, which
-/// grows on a busy box; with a 1 ms cap the dispatcher spun a whole core at 1,000 req/s
-/// (client CPU 90% against 9% at 500/s), taking it from the server it measures. Past the
-/// cap a late wake-up shows as send-time error, which is measured and reported.
-const MAX_SPIN_NS: f64 = 200_000.0;
+/// Longest spin before a send, as a share of the interval between sends: the margin
+/// follows the kernel's measured oversleep, which grows on a busy box, and a fixed 1 ms cap
+/// spun a whole core at 1,000 req/s (client CPU 90% against 9% at 500/s), taking it from
+/// the server being measured. With a tenth of the interval (within 20 us..1 ms) the
+/// dispatcher spins at most ~10% of a core at any rate; a wake-up later than that shows as
+/// send-time error, which is measured and reported.
+const SPIN_SHARE: f64 = 0.1;
+
+/// The spin cap for `rate` requests/s (see [`SPIN_SHARE`]).
+fn max_spin_ns(rate: f64) -> f64 {
+    (SPIN_SHARE * 1e9 / rate.max(1e-3)).clamp(20_000.0, 1_000_000.0)
+}
 
 /// Sleep-then-spin until `target` on the monotonic clock: sleep until a margin
-/// before it (the margin follows the measured oversleep of the kernel's timer,
-/// between 20 us and [`MAX_SPIN_NS`]), then spin. False when `stop` was set meanwhile.
-fn wait_until(target: std::time::Instant, stop: &AtomicBool, overshoot_ns: &mut f64) -> bool {
+/// before it (the margin follows a decaying peak of the measured oversleep of the
+/// kernel's timer, between 20 us and `max_spin_ns`), then spin. False when `stop` was set meanwhile.
+fn wait_until(
+    target: std::time::Instant,
+    stop: &AtomicBool,
+    overshoot_ns: &mut f64,
+    max_spin_ns: f64,
+) -> bool {
     loop {
         let now = std::time::Instant::now();
         if now >= target {
             return true;
         }
         let rem = target - now;
-        let margin = Duration::from_nanos((2.0 * *overshoot_ns + 20_000.0).min(MAX_SPIN_NS) as u64);
+        let margin = Duration::from_nanos((*overshoot_ns + 20_000.0).min(max_spin_ns) as u64);
         if rem > margin {
             if stop.load(Ordering::Relaxed) {
                 return false;
@@ -485,7 +497,9 @@ fn wait_until(target: std::time::Instant, stop: &AtomicBool, overshoot_ns: &mut 
             let before = std::time::Instant::now();
             std::thread::sleep(want);
             let over = before.elapsed().saturating_sub(want).as_nanos() as f64;
-            *overshoot_ns = 0.9 * *overshoot_ns + 0.1 * over;
+            // A decaying peak, not a mean: the margin has to cover the late wake-ups
+            // (a vCPU descheduled for ~1 ms), which a mean of mostly-prompt ones hides.
+            *overshoot_ns = over.max(0.995 * *overshoot_ns);
         } else {
             std::hint::spin_loop();
         }
@@ -525,13 +539,14 @@ fn dispatch_thread(
     };
     let mut cpu0: Option<f64> = None;
     let mut overshoot = 50_000.0;
+    let spin_cap = max_spin_ns(rate);
     let mut i: u64 = 0;
     loop {
         let sched = t0s + Duration::from_nanos(scheduled_offset_ns(i, rate));
         if sched >= end || sh.stop.load(Ordering::Relaxed) {
             break;
         }
-        if !wait_until(sched, &sh.stop, &mut overshoot) {
+        if !wait_until(sched, &sh.stop, &mut overshoot, spin_cap) {
             break;
         }
         let now = std::time::Instant::now();
