@@ -1268,17 +1268,32 @@ impl LiveCollection {
         if small.len() >= 2 && small_docs >= self.cfg.flat_max {
             pick.extend(&small);
         }
+        // Minor segments (each under a tenth of the largest) are vacuumed sooner: once their
+        // deleted rows take them below the planner's near-unfiltered share, each search scans
+        // their rows exactly instead of walking their graph (a 5,390-row graph with 863
+        // deleted rows cost a 1M search ~0.6 ms, as much as the 1M walk itself). Rewriting
+        // a minor segment is cheap; rewriting the large one is not, so it keeps
+        // `vacuum_ratio`.
+        let largest = (0..n).map(|i| v.segments[i].len()).max().unwrap_or(0);
+        let is_minor = |len: usize| len * 10 < largest;
+        let minor_ratio = (1.0 - searchd_engine::NEAR_UNFILTERED).min(self.cfg.vacuum_ratio);
         for i in 0..n {
             let len = v.segments[i].len();
             if len > 0 && !pick.contains(&i) && !claimed(i) {
                 let dead = len - alive(i);
-                if dead > 0 && dead as f64 >= self.cfg.vacuum_ratio * len as f64 {
+                let ratio = if is_minor(len) {
+                    minor_ratio
+                } else {
+                    self.cfg.vacuum_ratio
+                };
+                if dead > 0 && dead as f64 >= ratio * len as f64 {
                     pick.push(i);
-                    if !small.is_empty() {
-                        for &s in &small {
-                            if !pick.contains(&s) {
-                                pick.push(s);
-                            }
+                    // Take the other small and minor segments along: one rewrite
+                    // instead of several.
+                    for j in 0..n {
+                        let lj = v.segments[j].len();
+                        if (lj < self.cfg.flat_max || is_minor(lj)) && !pick.contains(&j) && !claimed(j) {
+                            pick.push(j);
                         }
                     }
                 }
@@ -1287,7 +1302,6 @@ impl LiveCollection {
         // Minor graph segments (each under a tenth of the largest) cost a graph search each
         // per query: three or more become one.
         if pick.is_empty() {
-            let largest = (0..n).map(|i| v.segments[i].len()).max().unwrap_or(0);
             let minor: Vec<usize> = (0..n)
                 .filter(|&i| {
                     let len = v.segments[i].len();

@@ -529,3 +529,56 @@ fn background_merges_keep_segments_bounded_under_a_stream() {
         model.len()
     );
 }
+
+/// A minor segment (under a tenth of the largest) is vacuumed once a tenth of its rows are
+/// deleted, long before the large segments' `vacuum_ratio` (30%): past that share the
+/// planner scans its live rows exactly instead of walking it.
+#[test]
+fn a_minor_segment_is_vacuumed_at_a_tenth_deleted() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(77);
+    let mut model = Model::new();
+    make_collection(d.path(), 600, &mut rng, &mut model);
+    let live = LiveCollection::open(&d.path().join("c"), &LoadOptions::default(), cfg()).unwrap();
+    let mut docs = Vec::new();
+    for id in 1000..1050u64 {
+        let v = vector(&mut rng);
+        let text = format!("word{} common", id % 7);
+        docs.push(Doc {
+            id: DocId::Int(id),
+            vector: v.clone(),
+            text: Some(text.clone()),
+            source: source("red", &text),
+        });
+        model.insert(id, (v, "red".into(), text));
+    }
+    live.upsert(docs, false).unwrap();
+    live.refresh().unwrap();
+    let ids: Vec<DocId> = (1000..1006u64).map(DocId::Int).collect();
+    for id in 1000..1006u64 {
+        model.remove(&id);
+    }
+    live.delete(ids, false).unwrap();
+    live.refresh().unwrap();
+    let seg50 = |st: &serde_json::Value| {
+        st["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["docs"] == 50)
+            .cloned()
+    };
+    let before = live.stats();
+    let s = seg50(&before).unwrap_or_else(|| panic!("no 50-row segment: {before}"));
+    assert_eq!(s["deleted"], 6, "{before}");
+    // 6 of 50 rows (12%) is under vacuum_ratio (30%) but over a tenth.
+    assert!(live.optimize().unwrap(), "nothing merged: {before}");
+    let after = live.stats();
+    assert!(seg50(&after).is_none(), "the minor segment was not rewritten: {after}");
+    for s in after["segments"].as_array().unwrap() {
+        if s["docs"].as_u64().unwrap() < 600 {
+            assert_eq!(s["deleted"], 0, "{after}");
+        }
+    }
+    check(&live, &model, &mut rng, "after the vacuum");
+}

@@ -29,7 +29,7 @@ pub use heap::Neighbor;
 pub use hnsw::HnswParams;
 pub use index::{
     FilterPlan, Hit, Index, IndexInfo, IndexKind, SearchParams, DEFAULT_OVERSAMPLE, MAX_K,
-    MAX_OVERSAMPLE,
+    MAX_OVERSAMPLE, NEAR_UNFILTERED,
 };
 /// The bitmap type of [`SearchParams::allow`], re-exported so every crate uses one version.
 pub use roaring;
