@@ -574,7 +574,10 @@ fn a_minor_segment_is_vacuumed_at_a_tenth_deleted() {
     // 6 of 50 rows (12%) is under vacuum_ratio (30%) but over a tenth.
     assert!(live.optimize().unwrap(), "nothing merged: {before}");
     let after = live.stats();
-    assert!(seg50(&after).is_none(), "the minor segment was not rewritten: {after}");
+    assert!(
+        seg50(&after).is_none(),
+        "the minor segment was not rewritten: {after}"
+    );
     for s in after["segments"].as_array().unwrap() {
         if s["docs"].as_u64().unwrap() < 600 {
             assert_eq!(s["deleted"], 0, "{after}");
