@@ -760,15 +760,7 @@ impl Collection {
     ) -> std::result::Result<(Vec<DocHit>, Option<searchd_engine::FilterPlan>), SearchError> {
         let mut all: Vec<DocHit> = Vec::with_capacity(params.k * self.segments.len());
         let mut plan = None;
-        // The largest segment first: once `k` hits are held, the k-th best score bounds
-        // the walks of the smaller segments ([`SearchParams::min_score`]), which then stop
-        // early instead of costing a full walk each (on 1M rows plus a 6,437-row graph
-        // segment, the small walk cost nearly what the 1M walk did).
-        let mut order: Vec<usize> = (0..self.segments.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(self.segments[i].len()));
-        let mut scores: Vec<f32> = Vec::with_capacity(params.k * self.segments.len());
-        for i in order {
-            let seg = &self.segments[i];
+        for (i, seg) in self.segments.iter().enumerate() {
             let own = exclude
                 .filter(|e| e.segment as usize == i)
                 .and_then(|e| seg.index.internal(e.row));
@@ -776,12 +768,6 @@ impl Collection {
             let mut p = *params;
             if own.is_some() {
                 p.filter = Some(&not_self);
-            }
-            if scores.len() >= params.k && params.k > 0 {
-                scores.sort_unstable_by(|a, b| b.total_cmp(a));
-                scores.truncate(params.k);
-                let kth = scores[params.k - 1];
-                p.min_score = Some(params.min_score.map_or(kth, |m| m.max(kth)));
             }
             // A filter's rows are alive rows already ([`Collection::matches`]).
             match (allow, self.live_rows(i)) {
@@ -797,7 +783,6 @@ impl Collection {
             if allow.is_some() && plan.is_none() {
                 plan = Some(used);
             }
-            scores.extend(hits.iter().map(|h| h.score));
             all.extend(hits.into_iter().map(|h| DocHit {
                 doc: DocRef {
                     segment: i as u32,
@@ -807,13 +792,7 @@ impl Collection {
             }));
         }
         if self.segments.len() > 1 {
-            // Ties by segment, then (stable) in each segment's own order: the same order
-            // as when segments were searched in index order.
-            all.sort_by(|a, b| {
-                b.score
-                    .total_cmp(&a.score)
-                    .then(a.doc.segment.cmp(&b.doc.segment))
-            });
+            all.sort_by(|a, b| b.score.total_cmp(&a.score));
             all.truncate(params.k);
         }
         Ok((all, plan))

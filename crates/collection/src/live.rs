@@ -63,8 +63,7 @@ pub struct LiveConfig {
     pub refresh_docs: usize,
     /// Segments smaller than this get a flat (exact-scan) index (default 1,000). An exact
     /// scan reads every row: on 1M x 384 a 6,700-row flat segment cost each search more
-    /// (1.5 ms) than the 1M graph walk (0.6 ms), while a small graph searched after the
-    /// large one stops early on its bound ([`searchd_engine::SearchParams::min_score`]).
+    /// (1.5 ms) than the 1M graph walk (0.6 ms).
     pub flat_max: usize,
     /// Small segments merged together once this many exist (default 8).
     pub merge_factor: usize,

@@ -160,11 +160,6 @@ pub(crate) struct SearchCtx<F: Fn(u32) -> bool, S: Scorer> {
     /// the cost of the exact scan it would fall back to, so a graph walk through a filter
     /// that fails almost everywhere never costs much more than that scan.
     pub budget: usize,
-    /// Once `max_dist_after` results are held, level 0 also stops at candidates farther
-    /// than this (a bound from another segment, [`crate::SearchParams::min_score`]).
-    /// `f32::INFINITY`: none.
-    pub max_dist: f32,
-    pub max_dist_after: usize,
 }
 
 impl<F: Fn(u32) -> bool, S: Scorer> SearchCtx<F, S> {
@@ -176,8 +171,6 @@ impl<F: Fn(u32) -> bool, S: Scorer> SearchCtx<F, S> {
             filter: None,
             two_hop: false,
             budget: usize::MAX,
-            max_dist: f32::INFINITY,
-            max_dist_after: usize::MAX,
         }
     }
 
@@ -246,9 +239,6 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     let mut work = 0usize;
     while let Some(std::cmp::Reverse(c)) = candidates.pop() {
         if c.dist > bound {
-            break;
-        }
-        if c.dist > ctx.max_dist && results.len() >= ctx.max_dist_after {
             break;
         }
         steps += 1;

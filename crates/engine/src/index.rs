@@ -150,10 +150,6 @@ pub const GRAPH_MIN_SELECTIVITY: f64 = 0.25;
 /// took most of each search's time.
 pub const NEAR_UNFILTERED: f64 = 0.9;
 
-/// [`SearchParams::min_score`] bounds graph walks only on graphs of at least this many
-/// rows per `ef`: a smaller graph is walked nearly exhaustively, cheaply, and stays exact.
-pub const BOUND_MIN_ROWS_PER_EF: usize = 10;
-
 /// One search's knobs.
 #[derive(Clone, Copy)]
 pub struct SearchParams<'a> {
@@ -179,12 +175,6 @@ pub struct SearchParams<'a> {
     /// for two-hop); `Unfiltered` with a filter runs `Graph`, so a filtered search never
     /// returns a non-matching row. Forced graph plans never fall back to exact.
     pub plan: Option<FilterPlan>,
-    /// Hits scoring below this are not wanted: another segment already holds `k` better
-    /// ones. A float32 graph walk that has collected `k` results stops once its closest
-    /// unexpanded candidate scores below it (Lucene's minimum competitive similarity
-    /// across segments), so a small segment searched after the large one costs a fraction
-    /// of a full walk. Quantized walks and exact scans ignore it. `None`: no bound.
-    pub min_score: Option<f32>,
 }
 
 impl SearchParams<'_> {
@@ -197,7 +187,6 @@ impl SearchParams<'_> {
             oversample: None,
             allow: None,
             plan: None,
-            min_score: None,
         }
     }
 }
@@ -843,14 +832,6 @@ impl Index {
                     filter: walk.filter,
                     two_hop: plan == FilterPlan::GraphTwoHop,
                     budget: walk.budget,
-                    // score = -distance. Graphs under BOUND_MIN_ROWS_PER_EF x ef rows are
-                    // walked nearly exhaustively at little cost: no bound there, so they
-                    // stay exact.
-                    max_dist: p
-                        .min_score
-                        .filter(|_| self.len() >= BOUND_MIN_ROWS_PER_EF * p.ef.max(p.k))
-                        .map_or(f32::INFINITY, |s| -s),
-                    max_dist_after: p.k,
                 };
                 match hnsw::search(
                     &g,
@@ -860,8 +841,7 @@ impl Index {
                     p.k,
                     self.walk_ef(p, plan, p.ef),
                 )? {
-                    // A bounded walk may end with fewer: the rest score below the bound.
-                    Some(found) if found.len() >= walk.want || p.min_score.is_some() => found,
+                    Some(found) if found.len() >= walk.want => found,
                     _ => return exact(),
                 }
             }
@@ -1115,8 +1095,6 @@ impl Index {
             filter: walk.filter.as_ref(),
             two_hop: walk.plan == FilterPlan::GraphTwoHop,
             budget: walk.budget,
-            max_dist: f32::INFINITY,
-            max_dist_after: usize::MAX,
         };
         hnsw::search(
             g,
