@@ -62,6 +62,8 @@ fn every_stop_word_is_dropped_by_english_only() {
     assert_eq!(searchd_lexical::ENGLISH_STOP_WORDS.len(), 33);
 }
 
+const NNBSP: char = '\u{202f}';
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
     #[test]
@@ -70,7 +72,11 @@ proptest::proptest! {
             for t in tokenize(a, &s) {
                 proptest::prop_assert!(!t.is_empty());
                 proptest::prop_assert!(t.chars().count() <= 3 * searchd_lexical::MAX_TOKEN_CHARS);
-                proptest::prop_assert!(!t.chars().any(char::is_whitespace));
+                // U+202F NARROW NO-BREAK SPACE is ExtendNumLet in UAX #29 (a thousands
+                // separator, "10\u{202f}000"), so the standard tokenizer keeps it inside a
+                // token, as Elasticsearch's does; every other whitespace splits.
+                let splits = |c: char| c.is_whitespace() && c != NNBSP;
+                proptest::prop_assert!(!t.chars().any(splits), "whitespace in {:?}", t);
             }
         }
     }
