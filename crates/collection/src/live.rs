@@ -1171,8 +1171,9 @@ impl LiveCollection {
     }
 
     /// The merger's step: small segments that together pass `flat_max` become one graph
-    /// segment, segments with `vacuum_ratio` deleted rows are rewritten, three or more minor
-    /// graph segments (each under a tenth of the largest) become one, and past
+    /// segment, segments with `vacuum_ratio` deleted rows are rewritten (minor graph
+    /// segments, each under a tenth of the largest, at 1 - [`searchd_engine::NEAR_UNFILTERED`] = 10%), three
+    /// or more minor graph segments become one, and past
     /// `max_segments` the smallest are merged. The build runs on a thread of its own niced
     /// by `optimizer_nice`, unless the optimizer is behind (more than `max_segments`
     /// segments): then at full priority, since every extra segment makes each search dearer.
@@ -1277,20 +1278,20 @@ impl LiveCollection {
         if small.len() >= 2 && small_docs >= self.cfg.flat_max {
             pick.extend(&small);
         }
-        // Minor graph segments (each under a tenth of the largest) are vacuumed sooner: once their
-        // deleted rows take them below the planner's near-unfiltered share, each search scans
-        // their rows exactly instead of walking their graph (a 5,390-row graph with 863
-        // deleted rows cost a 1M search ~0.6 ms, as much as the 1M walk itself). Rewriting
-        // a minor segment is cheap; rewriting the large one is not, so it keeps
-        // `vacuum_ratio`.
+        // Minor graph segments (at least `flat_max` rows, each under a tenth of the largest)
+        // are vacuumed sooner: once their deleted rows take them below the planner's
+        // near-unfiltered share, each search scans their live rows exactly instead of
+        // walking their graph (a 5,390-row graph with 863 deleted rows: ~4,500 sequential
+        // distances, about as much as the whole 1M walk). Rewriting a minor segment is
+        // cheap; rewriting the large one is not, so it keeps `vacuum_ratio`.
         let largest = (0..n).map(|i| v.segments[i].len()).max().unwrap_or(0);
-        let is_minor = |len: usize| len * 10 < largest;
+        let is_minor = |len: usize| len >= self.cfg.flat_max && len * 10 < largest;
         let minor_ratio = (1.0 - searchd_engine::NEAR_UNFILTERED).min(self.cfg.vacuum_ratio);
         for i in 0..n {
             let len = v.segments[i].len();
             if len > 0 && !pick.contains(&i) && !claimed(i) {
                 let dead = len - alive(i);
-                let ratio = if len >= self.cfg.flat_max && is_minor(len) {
+                let ratio = if is_minor(len) {
                     minor_ratio
                 } else {
                     self.cfg.vacuum_ratio
@@ -1310,10 +1311,7 @@ impl LiveCollection {
         // per query: three or more become one.
         if pick.is_empty() {
             let minor: Vec<usize> = (0..n)
-                .filter(|&i| {
-                    let len = v.segments[i].len();
-                    len >= self.cfg.flat_max && len * 10 < largest && !claimed(i)
-                })
+                .filter(|&i| is_minor(v.segments[i].len()) && !claimed(i))
                 .collect();
             if minor.len() >= 3 {
                 pick.extend(minor);
