@@ -292,32 +292,39 @@ def main():
         # honour Retry-After; goodput against the sustainable QPS, p99 of accepted answers.
         front = result["trials"][-1]["searchd_over_qdrant"]
         c4 = 4 * (front["at_concurrency"] or 1)
-        port = free_port()
-        qflags = ["--queue", str(args.overload_queue)] if args.overload_queue else []
-        sp = subprocess.Popen(tool["serve"] + ["--backend", "qdrant", "--qdrant-url",
-                               f"http://127.0.0.1:{qgrpc}", "--qdrant-collection", "gcide",
-                               "--qdrant-channels", str(args.channels),
-                               "--queries", f"{DATA}/queries.f16.npy", "--ef", str(args.ef),
-                               "--addr", f"127.0.0.1:{port}"] + qflags, env=senv)
-        procs.append(sp)
-        wait_http(f"http://127.0.0.1:{port}/ready")
-        oj = os.path.join(w, "load-overload.json")
-        cmd = args.tool["load"] + ["--url", f"http://127.0.0.1:{port}", "--ramp", str(c4),
-               "--warmup", args.warmup, "--duration", "15s", "--slo-p99-ms", "100", "--gt", args.gt,
-               "--k", "10", "--pick", "uniform", "--json", oj, "--quiet", "--retry-after", "honor",
-               "--max-error-rate", "1", "--query-count", "2000", "--ef", str(args.ef)]
-        subprocess.run(cmd, check=False)
-        with open(oj) as f:
-            st = json.load(f)["steps"][0]
-        result["overload"] = {
-            "concurrency": c4, "sustainable_qps": front["sustainable_qps"],
-            "goodput_qps": st["qps"], "goodput_ratio": st["qps"] / max(front["sustainable_qps"], 1e-9),
-            "accepted_p99_ms": st["latency_ms"]["p99"], "errors": st["errors"],
-            "requests": st["requests"], "ok": st["ok"], "serve_flags": qflags}
-        print(json.dumps(result["overload"], indent=1), flush=True)
-        sp.send_signal(signal.SIGTERM)
-        sp.wait(30)
-        procs.remove(sp)
+        # Twice, in the same run: admission bounded by count only (`--max-queue-wait-ms 0`,
+        # the behaviour before the time bound), then with serve's defaults (the wait bound).
+        variants = [("overload_count_only", ["--max-queue-wait-ms", "0"]), ("overload", [])]
+        for key, vflags in variants:
+            port = free_port()
+            qflags = (["--queue", str(args.overload_queue)] if args.overload_queue else []) + vflags
+            sp = subprocess.Popen(tool["serve"] + ["--backend", "qdrant", "--qdrant-url",
+                                   f"http://127.0.0.1:{qgrpc}", "--qdrant-collection", "gcide",
+                                   "--qdrant-channels", str(args.channels),
+                                   "--queries", f"{DATA}/queries.f16.npy", "--ef", str(args.ef),
+                                   "--addr", f"127.0.0.1:{port}"] + qflags, env=senv)
+            procs.append(sp)
+            wait_http(f"http://127.0.0.1:{port}/ready")
+            oj = os.path.join(w, f"load-{key}.json")
+            cmd = args.tool["load"] + ["--url", f"http://127.0.0.1:{port}", "--ramp", str(c4),
+                   "--warmup", args.warmup, "--duration", "15s", "--slo-p99-ms", "100", "--gt", args.gt,
+                   "--k", "10", "--pick", "uniform", "--json", oj, "--quiet", "--retry-after", "honor",
+                   "--max-error-rate", "1", "--query-count", "2000", "--ef", str(args.ef)]
+            subprocess.run(cmd, check=False)
+            with open(oj) as f:
+                st = json.load(f)["steps"][0]
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
+                adm = json.load(r).get("admission")
+            result[key] = {
+                "concurrency": c4, "sustainable_qps": front["sustainable_qps"],
+                "goodput_qps": st["qps"], "goodput_ratio": st["qps"] / max(front["sustainable_qps"], 1e-9),
+                "accepted_p99_ms": st["latency_ms"]["p99"], "accepted_p50_ms": st["latency_ms"]["p50"],
+                "errors": st["errors"], "requests": st["requests"], "ok": st["ok"], "serve_flags": qflags,
+                "admission": adm}
+            print(json.dumps(result[key], indent=1), flush=True)
+            sp.send_signal(signal.SIGTERM)
+            sp.wait(30)
+            procs.remove(sp)
     finally:
         for p in procs:
             p.kill()
@@ -368,12 +375,18 @@ def write_md(r, args):
                   f"{f0['bytes_run_requests']:,} requests): **{f0['grpc_bytes_per_query_sent']:.0f} B sent, "
                   f"{f0['grpc_bytes_per_query_received']:.0f} B received** (HTTP/2 frames, headers and TCP "
                   "payload; TCP/IP headers not counted)."]
-    o = r.get("overload")
-    if o:
-        lines += ["", f"Overload: {o['concurrency']} clients (4x the sustainable concurrency) honouring Retry-After against "
+    for key in ["overload_count_only", "overload"]:
+        o = r.get(key)
+        if not o:
+            continue
+        adm = o.get("admission") or {}
+        lines += ["", f"Overload ({'count bound only' if key == 'overload_count_only' else 'serve defaults: count and wait bounds'}): {o['concurrency']} clients (4x the sustainable concurrency) honouring Retry-After against "
                   f"searchd over Qdrant (`serve {' '.join(o.get('serve_flags') or []) or 'defaults'}`) for 15 s: goodput {o['goodput_qps']:.0f} q/s = **{o['goodput_ratio']:.2f}x** the "
                   f"sustainable {o['sustainable_qps']:.0f} (target >= 0.9x); accepted p99 **{o['accepted_p99_ms']:.1f} ms** "
-                  f"(SLO 100 ms); {o['ok']:,} ok of {o['requests']:,} requests, errors {json.dumps({k: v for k, v in o['errors'].items() if v})}."]
+                  f"(SLO 100 ms), p50 {o.get('accepted_p50_ms') or 0:.1f} ms; {o['ok']:,} ok of {o['requests']:,} requests, "
+                  f"errors {json.dumps({k: v for k, v in o['errors'].items() if v})}; refused by the wait bound "
+                  f"{adm.get('shed_by_wait', 0):,}, completion interval under saturation "
+                  f"{adm.get('completion_interval_ms') or 0:.3f} ms."]
     with open(args.out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -314,9 +314,87 @@ pub struct LiveCollection {
     stop: AtomicBool,
     thread: Mutex<Vec<std::thread::JoinHandle<()>>>,
     counters: Counters,
+    /// The optimizer's recent steps with wall-clock times (`/stats` `live.events`), so a
+    /// latency series can be set against what the background threads were doing.
+    events: Mutex<std::collections::VecDeque<Event>>,
     recovery: Recovery,
     read_only_reason: Option<String>,
     _lock: Option<std::fs::File>,
+}
+
+/// Most optimizer steps kept for `/stats` (`live.events`).
+pub const MAX_EVENTS: usize = 512;
+
+/// One step of a refresh, merge or commit, timed by phase.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Event {
+    /// `refresh`, `flat_merge`, `graph_merge` or `commit`.
+    pub kind: &'static str,
+    /// When it started, Unix time in milliseconds.
+    pub start_unix_ms: u64,
+    /// Its whole duration, milliseconds.
+    pub ms: f64,
+    /// Documents written (refreshes and merges).
+    pub docs: u64,
+    /// Segments read (merges).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub segments: usize,
+    /// The niceness the step ran at (graph merges).
+    #[serde(skip_serializing_if = "is_zero_i32")]
+    pub nice: i32,
+    /// Milliseconds per phase, in order (`read`, `write`, `open`, `swap`, `sync`, ...).
+    pub phases: Vec<(&'static str, f64)>,
+}
+
+fn is_zero(x: &usize) -> bool {
+    *x == 0
+}
+fn is_zero_i32(x: &i32) -> bool {
+    *x == 0
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Times the phases of one optimizer step.
+struct Timer {
+    start: Instant,
+    start_unix_ms: u64,
+    last: Instant,
+    phases: Vec<(&'static str, f64)>,
+}
+
+impl Timer {
+    fn new() -> Timer {
+        let now = Instant::now();
+        Timer {
+            start: now,
+            start_unix_ms: unix_ms(),
+            last: now,
+            phases: Vec::new(),
+        }
+    }
+    /// The phase that ends now.
+    fn lap(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.phases
+            .push((name, (now - self.last).as_secs_f64() * 1e3));
+        self.last = now;
+    }
+    fn event(self, kind: &'static str, docs: u64, segments: usize, nice: i32) -> Event {
+        Event {
+            kind,
+            start_unix_ms: self.start_unix_ms,
+            ms: self.start.elapsed().as_secs_f64() * 1e3,
+            docs,
+            segments,
+            nice,
+            phases: self.phases,
+        }
+    }
 }
 
 mod tempdir {
@@ -609,6 +687,7 @@ impl LiveCollection {
             stop: AtomicBool::new(false),
             thread: Mutex::new(Vec::new()),
             counters: Counters::default(),
+            events: Mutex::new(std::collections::VecDeque::new()),
             recovery,
             read_only_reason,
             _lock: lock,
@@ -666,20 +745,34 @@ impl LiveCollection {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn record(&self, e: Event) {
+        tracing::debug!(kind = e.kind, ms = e.ms, docs = e.docs, phases = ?e.phases, "optimizer step");
+        let mut ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if ev.len() >= MAX_EVENTS {
+            ev.pop_front();
+        }
+        ev.push_back(e);
+    }
+
+    /// The optimizer's recent steps, oldest first.
+    pub fn events(&self) -> Vec<Event> {
+        let ev = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        ev.iter().cloned().collect()
+    }
+
     /// The current view: an immutable collection that searches run on.
     pub fn view(&self) -> Arc<Collection> {
         self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
-    fn set_view(&self, c: Collection) {
+    /// Swap in a new view; returns the old one. The caller drops it after the write lock
+    /// is released (it is, on return): unmapping and freeing the segments a merge replaced
+    /// must not block the searches that read the view.
+    fn set_view(&self, c: Collection) -> Arc<Collection> {
         let new = Arc::new(c);
-        let old = std::mem::replace(
+        std::mem::replace(
             &mut *self.view.write().unwrap_or_else(|p| p.into_inner()),
             new,
-        );
-        // The old view (and the segments a merge replaced, when nobody else holds them)
-        // is dropped here, after the write lock is released: unmapping and freeing them
-        // must not block the searches that read the view.
-        drop(old);
+        )
     }
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -894,6 +987,7 @@ impl LiveCollection {
     pub fn refresh(&self) -> Result<()> {
         let _r = self.refresh_lock.lock().unwrap_or_else(|p| p.into_inner());
         let t = Instant::now();
+        let mut timer = Timer::new();
         let (ops, name) = {
             let mut inner = self.lock_inner();
             if inner.pending.is_empty() {
@@ -938,11 +1032,15 @@ impl LiveCollection {
             .scratch
             .as_ref()
             .map_or(self.dir.as_path(), |s| s.path());
+        let ndocs = docs.len() as u64;
+        timer.lap("collapse");
         let new_seg = if docs.is_empty() {
             None
         } else {
             let built = write_segment(base, &name, &docs, &self.spec).and_then(|meta| {
+                timer.lap("write");
                 let seg = Segment::open(base, &meta, self.spec.dim, &self.opts)?;
+                timer.lap("open");
                 Ok((meta, seg))
             });
             match built {
@@ -966,7 +1064,7 @@ impl LiveCollection {
                 }
             }
         };
-        {
+        let old_view = {
             let mut inner = self.lock_inner();
             let cur = self.view();
             let mut live: Vec<Option<RoaringBitmap>> = (0..cur.segments.len())
@@ -1011,11 +1109,16 @@ impl LiveCollection {
                 dim: cur.dim,
                 metric: cur.metric,
             };
-            self.set_view(next);
+            let old = self.set_view(next);
             inner.inflight_ids.clear();
-        }
+            old
+        };
+        timer.lap("swap");
+        // Released outside the writers' lock (see `set_view`).
+        drop(old_view);
         *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = upto;
         self.applied_cv.notify_all();
+        self.record(timer.event("refresh", ndocs, 0, 0));
         self.counters.refreshes.fetch_add(1, Relaxed);
         self.counters
             .refresh_us
@@ -1031,6 +1134,7 @@ impl LiveCollection {
         }
         let _g = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
         let t = Instant::now();
+        let mut timer = Timer::new();
         let (view, unsynced, obsolete) = {
             let mut inner = self.lock_inner();
             let v = self.view();
@@ -1047,7 +1151,7 @@ impl LiveCollection {
                 std::mem::take(&mut inner.obsolete),
             )
         };
-        let r = self.commit_view(&view, &unsynced);
+        let r = self.commit_view(&view, &unsynced, &mut timer);
         let mut inner = self.lock_inner();
         match r {
             Err(e) => {
@@ -1064,6 +1168,7 @@ impl LiveCollection {
                 inner.last_commit = Instant::now();
                 inner.wal.truncate_through(view.seq)?;
                 drop(inner);
+                timer.lap("truncate");
                 let listed: std::collections::HashSet<&str> =
                     manifest.segments.iter().map(|s| s.name.as_str()).collect();
                 for name in obsolete {
@@ -1084,6 +1189,8 @@ impl LiveCollection {
                         }
                     }
                 }
+                timer.lap("cleanup");
+                self.record(timer.event("commit", 0, unsynced.len(), 0));
                 self.counters.commits.fetch_add(1, Relaxed);
                 self.counters
                     .commit_us
@@ -1130,18 +1237,27 @@ impl LiveCollection {
         Ok(m)
     }
 
-    fn commit_view(&self, view: &Collection, unsynced: &[String]) -> Result<Manifest> {
+    fn commit_view(
+        &self,
+        view: &Collection,
+        unsynced: &[String],
+        timer: &mut Timer,
+    ) -> Result<Manifest> {
         for name in unsynced {
             let p = self.dir.join(name);
             if p.exists() {
                 sync_tree(&p)?;
             }
         }
+        timer.lap("sync_segments");
         let m = self.manifest_for(view, &self.dir)?;
+        timer.lap("deleted_sets");
         for s in &m.segments {
             crate::wal::sync_dir(&self.dir.join(&s.name));
         }
+        timer.lap("sync_dirs");
         write_manifest(&self.dir, &m)?;
+        timer.lap("manifest");
         // The live view keeps its manifest (for the next commit) in step.
         Ok(m)
     }
@@ -1165,7 +1281,7 @@ impl LiveCollection {
         else {
             return Ok(false);
         };
-        let r = self.merge(&v0, &pick);
+        let r = self.merge(&v0, &pick, "flat_merge", 0);
         self.release(&names);
         r.map(|_| true)
     }
@@ -1200,7 +1316,7 @@ impl LiveCollection {
                             tracing::warn!(error = %e, "could not lower the merge's priority");
                         }
                     }
-                    self.merge(&v0, &pick)
+                    self.merge(&v0, &pick, "graph_merge", nice)
                 });
             match h {
                 Ok(h) => h
@@ -1331,8 +1447,9 @@ impl LiveCollection {
         pick
     }
 
-    fn merge(&self, v0: &Collection, pick: &[usize]) -> Result<()> {
+    fn merge(&self, v0: &Collection, pick: &[usize], kind: &'static str, nice: i32) -> Result<()> {
         let t = Instant::now();
+        let mut timer = Timer::new();
         self.counters.merging.store(true, Relaxed);
         self.counters.merge_started_ms.store(
             std::time::SystemTime::now()
@@ -1340,12 +1457,13 @@ impl LiveCollection {
                 .map_or(0, |d| d.as_millis() as u64),
             Relaxed,
         );
-        let r = self.merge_inner(v0, pick);
+        let r = self.merge_inner(v0, pick, &mut timer);
         self.counters.merging.store(false, Relaxed);
         if r.is_err() {
             self.counters.errors.fetch_add(1, Relaxed);
         }
         let moved = r?;
+        self.record(timer.event(kind, moved, pick.len(), nice));
         self.counters.merges.fetch_add(1, Relaxed);
         self.counters.merged_docs.fetch_add(moved, Relaxed);
         self.counters
@@ -1354,7 +1472,7 @@ impl LiveCollection {
         Ok(())
     }
 
-    fn merge_inner(&self, v0: &Collection, pick: &[usize]) -> Result<u64> {
+    fn merge_inner(&self, v0: &Collection, pick: &[usize], timer: &mut Timer) -> Result<u64> {
         // Read the alive documents of the picked segments, as of v0.
         let mut docs: Vec<NewDoc> = Vec::new();
         let mut maps: Vec<Vec<u32>> = Vec::with_capacity(pick.len());
@@ -1399,11 +1517,14 @@ impl LiveCollection {
             name
         };
         let refs: Vec<&NewDoc> = docs.iter().collect();
+        timer.lap("read");
         let new_seg = if refs.is_empty() {
             None
         } else {
             let meta = write_segment(&self.dir, &name, &refs, &self.spec)?;
+            timer.lap("write");
             let seg = Segment::open(&self.dir, &meta, self.spec.dim, &self.opts)?;
+            timer.lap("open");
             Some((meta, seg))
         };
         let moved = docs.len() as u64;
@@ -1412,6 +1533,7 @@ impl LiveCollection {
         // merge removes them) leave; rows deleted since v0 are deleted in the merged one.
         let _r = self.refresh_lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut inner = self.lock_inner();
+        timer.lap("wait_refresh");
         let cur = self.view();
         let mut merged_live: Option<RoaringBitmap> = None;
         let mut gone = Vec::new();
@@ -1467,7 +1589,10 @@ impl LiveCollection {
             dim: cur.dim,
             metric: cur.metric,
         };
-        self.set_view(next);
+        let old = self.set_view(next);
+        timer.lap("swap");
+        drop(old);
+        timer.lap("drop_old");
         Ok(moved)
     }
 
@@ -1591,6 +1716,7 @@ impl LiveCollection {
             },
             "errors": c.errors.load(Relaxed),
             "last_error": inner.last_error,
+            "events": self.events(),
             "recovery": self.recovery,
         })
     }

@@ -229,6 +229,9 @@ pub struct Step {
     /// Second by second inside the measured window (first trial): ok answers, errors
     /// and the latency of the ok answers that finished in that second.
     pub per_second: Vec<SecondStat>,
+    /// Unix time (s) of the start of the measured window of the first trial: second `t`
+    /// of `per_second` is `[start + t, start + t + 1)`.
+    pub measure_start_unix_s: f64,
     /// `--mix` runs: the step's figures per endpoint, keyed by name; absent otherwise.
     #[serde(skip_serializing_if = "Endpoints::is_empty")]
     pub endpoints: Endpoints,

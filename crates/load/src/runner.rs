@@ -129,6 +129,9 @@ impl Shared {
 #[derive(Clone, Copy)]
 struct Times {
     measure_start: Instant,
+    /// `measure_start` as Unix time in seconds (to line the per-second series up with
+    /// other clocks: a server's logs, its optimizer's events).
+    measure_start_unix_s: f64,
     end: Instant,
     /// Most per-second samples one worker keeps.
     sample_cap: usize,
@@ -656,6 +659,7 @@ impl Drop for Shards {
 /// One step's raw result (one trial).
 struct StepRaw {
     concurrency: u32,
+    measure_start_unix_s: f64,
     rate: Option<f64>,
     window_s: f64,
     acc: Acc,
@@ -768,12 +772,16 @@ impl Runner<'_> {
             Level::Open(r) => format!("rate={r:.0}/s"),
         };
         let t0 = Instant::now();
+        let t0_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
         let workers_n = match level {
             Level::Closed(c) => c as usize,
             Level::Open(_) => args.connections,
         };
         let t = Times {
             measure_start: t0 + args.warmup,
+            measure_start_unix_s: t0_unix_s + args.warmup.as_secs_f64(),
             end: t0 + args.warmup + args.duration,
             sample_cap: (MAX_SECOND_SAMPLES / workers_n.max(1)).max(1000),
         };
@@ -987,6 +995,7 @@ impl Runner<'_> {
         };
         StepRaw {
             concurrency,
+            measure_start_unix_s: t.measure_start_unix_s,
             rate,
             window_s,
             acc,
@@ -1054,6 +1063,7 @@ fn aggregate(raws: &[StepRaw], args: &LoadArgs, names: &[String]) -> Step {
     let cli_cpu: Vec<f64> = raws.iter().map(|r| r.client_cpu_pct).collect();
     Step {
         concurrency: first.concurrency,
+        measure_start_unix_s: first.measure_start_unix_s,
         rate: first.rate,
         duration_s: median(&raws.iter().map(|r| r.window_s).collect::<Vec<_>>()).unwrap_or(0.0),
         requests,

@@ -50,6 +50,7 @@ pub(crate) struct Settings {
     pub load: LoadOptions,
     pub max_inflight: usize,
     pub queue: usize,
+    pub max_queue_wait: Option<std::time::Duration>,
     pub threads: usize,
     pub write_body_limit: usize,
 }
@@ -260,6 +261,10 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
         "stages": s.stages(),
         "inflight": app.inflight(),
         "queued": app.admission.queued(),
+        "admission": {
+            "shed_by_wait": app.admission.shed_by_wait(),
+            "completion_interval_ms": app.admission.completion_interval().map(|d| d.as_secs_f64() * 1e3),
+        },
         "running": app.pool.running(),
         "latency_ms": latency,
         "qps_1m": qps,
@@ -269,6 +274,7 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
             "threads": app.cfg.threads,
             "max_inflight": app.cfg.max_inflight,
             "queue": app.cfg.queue,
+            "max_queue_wait_ms": app.cfg.max_queue_wait.map(|d| d.as_millis() as u64),
             "timeout_ms": app.cfg.timeout.as_millis() as u64,
             "ef": app.cfg.ef,
             "body_limit": app.cfg.body_limit,
@@ -914,6 +920,21 @@ pub(crate) fn backend_error(app: &App, e: BackendError) -> ApiError {
     }
 }
 
+/// The 503 of a request admission control refused.
+pub(crate) fn refused(app: &App, r: crate::pool::Refusal) -> ApiError {
+    match r {
+        crate::pool::Refusal::Full => overloaded(app),
+        crate::pool::Refusal::Wait { expected } => ApiError::new(
+            Code::Overloaded,
+            format!(
+                "the server is at capacity: the requests ahead would take about {} ms, over the {} ms queue-wait bound (--max-queue-wait-ms); retry later",
+                expected.as_millis(),
+                app.admission.max_wait().map_or(0, |d| d.as_millis())
+            ),
+        ),
+    }
+}
+
 pub(crate) fn overloaded(app: &App) -> ApiError {
     ApiError::new(
         Code::Overloaded,
@@ -1056,7 +1077,7 @@ async fn search_inner(
     };
     // Admission control: a place at once, or 503 at once. Text queries hold it while they
     // are embedded (and reranked), so text and vector requests share one budget.
-    let permit = app.admission.try_admit().ok_or_else(|| overloaded(app))?;
+    let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
     let query = match (query, text.clone()) {
         (Some(q), _) => q,
         (None, Some(t)) if mode == Mode::Lexical => QueryInput::Lexical(t),

@@ -34,6 +34,13 @@ pub const INFLIGHT_PER_THREAD: usize = 2;
 /// far inside the 100 ms latency objective, and enough to absorb bursts from a few hundred
 /// clients without refusing any.
 pub const QUEUE_PER_THREAD: usize = 64;
+/// Default `--max-queue-wait-ms`: a request that would wait longer than this behind the
+/// admitted ones (at the completion rate measured under saturation) is refused at once.
+/// Half the load lab's 100 ms p99 objective, so an accepted request's queueing and its own
+/// service stay inside it. A count bound alone does not: in front of Qdrant the 132
+/// admitted requests of the default queue waited ~80 ms at Qdrant's 1.6k QPS and the
+/// accepted p99 at 4x overload was 153 ms (`bench/results/qdrant-gcide.md`).
+pub const DEFAULT_MAX_QUEUE_WAIT_MS: u64 = 50;
 
 /// Where the float32 vectors of an index live (`--vectors`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -163,6 +170,13 @@ pub struct ServeArgs {
     /// `overloaded` with `Retry-After: 1`. Default: 64 x threads.
     #[arg(long, value_name = "N")]
     pub queue: Option<usize>,
+
+    /// Refuse (503 `overloaded`, `Retry-After: 1`) a request that would have to queue when
+    /// the requests already admitted would take longer than this to complete at the rate
+    /// measured while the server was saturated. Bounds queueing by time as well as by
+    /// count, whatever the service time (text queries, a remote engine). 0 turns it off.
+    #[arg(long, default_value_t = DEFAULT_MAX_QUEUE_WAIT_MS, value_name = "MS")]
+    pub max_queue_wait_ms: u64,
 
     /// Deadline of each search from the arrival of its request, queueing included; a search
     /// past it is stopped (or not started) and answered 504 `deadline_exceeded`.
@@ -351,6 +365,8 @@ pub struct ServerConfig {
     pub max_inflight: usize,
     /// Searches waiting for admission; beyond it, 503 at once.
     pub queue: usize,
+    /// Refuse a request whose expected queueing is over this (`None`: count bound only).
+    pub max_queue_wait: Option<Duration>,
     /// Deadline of each request from its arrival.
     pub timeout: Duration,
     pub admin_token: Option<String>,
@@ -445,6 +461,7 @@ impl ServerConfig {
             threads,
             max_inflight: INFLIGHT_PER_THREAD * threads,
             queue: QUEUE_PER_THREAD * threads,
+            max_queue_wait: Some(Duration::from_millis(DEFAULT_MAX_QUEUE_WAIT_MS)),
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             admin_token: None,
             reload_root: None,
@@ -563,6 +580,8 @@ impl ServerConfig {
         cfg.threads = threads;
         cfg.max_inflight = max_inflight;
         cfg.queue = args.queue.unwrap_or(QUEUE_PER_THREAD * threads);
+        cfg.max_queue_wait =
+            (args.max_queue_wait_ms > 0).then(|| Duration::from_millis(args.max_queue_wait_ms));
         cfg.timeout = Duration::from_millis(args.timeout_ms);
         if args.cache_ttl_s == 0 {
             return Err(ServerError::Config(

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use searchd_collection::fusion::Fusion;
 use searchd_collection::DocId;
 
-use crate::api::{backend_error, json_response, overloaded, App};
+use crate::api::{backend_error, json_response, refused, App};
 use crate::backend::{
     FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput, SearchRequest, MAX_RESULT_WINDOW,
 };
@@ -631,7 +631,7 @@ pub(crate) async fn search(
         if matches!(query, QueryInput::Lexical(_) | QueryInput::Hybrid { .. }) {
             backend.can_search_text().map_err(ApiError::invalid)?;
         }
-        let permit = app.admission.try_admit().ok_or_else(|| overloaded(&app))?;
+        let permit = app.admission.try_admit().map_err(|r| refused(&app, r))?;
         let out = backend
             .search(SearchRequest {
                 query,

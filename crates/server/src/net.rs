@@ -43,6 +43,11 @@ fn kind(path: &str) -> Kind {
     match path {
         "/search" => Kind::Search,
         "/health" | "/healthz" | "/ready" | "/readyz" | "/stats" | "/metrics" => Kind::Observe,
+        // A collection's searches and Elasticsearch-shaped `_search` are searches too
+        // (`/stats` `latency_ms`, `qps_1m`, `searchd_search_duration_seconds`).
+        p if (p.starts_with("/collections/") && p.ends_with("/search")) || p.ends_with("/_search") => {
+            Kind::Search
+        }
         _ => Kind::Counted,
     }
 }
@@ -357,4 +362,20 @@ pub fn raise_nofile_limit() -> std::io::Result<u64> {
         }
     }
     Ok(lim.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{kind, Kind};
+
+    #[test]
+    fn every_search_route_counts_as_a_search() {
+        for p in ["/search", "/collections/docs/search", "/docs/_search"] {
+            assert!(kind(p) == Kind::Search, "{p}");
+        }
+        for p in ["/collections/docs/docs", "/collections/docs/count", "/docs/_count"] {
+            assert!(kind(p) == Kind::Counted, "{p}");
+        }
+        assert!(kind("/stats") == Kind::Observe);
+    }
 }

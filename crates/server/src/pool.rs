@@ -14,7 +14,7 @@
 //! flood of refused requests, the admitted ones still keep every core busy.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,43 +22,130 @@ use tokio::sync::oneshot;
 
 /// Places for admitted requests.
 pub(crate) struct Admission {
-    admitted: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     capacity: usize,
     max_inflight: usize,
+    /// Refuse a request that would wait longer than this (`--max-queue-wait-ms`); `None`
+    /// bounds the queue by count only.
+    max_wait: Option<Duration>,
+}
+
+/// What permits share: the count of admitted requests and the measured rate at which they
+/// complete while the server is saturated.
+struct Shared {
+    admitted: AtomicUsize,
+    max_inflight: usize,
+    epoch: Instant,
+    /// When the last permit was released, ns since `epoch` (0: never).
+    last_done_ns: AtomicU64,
+    /// Smoothed time between completions while requests queued, ns as f64 bits (0.0:
+    /// not measured yet).
+    interval_ns: AtomicU64,
+    /// Requests refused because their expected wait was over `max_wait`.
+    shed_by_wait: AtomicU64,
+}
+
+/// Weight of one new completion interval in the smoothed one (1/32: about the last 32
+/// completions; at 1,000 completions/s that is 32 ms of history).
+const INTERVAL_WEIGHT: f64 = 1.0 / 32.0;
+
+impl Shared {
+    /// A permit was released at `now`: while requests were queued (more admitted than in
+    /// flight), the time since the previous release is one sample of the completion
+    /// interval. Idle gaps are never sampled, so a quiet spell does not make the server
+    /// look slow.
+    fn done(&self, now: Instant) {
+        let before = self.admitted.fetch_sub(1, Ordering::AcqRel);
+        let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+        let prev = self.last_done_ns.swap(t.max(1), Ordering::AcqRel);
+        if prev == 0 || before <= self.max_inflight || t <= prev {
+            return;
+        }
+        let x = (t - prev) as f64;
+        let _ = self
+            .interval_ns
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                let o = f64::from_bits(old);
+                let n = if o == 0.0 {
+                    x
+                } else {
+                    o + (x - o) * INTERVAL_WEIGHT
+                };
+                Some(n.to_bits())
+            });
+    }
+    fn interval(&self) -> Option<Duration> {
+        let v = f64::from_bits(self.interval_ns.load(Ordering::Acquire));
+        (v > 0.0).then(|| Duration::from_nanos(v as u64))
+    }
 }
 
 /// One admitted request's place; freed on drop.
 pub struct Permit {
-    admitted: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.admitted.fetch_sub(1, Ordering::AcqRel);
+        self.shared.done(Instant::now());
     }
 }
 
+/// Why a request was refused a place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Refusal {
+    /// `max_inflight + queue` requests hold places.
+    Full,
+    /// The queue ahead would take longer than `--max-queue-wait-ms` to drain at the
+    /// measured completion rate (`expected`).
+    Wait { expected: Duration },
+}
+
 impl Admission {
-    pub fn new(max_inflight: usize, queue: usize) -> Admission {
+    pub fn new(max_inflight: usize, queue: usize, max_wait: Option<Duration>) -> Admission {
         Admission {
-            admitted: Arc::new(AtomicUsize::new(0)),
+            shared: Arc::new(Shared {
+                admitted: AtomicUsize::new(0),
+                max_inflight,
+                epoch: Instant::now(),
+                last_done_ns: AtomicU64::new(0),
+                interval_ns: AtomicU64::new(0.0f64.to_bits()),
+                shed_by_wait: AtomicU64::new(0),
+            }),
             capacity: max_inflight.saturating_add(queue),
             max_inflight,
+            max_wait: max_wait.filter(|d| !d.is_zero()),
         }
     }
-    /// A place, or `None` at once when `max_inflight + queue` are taken.
-    pub fn try_admit(&self) -> Option<Permit> {
-        let before = self.admitted.fetch_add(1, Ordering::AcqRel);
+    /// A place, or a refusal at once: when `max_inflight + queue` are taken, or when the
+    /// request would have to queue and the requests ahead of it, at the completion rate
+    /// measured while the server was saturated, would take longer than `max_wait`
+    /// (Little's law: the wait of the newest is about the admitted count times the
+    /// interval between completions). Counting alone cannot bound the wait when service
+    /// times change (text queries, a remote engine that slows down); the time bound keeps
+    /// admitted requests inside the latency target and sheds the rest.
+    pub fn try_admit(&self) -> Result<Permit, Refusal> {
+        let before = self.shared.admitted.fetch_add(1, Ordering::AcqRel);
         if before >= self.capacity {
-            self.admitted.fetch_sub(1, Ordering::AcqRel);
-            return None;
+            self.shared.admitted.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refusal::Full);
         }
-        Some(Permit {
-            admitted: self.admitted.clone(),
+        if let (Some(max), true) = (self.max_wait, before >= self.max_inflight) {
+            if let Some(iv) = self.shared.interval() {
+                let expected = iv.saturating_mul((before + 1) as u32);
+                if expected > max {
+                    self.shared.admitted.fetch_sub(1, Ordering::AcqRel);
+                    self.shared.shed_by_wait.fetch_add(1, Ordering::Relaxed);
+                    return Err(Refusal::Wait { expected });
+                }
+            }
+        }
+        Ok(Permit {
+            shared: self.shared.clone(),
         })
     }
     fn admitted(&self) -> usize {
-        self.admitted.load(Ordering::Relaxed)
+        self.shared.admitted.load(Ordering::Relaxed)
     }
     /// Admitted requests counted as in flight (the oldest `max_inflight`).
     pub fn inflight(&self) -> usize {
@@ -67,6 +154,18 @@ impl Admission {
     /// Admitted requests waiting behind the in-flight ones.
     pub fn queued(&self) -> usize {
         self.admitted().saturating_sub(self.max_inflight)
+    }
+    /// The measured time between completions under saturation, if measured.
+    pub fn completion_interval(&self) -> Option<Duration> {
+        self.shared.interval()
+    }
+    /// Requests refused by the wait bound so far.
+    pub fn shed_by_wait(&self) -> u64 {
+        self.shared.shed_by_wait.load(Ordering::Relaxed)
+    }
+    /// The wait bound, if any.
+    pub fn max_wait(&self) -> Option<Duration> {
+        self.max_wait
     }
 }
 
@@ -165,5 +264,70 @@ impl Pool {
     /// Jobs running on a worker right now.
     pub fn running(&self) -> usize {
         self.running.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_bound_refuses_past_inflight_plus_queue() {
+        let a = Admission::new(2, 1, None);
+        let held: Vec<Permit> = (0..3).map(|_| a.try_admit().expect("a place")).collect();
+        assert_eq!(a.inflight(), 2);
+        assert_eq!(a.queued(), 1);
+        assert_eq!(a.try_admit().err(), Some(Refusal::Full));
+        drop(held);
+        assert_eq!(a.inflight(), 0);
+        assert!(a.try_admit().is_ok());
+    }
+
+    #[test]
+    fn the_wait_bound_refuses_what_would_queue_too_long() {
+        let a = Admission::new(1, 100, Some(Duration::from_millis(10)));
+        let sh = a.shared.clone();
+        let e = sh.epoch;
+        // Three admitted; released by hand at chosen instants while two stay queued.
+        let ps: Vec<Permit> = (0..3).map(|_| a.try_admit().expect("no rate yet")).collect();
+        for p in ps {
+            std::mem::forget(p);
+        }
+        sh.done(e + Duration::from_millis(1)); // first release: no interval yet
+        assert_eq!(a.completion_interval(), None);
+        sh.done(e + Duration::from_millis(3)); // 2 ms while one still queued
+        assert_eq!(a.completion_interval(), Some(Duration::from_millis(2)));
+        // One admitted (in flight). The k-th newcomer would wait about (admitted + 1) x 2 ms.
+        let mut held = Vec::new();
+        for want_ms in [4, 6, 8, 10] {
+            held.push(a.try_admit().unwrap_or_else(|r| panic!("{want_ms} ms refused: {r:?}")));
+        }
+        match a.try_admit() {
+            Err(Refusal::Wait { expected }) => assert_eq!(expected, Duration::from_millis(12)),
+            other => panic!("expected a wait refusal, got {:?}", other.map(|_| ())),
+        }
+        assert_eq!(a.shed_by_wait(), 1);
+        // Nothing is refused for time while a place in flight is free.
+        let b = Admission::new(4, 0, Some(Duration::from_nanos(1)));
+        b.shared
+            .interval_ns
+            .store(1_000_000f64.to_bits(), Ordering::Release);
+        let _p: Vec<Permit> = (0..4).map(|_| b.try_admit().expect("in flight")).collect();
+        assert_eq!(b.try_admit().err(), Some(Refusal::Full));
+        drop(held);
+    }
+
+    #[test]
+    fn idle_gaps_are_not_sampled() {
+        let a = Admission::new(2, 10, Some(Duration::from_millis(10)));
+        let sh = a.shared.clone();
+        let e = sh.epoch;
+        for i in 0..5u64 {
+            std::mem::forget(a.try_admit().expect("a place"));
+            // Released alone (nothing queued): a quiet server, 1 s between requests.
+            sh.done(e + Duration::from_secs(i + 1));
+        }
+        assert_eq!(a.completion_interval(), None);
+        assert_eq!(a.inflight(), 0);
     }
 }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use crate::api::{
-    backend_error, int_in, json_error, json_response, overloaded, parse_fields, read_body,
+    backend_error, int_in, json_error, json_response, refused, parse_fields, read_body,
     write_facets, write_id, App, Slot, DEFAULT_FACET_SIZE, MAX_FACET_SIZE,
 };
 use crate::backend::{
@@ -91,7 +91,7 @@ pub(crate) async fn run_read(
     backend: &dyn SearchBackend,
     mut req: ReadRequest,
 ) -> Result<ReadOutput, ApiError> {
-    let permit = app.admission.try_admit().ok_or_else(|| overloaded(app))?;
+    let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
     req.permit = Some(permit);
     backend.read(req).await.map_err(|e| backend_error(app, e))
 }
