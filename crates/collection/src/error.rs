@@ -31,6 +31,9 @@ pub enum Error {
     /// A write to a collection that is not open for writing (HTTP 409).
     #[error("{0}")]
     ReadOnly(String),
+    /// Writes are held back while the optimizer catches up (HTTP 503, retry later).
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl Error {
@@ -81,6 +84,7 @@ impl Error {
             }
             Error::Fields(_) => true,
             Error::ReadOnly(_) => true,
+            Error::Busy(_) => false,
         }
     }
 }

@@ -266,6 +266,8 @@ struct Counters {
     commits: AtomicU64,
     commit_us: AtomicU64,
     errors: AtomicU64,
+    /// Writes refused by [`LiveCollection::throttle`].
+    throttled: AtomicU64,
     merging: AtomicBool,
     merge_started_ms: AtomicU64,
 }
@@ -321,6 +323,9 @@ pub struct LiveCollection {
     read_only_reason: Option<String>,
     _lock: Option<std::fs::File>,
 }
+
+/// How long a write waits for the optimizer before it is refused ([`LiveCollection::throttle`]).
+pub const WRITE_STALL: Duration = Duration::from_secs(1);
 
 /// Most optimizer steps kept for `/stats` (`live.events`).
 pub const MAX_EVENTS: usize = 512;
@@ -929,7 +934,35 @@ impl LiveCollection {
         self.delete(ids, wait)
     }
 
+    /// Write backpressure, as Lucene stalls indexing threads when merges fall behind: while
+    /// the view holds more than twice `max_segments` segments (the merger, at full priority
+    /// past `max_segments`, is not keeping up with the writes), a write waits for the count
+    /// to come down, and after [`WRITE_STALL`] is refused with [`Error::Busy`] (503 with
+    /// `Retry-After`). Every segment is one more search per query: unbounded writes made
+    /// searches collapse (1,000 docs/s on 2 cores: 40 segments, search p50 353 ms,
+    /// `bench/results/search-under-writes-synth1m-1000docs.md`).
+    fn throttle(&self) -> Result<()> {
+        let limit = self.cfg.max_segments.saturating_mul(2).max(4);
+        let over = || self.view().segments.len() > limit;
+        if !over() {
+            return Ok(());
+        }
+        let until = Instant::now() + WRITE_STALL;
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+            if !over() {
+                return Ok(());
+            }
+        }
+        self.counters.throttled.fetch_add(1, Relaxed);
+        Err(Error::Busy(format!(
+            "writes are held back: the collection has {} segments (limit {limit}) while the optimizer merges; retry later",
+            self.view().segments.len()
+        )))
+    }
+
     fn log(&self, op: Op) -> Result<u64> {
+        self.throttle()?;
         let payload = op.encode();
         let (seq, group, docs) = {
             let mut inner = self.lock_inner();
@@ -1715,6 +1748,7 @@ impl LiveCollection {
                 "threads": self.cfg.optimizer_threads,
             },
             "errors": c.errors.load(Relaxed),
+            "throttled_writes": c.throttled.load(Relaxed),
             "last_error": inner.last_error,
             "events": self.events(),
             "recovery": self.recovery,

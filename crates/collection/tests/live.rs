@@ -585,3 +585,61 @@ fn a_minor_segment_is_vacuumed_at_a_tenth_deleted() {
     }
     check(&live, &model, &mut rng, "after the vacuum");
 }
+
+#[test]
+fn writes_are_held_back_while_segments_pile_up_and_resume_after_a_merge() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(91);
+    let mut model = Model::new();
+    make_collection(d.path(), 100, &mut rng, &mut model);
+    // No optimizer thread: segments pile up until a merge is asked for. Limit: 2 x 2 = 4.
+    let live = LiveCollection::open(
+        &d.path().join("c"),
+        &LoadOptions::default(),
+        LiveConfig {
+            max_segments: 2,
+            ..cfg()
+        },
+    )
+    .unwrap();
+    fn one(next: &mut u64, rng: &mut Rng, model: &mut Model) -> Vec<Doc> {
+        let v = vector(rng);
+        *next += 1;
+        let text = "word1 common";
+        model.insert(*next, (v.clone(), "red".into(), text.into()));
+        vec![Doc {
+            id: DocId::Int(*next),
+            vector: v,
+            text: Some(text.into()),
+            source: source("red", text),
+        }]
+    }
+    let mut next = 5000u64;
+    for _ in 0..4 {
+        live.upsert(one(&mut next, &mut rng, &mut model), true)
+            .unwrap();
+    }
+    let segs = |l: &LiveCollection| l.stats()["segments"].as_array().unwrap().len();
+    assert_eq!(segs(&live), 5, "{}", live.stats());
+    let t = std::time::Instant::now();
+    let e = live
+        .upsert(one(&mut next, &mut rng, &mut model), false)
+        .expect_err("a write past the segment limit must be held back, then refused");
+    assert!(
+        matches!(e, searchd_collection::Error::Busy(_)),
+        "wrong error: {e}"
+    );
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(900),
+        "refused without waiting"
+    );
+    assert_eq!(live.stats()["throttled_writes"], 1);
+    // The refused write was not logged: take it out of the model.
+    model.remove(&next);
+    // A merge brings the count down and writes go through again.
+    while live.optimize().unwrap() {}
+    assert!(segs(&live) <= 4, "{}", live.stats());
+    live.upsert(one(&mut next, &mut rng, &mut model), true)
+        .unwrap();
+    check(&live, &model, &mut rng, "after the throttled write");
+}

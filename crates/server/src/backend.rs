@@ -335,6 +335,8 @@ fn write_error(e: searchd_collection::Error) -> BackendError {
         ))
     } else if matches!(e, searchd_collection::Error::ReadOnly(_)) {
         BackendError::Conflict(e.to_string())
+    } else if matches!(e, searchd_collection::Error::Busy(_)) {
+        BackendError::Overloaded(e.to_string())
     } else if e.is_input() {
         BackendError::Invalid(e.to_string())
     } else {

@@ -45,7 +45,9 @@ fn kind(path: &str) -> Kind {
         "/health" | "/healthz" | "/ready" | "/readyz" | "/stats" | "/metrics" => Kind::Observe,
         // A collection's searches and Elasticsearch-shaped `_search` are searches too
         // (`/stats` `latency_ms`, `qps_1m`, `searchd_search_duration_seconds`).
-        p if (p.starts_with("/collections/") && p.ends_with("/search")) || p.ends_with("/_search") => {
+        p if (p.starts_with("/collections/") && p.ends_with("/search"))
+            || p.ends_with("/_search") =>
+        {
             Kind::Search
         }
         _ => Kind::Counted,
@@ -373,7 +375,11 @@ mod tests {
         for p in ["/search", "/collections/docs/search", "/docs/_search"] {
             assert!(kind(p) == Kind::Search, "{p}");
         }
-        for p in ["/collections/docs/docs", "/collections/docs/count", "/docs/_count"] {
+        for p in [
+            "/collections/docs/docs",
+            "/collections/docs/count",
+            "/docs/_count",
+        ] {
             assert!(kind(p) == Kind::Counted, "{p}");
         }
         assert!(kind("/stats") == Kind::Observe);

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use crate::api::{
-    backend_error, int_in, json_error, json_response, refused, parse_fields, read_body,
+    backend_error, int_in, json_error, json_response, parse_fields, read_body, refused,
     write_facets, write_id, App, Slot, DEFAULT_FACET_SIZE, MAX_FACET_SIZE,
 };
 use crate::backend::{
