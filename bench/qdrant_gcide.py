@@ -149,6 +149,8 @@ def main():
                     help="`serve --queue` for the overload phase (default: serve's own)")
     ap.add_argument("--local-ef-match", type=int, default=96,
                     help="also load the local engine at this ef (the ratio at equal recall)")
+    ap.add_argument("--overload-only", default=None, metavar="RESULT_JSON",
+                    help="skip the trials: take the sustainable point from this earlier result and run only the overload phases")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/qdrant-gcide"))
     args = ap.parse_args()
     b, w = args.bin, args.work
@@ -214,7 +216,11 @@ def main():
         result["qdrant_rss_mb_after_ingest"] = rss_bytes(qp.pid) / 2**20
         while not os.path.exists(tool["load"][0]):  # the load binary may still be building
             time.sleep(2)
-        for t in range(args.trials):
+        if args.overload_only:
+            with open(args.overload_only) as f:
+                result["trials"] = json.load(f)["trials"]
+            result["overload_from"] = os.path.basename(args.overload_only)
+        for t in range(0 if args.overload_only else args.trials):
             trial = {}
             # 1. searchd over Qdrant.
             port = free_port()

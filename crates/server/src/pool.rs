@@ -36,47 +36,76 @@ struct Shared {
     admitted: AtomicUsize,
     max_inflight: usize,
     epoch: Instant,
-    /// When the last permit was released, ns since `epoch` (0: never).
-    last_done_ns: AtomicU64,
-    /// Smoothed time between completions while requests queued, ns as f64 bits (0.0:
-    /// not measured yet).
+    /// When the last permit was released, ns since `epoch`, shifted left by one; the low
+    /// bit says whether requests were still queued after that release (0: never released).
+    last_done: AtomicU64,
+    /// Mean time between completions in the current busy period, ns as f64 bits: a running
+    /// mean over its first [`WINDOW`] samples, then an exponential one over about as many.
     interval_ns: AtomicU64,
+    /// Samples in the current busy period (consecutive releases with requests queued
+    /// throughout); 0 once a release leaves the queue empty.
+    busy: AtomicU64,
+    /// When the last sample was taken, ns since `epoch`.
+    last_sample_ns: AtomicU64,
     /// Requests refused because their expected wait was over `max_wait`.
     shed_by_wait: AtomicU64,
 }
 
-/// Weight of one new completion interval in the smoothed one (1/256: about the last 256
-/// completions, ~100 ms at 2,500/s). A shorter memory (1/32, ~13 ms) followed Qdrant's
-/// bursty completions: at 64 closed-loop clients, whose true wait is at most ~25 ms, it
-/// refused 0.5% of requests for an expected 54 ms.
-const INTERVAL_WEIGHT: f64 = 1.0 / 256.0;
+/// Samples the completion-interval mean is taken over (~100 ms at 2,500 completions/s). A
+/// memory of 32 followed Qdrant's bursty completions: at 64 closed-loop clients, whose true
+/// wait is at most ~25 ms, it refused 0.5% of requests for an expected 54 ms.
+const WINDOW: u64 = 256;
+/// The wait bound applies only in a busy period of at least this many completions: a
+/// server in overload, not one stall. (Without it, a 20-30 ms stall at 500 searches/s set
+/// the estimate and refused 0.3% of the next seconds' searches.)
+const MIN_BUSY: u64 = 32;
+/// ... and only while the last sample is this recent: an estimate from a busy period that
+/// has ended says nothing about now.
+const FRESH: Duration = Duration::from_millis(100);
 
 impl Shared {
-    /// A permit was released at `now`: while requests were queued (more admitted than in
-    /// flight), the time since the previous release is one sample of the completion
-    /// interval. Idle gaps are never sampled, so a quiet spell does not make the server
-    /// look slow.
+    fn ns(&self, now: Instant) -> u64 {
+        (now.saturating_duration_since(self.epoch).as_nanos() as u64).max(1)
+    }
+    /// A permit was released at `now`. When requests were still queued (more admitted than
+    /// in flight) after the previous release, the server was saturated for the whole time
+    /// since it (between two releases the count only grows), so that time is one sample of
+    /// the completion interval. Any other gap (the queue ran empty, clients paused after a
+    /// `Retry-After`) is never sampled, so a quiet spell does not make the server look slow.
     fn done(&self, now: Instant) {
         let before = self.admitted.fetch_sub(1, Ordering::AcqRel);
-        let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
-        let prev = self.last_done_ns.swap(t.max(1), Ordering::AcqRel);
-        if prev == 0 || before <= self.max_inflight || t <= prev {
-            return;
+        let queued_after = before.saturating_sub(1) > self.max_inflight;
+        let t = self.ns(now);
+        let prev = self
+            .last_done
+            .swap((t << 1) | queued_after as u64, Ordering::AcqRel);
+        let (prev_t, prev_queued) = (prev >> 1, prev & 1 == 1);
+        if prev_queued && t > prev_t {
+            let x = (t - prev_t) as f64;
+            let n = self.busy.fetch_add(1, Ordering::AcqRel) + 1;
+            let w = 1.0 / n.min(WINDOW) as f64;
+            let _ = self
+                .interval_ns
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                    let o = if n == 1 { x } else { f64::from_bits(old) };
+                    Some((o + (x - o) * w).to_bits())
+                });
+            self.last_sample_ns.store(t, Ordering::Release);
         }
-        let x = (t - prev) as f64;
-        let _ = self
-            .interval_ns
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                let o = f64::from_bits(old);
-                let n = if o == 0.0 {
-                    x
-                } else {
-                    o + (x - o) * INTERVAL_WEIGHT
-                };
-                Some(n.to_bits())
-            });
+        if !queued_after {
+            self.busy.store(0, Ordering::Release);
+        }
     }
-    fn interval(&self) -> Option<Duration> {
+    /// The completion interval of the current busy period, when it is one (at least
+    /// [`MIN_BUSY`] samples) and still going on (a sample within [`FRESH`]).
+    fn interval(&self, now: Instant) -> Option<Duration> {
+        if self.busy.load(Ordering::Acquire) < MIN_BUSY {
+            return None;
+        }
+        let last = self.last_sample_ns.load(Ordering::Acquire);
+        if self.ns(now).saturating_sub(last) > FRESH.as_nanos() as u64 {
+            return None;
+        }
         let v = f64::from_bits(self.interval_ns.load(Ordering::Acquire));
         (v > 0.0).then(|| Duration::from_nanos(v as u64))
     }
@@ -110,8 +139,10 @@ impl Admission {
                 admitted: AtomicUsize::new(0),
                 max_inflight,
                 epoch: Instant::now(),
-                last_done_ns: AtomicU64::new(0),
+                last_done: AtomicU64::new(0),
                 interval_ns: AtomicU64::new(0.0f64.to_bits()),
+                busy: AtomicU64::new(0),
+                last_sample_ns: AtomicU64::new(0),
                 shed_by_wait: AtomicU64::new(0),
             }),
             capacity: max_inflight.saturating_add(queue),
@@ -127,13 +158,16 @@ impl Admission {
     /// times change (text queries, a remote engine that slows down); the time bound keeps
     /// admitted requests inside the latency target and sheds the rest.
     pub fn try_admit(&self) -> Result<Permit, Refusal> {
+        self.try_admit_at(Instant::now())
+    }
+    fn try_admit_at(&self, now: Instant) -> Result<Permit, Refusal> {
         let before = self.shared.admitted.fetch_add(1, Ordering::AcqRel);
         if before >= self.capacity {
             self.shared.admitted.fetch_sub(1, Ordering::AcqRel);
             return Err(Refusal::Full);
         }
         if let (Some(max), true) = (self.max_wait, before >= self.max_inflight) {
-            if let Some(iv) = self.shared.interval() {
+            if let Some(iv) = self.shared.interval(now) {
                 let expected = iv.saturating_mul((before + 1) as u32);
                 if expected > max {
                     self.shared.admitted.fetch_sub(1, Ordering::AcqRel);
@@ -159,7 +193,8 @@ impl Admission {
     }
     /// The measured time between completions under saturation, if measured.
     pub fn completion_interval(&self) -> Option<Duration> {
-        self.shared.interval()
+        let v = f64::from_bits(self.shared.interval_ns.load(Ordering::Acquire));
+        (v > 0.0).then(|| Duration::from_nanos(v as u64))
     }
     /// Requests refused by the wait bound so far.
     pub fn shed_by_wait(&self) -> u64 {
@@ -273,6 +308,23 @@ impl Pool {
 mod tests {
     use super::*;
 
+    /// `n` releases `gap` apart with requests queued throughout (max_inflight 1), from `t0`.
+    fn saturated(a: &Admission, t0: Instant, n: u64, gap: Duration) -> Instant {
+        let ps: Vec<Permit> = (0..n + 3)
+            .map(|_| a.try_admit_at(t0).expect("a place"))
+            .collect();
+        for p in ps {
+            std::mem::forget(p);
+        }
+        let mut t = t0;
+        for _ in 0..n + 1 {
+            t += gap;
+            a.shared.done(t);
+        }
+        // Two still admitted (one queued): the busy period goes on.
+        t
+    }
+
     #[test]
     fn the_count_bound_refuses_past_inflight_plus_queue() {
         let a = Admission::new(2, 1, None);
@@ -287,41 +339,69 @@ mod tests {
 
     #[test]
     fn the_wait_bound_refuses_what_would_queue_too_long() {
-        let a = Admission::new(1, 100, Some(Duration::from_millis(10)));
-        let sh = a.shared.clone();
-        let e = sh.epoch;
-        // Three admitted; released by hand at chosen instants while two stay queued.
-        let ps: Vec<Permit> = (0..3)
-            .map(|_| a.try_admit().expect("no rate yet"))
-            .collect();
-        for p in ps {
-            std::mem::forget(p);
-        }
-        sh.done(e + Duration::from_millis(1)); // first release: no interval yet
-        assert_eq!(a.completion_interval(), None);
-        sh.done(e + Duration::from_millis(3)); // 2 ms while one still queued
+        let a = Admission::new(1, 1000, Some(Duration::from_millis(10)));
+        let t = saturated(&a, a.shared.epoch, MIN_BUSY, Duration::from_millis(2));
         assert_eq!(a.completion_interval(), Some(Duration::from_millis(2)));
-        // One admitted (in flight). The k-th newcomer would wait about (admitted + 1) x 2 ms.
+        assert_eq!(a.inflight() + a.queued(), 2);
+        // The newcomer would wait about (admitted + 1) x 2 ms: 6, 8, 10 ms pass, 12 does not.
         let mut held = Vec::new();
-        for want_ms in [4, 6, 8, 10] {
+        for want_ms in [6, 8, 10] {
             held.push(
-                a.try_admit()
+                a.try_admit_at(t)
                     .unwrap_or_else(|r| panic!("{want_ms} ms refused: {r:?}")),
             );
         }
-        match a.try_admit() {
+        match a.try_admit_at(t) {
             Err(Refusal::Wait { expected }) => assert_eq!(expected, Duration::from_millis(12)),
             other => panic!("expected a wait refusal, got {:?}", other.map(|_| ())),
         }
         assert_eq!(a.shed_by_wait(), 1);
+        // A stale estimate (no completion for longer than FRESH) is not used.
+        assert!(a.try_admit_at(t + FRESH + Duration::from_millis(1)).is_ok());
         // Nothing is refused for time while a place in flight is free.
         let b = Admission::new(4, 0, Some(Duration::from_nanos(1)));
-        b.shared
-            .interval_ns
-            .store(1_000_000f64.to_bits(), Ordering::Release);
         let _p: Vec<Permit> = (0..4).map(|_| b.try_admit().expect("in flight")).collect();
         assert_eq!(b.try_admit().err(), Some(Refusal::Full));
         drop(held);
+    }
+
+    #[test]
+    fn a_short_stall_is_not_an_overload() {
+        let a = Admission::new(1, 1000, Some(Duration::from_millis(10)));
+        // Fewer than MIN_BUSY completions, 30 ms apart, with a queue: a stall.
+        let t = saturated(&a, a.shared.epoch, MIN_BUSY - 2, Duration::from_millis(30));
+        assert!(a.completion_interval().is_some());
+        let held: Vec<Permit> = (0..5)
+            .map(|_| a.try_admit_at(t).expect("a stall does not shed"))
+            .collect();
+        drop(held);
+    }
+
+    #[test]
+    fn a_gap_after_the_queue_ran_empty_is_not_sampled() {
+        let a = Admission::new(1, 100, Some(Duration::from_millis(10)));
+        let sh = a.shared.clone();
+        let e = sh.epoch;
+        let ps: Vec<Permit> = (0..3).map(|_| a.try_admit().expect("a place")).collect();
+        for p in ps {
+            std::mem::forget(p);
+        }
+        sh.done(e + Duration::from_millis(1)); // 2 left: queued
+        sh.done(e + Duration::from_millis(2)); // 1 ms sample; 1 left: none queued
+        assert_eq!(a.completion_interval(), Some(Duration::from_millis(1)));
+        assert_eq!(sh.busy.load(Ordering::Acquire), 0, "the busy period ended");
+        sh.done(e + Duration::from_millis(3)); // the queue was empty since the last release
+        assert_eq!(a.completion_interval(), Some(Duration::from_millis(1)));
+        // Clients come back after a pause (Retry-After) and queue again: the first release
+        // of the new burst is not a sample of a 1 s interval.
+        let ps: Vec<Permit> = (0..3).map(|_| a.try_admit().expect("a place")).collect();
+        for p in ps {
+            std::mem::forget(p);
+        }
+        sh.done(e + Duration::from_millis(1003));
+        assert_eq!(a.completion_interval(), Some(Duration::from_millis(1)));
+        sh.done(e + Duration::from_millis(1004)); // queued since the last release: 1 ms
+        assert_eq!(a.completion_interval(), Some(Duration::from_millis(1)));
     }
 
     #[test]
