@@ -200,6 +200,29 @@ pub fn payload_of(id: &DocId, source: &[u8], schema: &Schema) -> HashMap<String,
     p
 }
 
+/// The point of one document as `searchd ingest --to qdrant://` writes it (and the Qdrant
+/// backend's upserts): [`point_id`], the vector, [`payload_of`].
+pub fn point_of(id: &DocId, vector: Vec<f32>, source: &[u8], schema: &Schema) -> PointStruct {
+    PointStruct {
+        id: Some(point_id(id)),
+        payload: payload_of(id, source, schema),
+        vectors: Some(vector.into()),
+    }
+}
+
+/// What a new Qdrant collection is made of (and what an append must match).
+#[derive(Debug, Clone)]
+pub struct CollectionSpec {
+    pub dim: usize,
+    pub metric: Metric,
+    pub schema: Schema,
+    pub model: Option<searchd_collection::ModelRecord>,
+    pub text_field: Option<String>,
+}
+
+/// Makes the points of rows `from..to` of an upload.
+pub type PointSource = Arc<dyn Fn(u64, u64) -> Result<Vec<PointStruct>, String> + Send + Sync>;
+
 fn transient(s: &tonic::Status) -> bool {
     use tonic::Code as C;
     matches!(
@@ -238,13 +261,69 @@ pub(crate) async fn connect(url: &str) -> Result<Channel, String> {
 
 /// Upload `coll` into the Qdrant collection `name` at `url`; `progress` gets the number of
 /// points uploaded so far.
-// `on_disk` and `always_ram` are deprecated in the 1.20 protocol in favour of `memory`, which
-// Qdrant 1.18 servers do not know yet; the old fields are what 1.18 reads.
-#[allow(deprecated)]
 pub async fn ingest_collection(
     url: &str,
     name: &str,
     coll: Arc<Collection>,
+    opts: &IngestOptions,
+    progress: Arc<dyn Fn(u64) + Send + Sync>,
+) -> Result<IngestReport, String> {
+    let spec = CollectionSpec {
+        dim: coll.dim(),
+        metric: coll.metric(),
+        schema: coll.schema().clone(),
+        model: coll.model().cloned(),
+        text_field: coll.manifest().and_then(|m| m.text_field.clone()),
+    };
+    // Every row of every segment, in order.
+    let rows: Vec<DocRef> = coll
+        .segments()
+        .iter()
+        .enumerate()
+        .flat_map(|(s, seg)| {
+            (0..seg.len() as u64).map(move |row| DocRef {
+                segment: s as u32,
+                row,
+            })
+        })
+        .collect();
+    let total = rows.len() as u64;
+    let schema = spec.schema.clone();
+    let source: PointSource = Arc::new(move |from, to| {
+        let mut pts = Vec::with_capacity((to - from) as usize);
+        for r in &rows[from as usize..to as usize] {
+            let id = coll
+                .doc_id(*r)
+                .cloned()
+                .ok_or_else(|| format!("row {r:?} has no id"))?;
+            let v = coll
+                .vector(*r)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("document {id} has no stored vector"))?
+                .into_owned();
+            let src = coll
+                .source(*r)
+                .map_err(|e| e.to_string())?
+                .unwrap_or_else(|| b"{}".to_vec());
+            pts.push(point_of(&id, v, &src, &schema));
+        }
+        Ok(pts)
+    });
+    ingest_points(url, name, &spec, total, source, opts, progress).await
+}
+
+/// Upload `total` points made by `source` into the Qdrant collection `name` at `url`
+/// (created per `opts.existing` from `spec`), then wait for green and fully indexed;
+/// `progress` gets the number of points uploaded so far.
+// `on_disk` and `always_ram` are deprecated in the 1.20 protocol in favour of `memory`, which
+// Qdrant 1.18 servers do not know yet; the old fields are what 1.18 reads.
+#[allow(deprecated)]
+pub async fn ingest_points(
+    url: &str,
+    name: &str,
+    spec: &CollectionSpec,
+    total: u64,
+    source: PointSource,
     opts: &IngestOptions,
     progress: Arc<dyn Fn(u64) + Send + Sync>,
 ) -> Result<IngestReport, String> {
@@ -260,9 +339,9 @@ pub async fn ingest_collection(
         .into_inner()
         .result
         .is_some_and(|r| r.exists);
-    let dim = coll.dim();
-    let distance = distance_of(coll.metric());
-    let schema = coll.schema().clone();
+    let dim = spec.dim;
+    let distance = distance_of(spec.metric);
+    let schema = spec.schema.clone();
     let mut create = true;
     if exists {
         match opts.existing {
@@ -298,7 +377,7 @@ pub async fn ingest_collection(
                         distance.as_str_name()
                     ));
                 }
-                if let (Some(theirs), Some(ours)) = (read_meta(&info).and_then(|m| m.model), coll.model()) {
+                if let (Some(theirs), Some(ours)) = (read_meta(&info).and_then(|m| m.model), spec.model.as_ref()) {
                     if theirs.checksum != ours.checksum {
                         return Err(format!(
                             "cannot append: Qdrant collection {name} was embedded with model {} ({}), these documents with {} ({})",
@@ -313,12 +392,9 @@ pub async fn ingest_collection(
     if create {
         let meta = SearchdMeta {
             mapping: Some(schema.clone()),
-            model: coll.model().cloned(),
-            metric: Some(metric_name(coll.metric()).to_string()),
-            text_field: opts
-                .text_field
-                .clone()
-                .or_else(|| coll.manifest().and_then(|m| m.text_field.clone())),
+            model: spec.model.clone(),
+            metric: Some(metric_name(spec.metric).to_string()),
+            text_field: opts.text_field.clone().or_else(|| spec.text_field.clone()),
         };
         let quantization = match opts.quantization {
             Quantization::None => None,
@@ -404,34 +480,19 @@ pub async fn ingest_collection(
     }
 
     // Upload: `parallel` tasks, each taking the next batch of rows.
-    let rows: Vec<DocRef> = coll
-        .segments()
-        .iter()
-        .enumerate()
-        .flat_map(|(s, seg)| {
-            (0..seg.len() as u64).map(move |row| DocRef {
-                segment: s as u32,
-                row,
-            })
-        })
-        .collect();
-    let total = rows.len() as u64;
-    let rows = Arc::new(rows);
     let next = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
     let retried = Arc::new(AtomicU64::new(0));
     let batch = opts.batch.max(1) as u64;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..opts.parallel.max(1) {
-        let (rows, next, done, retried, coll, ch, progress, schema) = (
-            rows.clone(),
+        let (next, done, retried, source, ch, progress) = (
             next.clone(),
             done.clone(),
             retried.clone(),
-            coll.clone(),
+            source.clone(),
             ch.clone(),
             progress.clone(),
-            schema.clone(),
         );
         let name = name.to_string();
         let retries = opts.retries;
@@ -443,27 +504,7 @@ pub async fn ingest_collection(
                     return Ok::<(), String>(());
                 }
                 let to = (from + batch).min(total);
-                let mut pts = Vec::with_capacity((to - from) as usize);
-                for r in &rows[from as usize..to as usize] {
-                    let id = coll
-                        .doc_id(*r)
-                        .cloned()
-                        .ok_or_else(|| format!("row {r:?} has no id"))?;
-                    let v = coll
-                        .vector(*r)
-                        .map_err(|e| e.to_string())?
-                        .ok_or_else(|| format!("document {id} has no stored vector"))?
-                        .into_owned();
-                    let src = coll
-                        .source(*r)
-                        .map_err(|e| e.to_string())?
-                        .unwrap_or_else(|| b"{}".to_vec());
-                    pts.push(PointStruct {
-                        id: Some(point_id(&id)),
-                        payload: payload_of(&id, &src, &schema),
-                        vectors: Some(v.into()),
-                    });
-                }
+                let pts = source(from, to)?;
                 let n = pts.len() as u64;
                 let mut attempt = 0;
                 loop {
