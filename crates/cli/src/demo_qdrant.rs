@@ -64,7 +64,8 @@ pub fn demo_qdrant(a: &DemoArgs) -> CmdResult {
         "1/6 synthetic data: {n} x {} base, {} queries (seed {})",
         a.dim, a.queries, a.seed
     ));
-    let data = crate::commands::synth_files(n, a.dim, a.queries, a.seed, &base_path, &queries_path)?;
+    let data =
+        crate::commands::synth_files(n, a.dim, a.queries, a.seed, &base_path, &queries_path)?;
 
     step("2/6 exact ground truth (top 100, all cores)");
     let k = 100.min(n);

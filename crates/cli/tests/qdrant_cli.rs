@@ -267,12 +267,14 @@ fn demo_on_qdrant_runs_end_to_end_or_exits_2_without_a_binary() {
         String::from_utf8_lossy(&o.stderr),
     );
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("sustainable") && out.contains("passes the 0.9 gate"), "{out}");
+    assert!(
+        out.contains("sustainable") && out.contains("passes the 0.9 gate"),
+        "{out}"
+    );
     assert!(err.contains("upload into Qdrant"), "{err}");
-    let doc: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("qdrant/report.json")).unwrap(),
-    )
-    .unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("qdrant/report.json")).unwrap())
+            .unwrap();
     assert_eq!(doc["schema"], "searchd.demo.v1");
     assert_eq!(doc["backend"]["kind"], "qdrant");
     assert_eq!(doc["backend"]["ingest"]["points_in_collection"], 3000);

@@ -446,9 +446,21 @@ async fn a_stopped_qdrant_is_503_and_recovers() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The write refused while Qdrant was down goes through now.
-    let (st, v) = post(&upsert, &write).await;
-    assert_eq!((st, v["status"].clone()), (200, json!("applied")), "{v}");
+    // The write refused while Qdrant was down goes through now (each channel reconnects
+    // on its first call).
+    let t = Instant::now();
+    loop {
+        let (st, v) = post(&upsert, &write).await;
+        if st == 200 {
+            assert_eq!(v["status"], json!("applied"), "{v}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "writes never recovered: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let (st, v) = post(&format!("{}/collections/a/count", s.url), &json!({})).await;
     assert_eq!((st, v["count"].clone()), (200, json!(101)), "{v}");
     s.stop().await.unwrap();
@@ -527,6 +539,42 @@ fn receipt(v: &Value) -> Value {
            "not_found": v["not_found"]})
 }
 
+/// The same searches (every filter) and counts on both servers give the same answers.
+async fn compare(label: &str, local: &str, remote: &str, probes: &[Vec<f32>]) {
+    let (ls, rs) = (
+        format!("{local}/collections/w/search"),
+        format!("{remote}/collections/w/search"),
+    );
+    for (i, v) in probes.iter().enumerate() {
+        for f in filters() {
+            let body = json!({"vector": v, "k": 8, "filter": f, "fields": true});
+            let (a, av) = post(&ls, &body).await;
+            let (b, bv) = post(&rs, &body).await;
+            assert_eq!((a, b), (200, 200), "{label} {body}: {av} / {bv}");
+            assert_eq!(ids(&av), ids(&bv), "{label} probe {i} {f}");
+            for (x, y) in av["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(bv["hits"].as_array().unwrap())
+            {
+                let (sx, sy) = (x["score"].as_f64().unwrap(), y["score"].as_f64().unwrap());
+                assert!((sx - sy).abs() < 1e-4, "{label} {f}: {sx} vs {sy}");
+                assert_eq!(x["fields"], y["fields"], "{label} {f}");
+            }
+        }
+    }
+    let (lc, rc) = (
+        format!("{local}/collections/w/count"),
+        format!("{remote}/collections/w/count"),
+    );
+    for f in filters() {
+        let (_, av) = post(&lc, &json!({"filter": f})).await;
+        let (_, bv) = post(&rc, &json!({"filter": f})).await;
+        assert_eq!(av["count"], bv["count"], "{label} count {f}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_through_qdrant_answer_as_the_local_backend() {
     let Some((q, dir)) = qdrant_or_skip("writes_through_qdrant_answer_as_the_local_backend") else {
@@ -542,37 +590,6 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
             format!("{}/collections/w/{route}", remote.url),
         ]
     };
-    let compare = |label: &'static str, probes: Vec<Vec<f32>>| {
-        let both = &both;
-        async move {
-            let [ls, rs] = both("search");
-            for (i, v) in probes.iter().enumerate() {
-                for f in filters() {
-                    let body = json!({"vector": v, "k": 8, "filter": f, "fields": true});
-                    let (a, av) = post(&ls, &body).await;
-                    let (b, bv) = post(&rs, &body).await;
-                    assert_eq!((a, b), (200, 200), "{label} {body}: {av} / {bv}");
-                    assert_eq!(ids(&av), ids(&bv), "{label} probe {i} {f}");
-                    for (x, y) in av["hits"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .zip(bv["hits"].as_array().unwrap())
-                    {
-                        let (sx, sy) = (x["score"].as_f64().unwrap(), y["score"].as_f64().unwrap());
-                        assert!((sx - sy).abs() < 1e-4, "{label} {f}: {sx} vs {sy}");
-                        assert_eq!(x["fields"], y["fields"], "{label} {f}");
-                    }
-                }
-            }
-            let [lc, rc] = both("count");
-            for f in filters() {
-                let (_, av) = post(&lc, &json!({"filter": f})).await;
-                let (_, bv) = post(&rc, &json!({"filter": f})).await;
-                assert_eq!(av["count"], bv["count"], "{label} count {f}");
-            }
-        }
-    };
     let [lw, rw] = both("docs");
     let [ld, rd] = both("delete");
 
@@ -586,14 +603,22 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     let (b, bv) = post(&rw, &body).await;
     assert_eq!((a, b), (200, 200), "{av} / {bv}");
     assert_eq!(receipt(&av), receipt(&bv));
-    assert_eq!((bv["status"].clone(), bv["upserted"].clone()), (json!("applied"), json!(28)));
+    assert_eq!(
+        (bv["status"].clone(), bv["upserted"].clone()),
+        (json!("applied"), json!(28))
+    );
     assert!(bv["seq"].as_u64().is_some_and(|s| s > 0), "{bv}");
     let probe = |d: &Value| -> Vec<f32> {
-        d["vector"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+        d["vector"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
     };
     let mut probes: Vec<Vec<f32>> = docs1.iter().step_by(4).map(probe).collect();
     probes.push(vecs[7].clone());
-    compare("after upserts", probes.clone()).await;
+    compare("after upserts", &local.url, &remote.url, &probes).await;
     // The new documents are found first by their own vectors, and read back byte for byte.
     let [ls, rs] = both("search");
     for d in [&docs1[0], &docs1[22], &docs1[26]] {
@@ -616,12 +641,16 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     let (_, c) = post(&both("count")[1], &json!({})).await;
     assert_eq!(c["count"], json!(300 + 20 + 3), "{c}");
     for d in &docs2 {
-        let (_, v) = post(&rs, &json!({"vector": probe(d), "k": 1, "fields": ["brand"]})).await;
+        let (_, v) = post(
+            &rs,
+            &json!({"vector": probe(d), "k": 1, "fields": ["brand"]}),
+        )
+        .await;
         assert_eq!(ids(&v), vec![d["id"].clone()], "{v}");
         assert_eq!(v["hits"][0]["fields"]["brand"], d["fields"]["brand"]);
     }
     probes.extend(docs2.iter().map(probe));
-    compare("after replacements", probes.clone()).await;
+    compare("after replacements", &local.url, &remote.url, &probes).await;
 
     // 3. Deletes by id: missing ids are reported, not errors.
     let body = json!({"ids": [1, 2, 1000, 99999, "s-0", "nope"], "wait": true});
@@ -633,7 +662,10 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     assert_eq!(bv["not_found"], json!([99999, "nope"]), "{bv}");
     let body = json!({"ids": [123456], "wait": true});
     let (_, bv) = post(&rd, &body).await;
-    assert_eq!((bv["deleted"].clone(), bv["not_found"].clone()), (json!(0), json!([123456])));
+    assert_eq!(
+        (bv["deleted"].clone(), bv["not_found"].clone()),
+        (json!(0), json!([123456]))
+    );
     // One document by its path (an integer id and a string id).
     for id in ["3", "s-2", "777777"] {
         let (a, av) = delete(&format!("{}/collections/w/docs/{id}?wait=true", local.url)).await;
@@ -645,7 +677,7 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
         let (b, bt) = get_text(&format!("{}/collections/w/docs/{id}", remote.url)).await;
         assert_eq!(b, 404, "{id}: {bt}");
     }
-    compare("after deletes by id", probes.clone()).await;
+    compare("after deletes by id", &local.url, &remote.url, &probes).await;
 
     // 4. Deletes by filter.
     for f in [
@@ -661,7 +693,7 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
         let (_, c) = post(&both("count")[1], &json!({"filter": f})).await;
         assert_eq!(c["count"], json!(0), "{f}");
     }
-    compare("after deletes by filter", probes).await;
+    compare("after deletes by filter", &local.url, &remote.url, &probes).await;
     let (_, a) = post(&ls, &json!({"vector": vecs[9], "k": 3})).await;
     let (_, b) = post(&rs, &json!({"vector": vecs[9], "k": 3})).await;
     assert_eq!(ids(&a), ids(&b));
@@ -673,9 +705,16 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     assert_eq!(b, 200, "{bv}");
     let (_, bt) = get_text(&format!("{}/collections/w/docs/5000", remote.url)).await;
     assert!(bt.contains("\"color\":\"red\""), "{bt}");
-    let (b, bv) = post(&rs, &json!({"vector": vecs[0], "filter": {"term": {"color": "red"}}})).await;
+    let (b, bv) = post(
+        &rs,
+        &json!({"vector": vecs[0], "filter": {"term": {"color": "red"}}}),
+    )
+    .await;
     assert_eq!(b, 400, "{bv}");
-    assert!(bv["error"]["message"].as_str().unwrap().contains("color"), "{bv}");
+    assert!(
+        bv["error"]["message"].as_str().unwrap().contains("color"),
+        "{bv}"
+    );
 
     // 6. Bad writes: 400s that name the problem; nothing is written.
     let good = new_docs(24, &[json!(6000)]);
@@ -696,7 +735,10 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     ] {
         let (b, bv) = post(&rw, &json!({"docs": docs, "wait": true})).await;
         assert_eq!(b, 400, "{docs}: {bv}");
-        assert!(bv["error"]["message"].as_str().unwrap().contains(says), "{says}: {bv}");
+        assert!(
+            bv["error"]["message"].as_str().unwrap().contains(says),
+            "{says}: {bv}"
+        );
     }
     let (b, _) = post(&rd, &json!({"filter": {"term": {"nope": 1}}})).await;
     assert_eq!(b, 400);
@@ -759,7 +801,10 @@ async fn writes_not_waited_for_become_visible_through_the_cache() {
         if v["count"].as_u64() == Some(before + 48) {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(30), "the delete never became visible: {v}");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the delete never became visible: {v}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     s.stop().await.unwrap();

@@ -17,8 +17,8 @@ use qdrant_client::qdrant::{
     RetrievedPoint, ScrollPoints, SearchParams, VectorInput, WithPayloadSelector,
 };
 use qdrant_client::qdrant::{
-    points_selector::PointsSelectorOneOf, DeletePoints, PointStruct, PointsIdsList,
-    PointsSelector, UpdateResult, UpdateStatus, UpsertPoints,
+    points_selector::PointsSelectorOneOf, DeletePoints, PointStruct, PointsIdsList, PointsSelector,
+    UpdateResult, UpdateStatus, UpsertPoints,
 };
 use searchd_collection::live::{Doc, Receipt};
 use searchd_collection::{DocId, ModelRecord};
@@ -1013,7 +1013,9 @@ fn outcome(r: Option<UpdateResult>) -> Result<(u64, bool), BackendError> {
 /// A filter no point matches, for the write barrier.
 fn no_point() -> Filter {
     Filter {
-        must: vec![cond(ConditionOneOf::HasId(HasIdCondition { has_id: Vec::new() }))],
+        must: vec![cond(ConditionOneOf::HasId(HasIdCondition {
+            has_id: Vec::new(),
+        }))],
         ..Filter::default()
     }
 }
@@ -1038,7 +1040,10 @@ fn after_write(inner: Arc<Inner>, barrier: bool) {
                     ..DeletePoints::default()
                 };
                 let r = inner
-                    .call(deadline, inner.points().delete(inner.request(msg, deadline)))
+                    .call(
+                        deadline,
+                        inner.points().delete(inner.request(msg, deadline)),
+                    )
                     .await;
                 inner.writes.fetch_add(1, Ordering::AcqRel);
                 if r.is_ok() {
@@ -1085,7 +1090,11 @@ impl Inner {
                 return bad(format!("{at}.vector[{j}] is not a finite number"));
             }
             if self.distance == Distance::Cosine
-                && d.vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>() == 0.0
+                && d.vector
+                    .iter()
+                    .map(|&x| f64::from(x) * f64::from(x))
+                    .sum::<f64>()
+                    == 0.0
             {
                 return bad(format!(
                     "{at}.vector is all zeros: it has no direction under cosine"
@@ -1139,7 +1148,9 @@ impl Inner {
 
     async fn upsert(&self, docs: Vec<Doc>, wait: bool) -> Result<Receipt, BackendError> {
         if docs.is_empty() {
-            return Err(BackendError::Invalid("docs is empty: nothing to write".into()));
+            return Err(BackendError::Invalid(
+                "docs is empty: nothing to write".into(),
+            ));
         }
         self.check_docs(&docs)?;
         let n = docs.len() as u64;
@@ -1192,7 +1203,11 @@ impl Inner {
         pids.sort_by(|a, b| id_order(Some(a), Some(b)));
         pids.dedup();
         let (seq, applied) = self
-            .delete_points(PointsSelectorOneOf::Points(PointsIdsList { ids: pids }), wait, deadline)
+            .delete_points(
+                PointsSelectorOneOf::Points(PointsIdsList { ids: pids }),
+                wait,
+                deadline,
+            )
             .await?;
         Ok(Receipt {
             seq,
@@ -1566,11 +1581,7 @@ impl SearchBackend for QdrantBackend {
     fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
         Box::pin(self.inner.read(req))
     }
-    fn write(
-        &self,
-        op: WriteOp,
-        wait: bool,
-    ) -> BoxFuture<'_, Result<Receipt, BackendError>> {
+    fn write(&self, op: WriteOp, wait: bool) -> BoxFuture<'_, Result<Receipt, BackendError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
             let r = match op {
