@@ -727,10 +727,10 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     let mut no_id = good.clone();
     no_id[0].as_object_mut().unwrap().remove("id");
     for (docs, says) in [
-        (wrong_type, "price"),
-        (wrong_dim, "dimensions"),
-        (not_finite, "finite"),
-        (no_id, "id"),
+        (json!(wrong_type), "price"),
+        (json!(wrong_dim), "dimensions"),
+        (json!(not_finite), "finite"),
+        (json!(no_id), "id"),
         (json!([{"id": 6000}]), "vector"),
     ] {
         let (b, bv) = post(&rw, &json!({"docs": docs, "wait": true})).await;
