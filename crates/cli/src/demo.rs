@@ -69,7 +69,12 @@ pub struct DemoArgs {
     /// `qdrant`: a Qdrant node started on free loopback ports (the binary from QDRANT_BIN
     /// or ../shared/qdrant/qdrant; exit 2 when there is none), the vectors uploaded into it,
     /// searchd serving it with `--backend qdrant`, reports in DIR/qdrant/.
-    #[arg(long, value_enum, default_value_t = searchd_server::qdrant::BackendKind::Local)]
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = searchd_server::qdrant::BackendKind::Local,
+        hide_possible_values = true
+    )]
     pub backend: searchd_server::qdrant::BackendKind,
 }
 

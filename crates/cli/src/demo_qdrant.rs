@@ -171,7 +171,7 @@ fn run_on(
         rep.indexed_vectors,
         rep.points_in_collection,
         if rep.below_indexing_threshold {
-            " (below Qdrant's indexing threshold: searched exactly)"
+            " (the rest in segments below Qdrant's indexing threshold, searched exactly)"
         } else {
             ""
         }

@@ -129,14 +129,16 @@ impl Default for IngestOptions {
 pub struct IngestReport {
     pub points: u64,
     pub upload_s: f64,
-    /// From the last upsert to green with every vector indexed.
+    /// From the last upsert to green with every vector indexed (but for segments below the
+    /// indexing threshold).
     pub index_wait_s: f64,
     pub total_s: f64,
     pub retries: u64,
     pub points_in_collection: u64,
     pub indexed_vectors: u64,
-    /// The collection is small enough that Qdrant keeps it unindexed (exact search) under
-    /// its indexing threshold; "fully indexed" then means green.
+    /// Some vectors (`points_in_collection - indexed_vectors`) are in segments below Qdrant's
+    /// indexing threshold, which Qdrant keeps unindexed and searches exactly; "fully indexed"
+    /// then means green with only such segments left.
     pub below_indexing_threshold: bool,
 }
 
@@ -539,8 +541,12 @@ pub async fn ingest_points(
     }
     let uploaded = Instant::now();
 
-    // Wait for green with every vector indexed.
-    let (points_in, indexed, below) = loop {
+    // Wait for green with every vector indexed, but for segments below Qdrant's indexing
+    // threshold: Qdrant leaves those unindexed (it searches them exactly), so once green the
+    // vectors left unindexed must fit in such segments. Green three polls in a row, so a
+    // green seen before the optimizer picked the upload up does not end the wait.
+    let mut streak = 0;
+    let (points_in, indexed) = loop {
         let info = colls
             .get(GetCollectionInfoRequest {
                 collection_name: name.to_string(),
@@ -558,10 +564,16 @@ pub async fn ingest_points(
             .and_then(|c| c.optimizer_config.as_ref())
             .and_then(|o| o.indexing_threshold)
             .unwrap_or(10_000);
-        let below = (pts * dim as u64 * 4) / 1024 < threshold_kb;
+        let unindexed_kb = pts.saturating_sub(idx) * dim as u64 * 4 / 1024;
+        let small = unindexed_kb < threshold_kb * info.segments_count.max(1);
         let green = info.status == CollectionStatus::Green as i32;
-        if green && (idx >= pts || below) {
-            break (pts, idx, below);
+        if green && (idx >= pts || small) {
+            streak += 1;
+            if streak >= 3 {
+                break (pts, idx);
+            }
+        } else {
+            streak = 0;
         }
         if uploaded.elapsed() > opts.wait_timeout {
             return Err(format!(
@@ -572,6 +584,7 @@ pub async fn ingest_points(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let below = indexed < points_in;
     Ok(IngestReport {
         points: total,
         upload_s: (uploaded - started).as_secs_f64(),
