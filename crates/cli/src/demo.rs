@@ -17,16 +17,18 @@ use crate::commands::write_json;
 use crate::util::{bar, fmt_duration, human_bytes, summary, CliError, CmdResult};
 
 /// Recall@10 the demo's index must reach at the serving ef, or the demo fails.
-const RECALL_GATE: f64 = 0.90;
+pub(crate) const RECALL_GATE: f64 = 0.90;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Working directory: data, ground truth, index and reports; reused when present.
     #[arg(long, default_value = "searchd-demo")]
     pub dir: PathBuf,
-    /// Number of synthetic base vectors.
-    #[arg(long, default_value_t = 200_000)]
-    pub n: usize,
+    /// Number of synthetic base vectors [default: 200000; 20000 with --backend qdrant:
+    /// Qdrant builds its HNSW graph after the upload, and 20,000 x 384 is ready in about 6 s
+    /// on 2 cores].
+    #[arg(long)]
+    pub n: Option<usize>,
     /// Dimensions.
     #[arg(long, default_value_t = 384)]
     pub dim: usize,
@@ -63,6 +65,30 @@ pub struct DemoArgs {
     /// sentence-transformers model directory, and ramp text queries.
     #[arg(long, value_name = "DIR", requires = "text")]
     pub model: Option<std::path::PathBuf>,
+    /// The engine behind the demo's server: `local` (searchd's own, built in DIR) or
+    /// `qdrant`: a Qdrant node started on free loopback ports (the binary from QDRANT_BIN
+    /// or ../shared/qdrant/qdrant; exit 2 when there is none), the vectors uploaded into it,
+    /// searchd serving it with `--backend qdrant`, reports in DIR/qdrant/.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = searchd_server::qdrant::BackendKind::Local,
+        hide_possible_values = true
+    )]
+    pub backend: searchd_server::qdrant::BackendKind,
+}
+
+/// `--n` of the local demo when not given.
+pub const LOCAL_DEMO_N: usize = 200_000;
+
+impl DemoArgs {
+    /// `--n`, or the backend's default.
+    pub fn n(&self) -> usize {
+        self.n.unwrap_or(match self.backend {
+            searchd_server::qdrant::BackendKind::Local => LOCAL_DEMO_N,
+            searchd_server::qdrant::BackendKind::Qdrant => crate::demo_qdrant::QDRANT_DEMO_N,
+        })
+    }
 }
 
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
@@ -83,18 +109,22 @@ fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
 }
 
 pub fn demo(a: &DemoArgs) -> CmdResult {
+    if a.backend == searchd_server::qdrant::BackendKind::Qdrant {
+        return crate::demo_qdrant::demo_qdrant(a);
+    }
     if a.text {
         return crate::demo_text::demo_text(a);
     }
     let started = Instant::now();
-    if a.n < 100 || a.dim == 0 || a.queries == 0 {
+    let n = a.n();
+    if n < 100 || a.dim == 0 || a.queries == 0 {
         return Err(CliError::Input(
             "--n must be at least 100, --dim and --queries at least 1".into(),
         ));
     }
     std::fs::create_dir_all(&a.dir).map_err(|e| dir_err(&a.dir, e))?;
     let stamp = DataStamp {
-        n: a.n,
+        n,
         dim: a.dim,
         queries: a.queries,
         seed: a.seed,
@@ -123,13 +153,13 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
         let _ = std::fs::remove_file(&stamp_path);
         step(&format!(
             "1/6 synthetic data: {} x {} base, {} queries (seed {})",
-            a.n, a.dim, a.queries, a.seed
+            n, a.dim, a.queries, a.seed
         ));
         let data =
-            crate::commands::synth_files(a.n, a.dim, a.queries, a.seed, &base_path, &queries_path)?;
+            crate::commands::synth_files(n, a.dim, a.queries, a.seed, &base_path, &queries_path)?;
 
         step("2/6 exact ground truth (top 100, all cores)");
-        let k = 100.min(a.n);
+        let k = 100.min(n);
         let pb = bar(a.queries as u64, "gt");
         let t = Instant::now();
         let truth = exact::knn(Metric::Cosine, &data.base, &data.queries, a.dim, k, &|d| {
@@ -142,7 +172,7 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
             .flat_map(|r| r.iter().map(|n| n.id as i32))
             .collect();
         searchd_vecio::write_ids(&gt_path, &ids, a.queries, k)?;
-        crate::commands::write_gt_meta(&gt_path, Metric::Cosine, k, a.queries, a.n, a.dim)?;
+        crate::commands::write_gt_meta(&gt_path, Metric::Cosine, k, a.queries, n, a.dim)?;
 
         step(&format!(
             "3/6 HNSW build (M=16, ef_construction={}, all cores)",
@@ -160,7 +190,7 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
             force: true,
             ..BuildConfig::default()
         };
-        let pb = bar(a.n as u64, "build");
+        let pb = bar(n as u64, "build");
         let r = build_index(&index_path, &data.base, a.dim, &cfg, &|d, _| {
             pb.set_position(d)
         })?;

@@ -160,7 +160,7 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
         Some(dir) => Some(ModelAdapter::load(dir, 0, None)?),
         None => None,
     };
-    let n = a.n;
+    let n = a.n();
     let dim = model.as_ref().map_or(a.dim, |m| m.0.dim());
     if n < 100 || a.queries == 0 {
         return Err(CliError::Input(

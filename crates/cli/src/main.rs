@@ -4,6 +4,7 @@
 mod bench_memory;
 mod commands;
 mod demo;
+mod demo_qdrant;
 mod demo_text;
 mod qdrant_ingest;
 mod quality;

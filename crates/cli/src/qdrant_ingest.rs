@@ -181,7 +181,7 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         r.indexed_vectors,
         r.points_in_collection,
         if r.below_indexing_threshold {
-            ", below Qdrant's indexing threshold: searched exactly"
+            "; the rest in segments below Qdrant's indexing threshold, searched exactly"
         } else {
             ""
         },

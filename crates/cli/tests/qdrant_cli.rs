@@ -213,3 +213,79 @@ fn ingest_to_qdrant_then_serve_in_front_of_it() {
     srv.kill().unwrap();
     srv.wait().unwrap();
 }
+
+#[test]
+fn demo_on_qdrant_runs_end_to_end_or_exits_2_without_a_binary() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("demo");
+    let args = [
+        "demo",
+        "--backend",
+        "qdrant",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--n",
+        "3000",
+        "--dim",
+        "32",
+        "--queries",
+        "100",
+        "--ramp",
+        "1,2",
+        "--warmup",
+        "200ms",
+        "--duration",
+        "400ms",
+    ];
+    // No binary: a clear usage error, exit 2.
+    let o = Command::new(bin())
+        .args(args)
+        .env("SEARCHD_LOG", "warn")
+        .env("QDRANT_BIN", d.path().join("no-such-qdrant"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("QDRANT_BIN"), "{err}");
+
+    let Some(qbin) = find_binary() else {
+        println!("skipped: no Qdrant binary (set QDRANT_BIN or put it at ../shared/qdrant/qdrant)");
+        return;
+    };
+    let child = Command::new(bin())
+        .args(args)
+        .env("SEARCHD_LOG", "warn")
+        .env("QDRANT_BIN", &qbin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("sustainable") && out.contains("passes the 0.9 gate"),
+        "{out}"
+    );
+    assert!(err.contains("upload into Qdrant"), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("qdrant/report.json")).unwrap())
+            .unwrap();
+    assert_eq!(doc["schema"], "searchd.demo.v1");
+    assert_eq!(doc["backend"]["kind"], "qdrant");
+    assert_eq!(doc["backend"]["ingest"]["points_in_collection"], 3000);
+    for s in doc["steps"].as_array().unwrap() {
+        assert!(s["ok"].as_u64().unwrap() > 0, "{s}");
+        assert_eq!(s["error_rate"].as_f64().unwrap(), 0.0, "{s}");
+        assert!(s["recall_at_k"].as_f64().unwrap() >= 0.9, "{s}");
+    }
+    assert!(dir.join("qdrant/report.html").is_file());
+    // The node was stopped and its directory removed.
+    assert!(!std::env::temp_dir()
+        .join(format!("searchd-demo-qdrant-{pid}"))
+        .exists());
+}

@@ -1,7 +1,9 @@
 //! The Qdrant backend against a real Qdrant (no mocks): the same requests to searchd's
 //! local engine and to searchd over Qdrant on the same seeded documents must give the same
-//! answers (exact search on both sides), ingest create/append/recreate, and the error
-//! mapping when Qdrant stops and comes back.
+//! answers (exact search on both sides), before and after the same writes (upserts with
+//! integer and string ids, replacements, deletes by id and by filter), ingest
+//! create/append/recreate, writes not waited for becoming visible through the response
+//! cache, and the error mapping (reads and writes) when Qdrant stops and comes back.
 //!
 //! The binary comes from `QDRANT_BIN` or the workplace's `shared/qdrant/qdrant`; where
 //! neither exists the tests print `skipped:` and pass.
@@ -409,6 +411,25 @@ async fn a_stopped_qdrant_is_503_and_recovers() {
     );
     let (st, _) = post(&format!("{}/collections/a/count", s.url), &json!({})).await;
     assert_eq!(st, 503);
+    // Writes too: 503 at once (well within the write timeout), not a hang.
+    let upsert = format!("{}/collections/a/docs", s.url);
+    let write = json!({"docs": new_docs(5, &[json!(7000)]), "wait": true});
+    let t = Instant::now();
+    let (st, v) = post(&upsert, &write).await;
+    assert_eq!(st, 503, "{v}");
+    let (st, v) = post(
+        &format!("{}/collections/a/delete", s.url),
+        &json!({"ids": [1], "wait": true}),
+    )
+    .await;
+    assert_eq!(st, 503, "{v}");
+    let (st, v) = post(
+        &format!("{}/collections/a/delete", s.url),
+        &json!({"filter": {"term": {"active": true}}}),
+    )
+    .await;
+    assert_eq!(st, 503, "{v}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     wait_status(&format!("{}/ready", s.url), 503).await;
     q.restart(Duration::from_secs(60)).unwrap();
     wait_status(&format!("{}/ready", s.url), 200).await;
@@ -425,6 +446,23 @@ async fn a_stopped_qdrant_is_503_and_recovers() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The write refused while Qdrant was down goes through now (each channel reconnects
+    // on its first call).
+    let t = Instant::now();
+    loop {
+        let (st, v) = post(&upsert, &write).await;
+        if st == 200 {
+            assert_eq!(v["status"], json!("applied"), "{v}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "writes never recovered: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (st, v) = post(&format!("{}/collections/a/count", s.url), &json!({})).await;
+    assert_eq!((st, v["count"].clone()), (200, json!(101)), "{v}");
     s.stop().await.unwrap();
 }
 
@@ -460,4 +498,315 @@ async fn an_unreachable_qdrant_or_a_bad_collection_stops_the_server() {
     let s = TestServer::start_unready(c).await;
     let e = s.join().await.unwrap_err().to_string();
     assert!(e.contains("8") && e.contains("16"), "{e}");
+}
+
+/// Seeded documents to write: `{"id", "vector", "fields"}` with the fields of
+/// [`write_docs`] (brand, price, stock, tags, active, created).
+fn new_docs(seed: u64, ids: &[Value]) -> Vec<Value> {
+    let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    ids.iter()
+        .map(|id| {
+            let mut v: Vec<f32> = (0..DIM).map(|_| r.random::<f32>() - 0.5).collect();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= n);
+            let fields = json!({
+                "brand": format!("b{}", r.random_range(0..4u32)),
+                "price": (r.random::<f64>() * 50.0).round() / 2.0,
+                "stock": r.random_range(0..100i64),
+                "tags": [format!("t{}", r.random_range(0..8u32))],
+                "active": r.random::<f64>() < 0.5,
+                "created": rfc3339(r.random_range(0..100i64)),
+            });
+            json!({"id": id, "vector": v, "fields": fields})
+        })
+        .collect()
+}
+
+async fn delete(url: &str) -> (u16, Value) {
+    let r = client().delete(url).send().await.unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn get_text(url: &str) -> (u16, String) {
+    let r = client().get(url).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The parts of a write receipt both backends agree on (not `seq` or `took_ms`).
+fn receipt(v: &Value) -> Value {
+    json!({"status": v["status"], "upserted": v["upserted"], "deleted": v["deleted"],
+           "not_found": v["not_found"]})
+}
+
+/// The same searches (every filter) and counts on both servers give the same answers.
+async fn compare(label: &str, local: &str, remote: &str, probes: &[Vec<f32>]) {
+    let (ls, rs) = (
+        format!("{local}/collections/w/search"),
+        format!("{remote}/collections/w/search"),
+    );
+    for (i, v) in probes.iter().enumerate() {
+        for f in filters() {
+            let body = json!({"vector": v, "k": 8, "filter": f, "fields": true});
+            let (a, av) = post(&ls, &body).await;
+            let (b, bv) = post(&rs, &body).await;
+            assert_eq!((a, b), (200, 200), "{label} {body}: {av} / {bv}");
+            assert_eq!(ids(&av), ids(&bv), "{label} probe {i} {f}");
+            for (x, y) in av["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(bv["hits"].as_array().unwrap())
+            {
+                let (sx, sy) = (x["score"].as_f64().unwrap(), y["score"].as_f64().unwrap());
+                assert!((sx - sy).abs() < 1e-4, "{label} {f}: {sx} vs {sy}");
+                assert_eq!(x["fields"], y["fields"], "{label} {f}");
+            }
+        }
+    }
+    let (lc, rc) = (
+        format!("{local}/collections/w/count"),
+        format!("{remote}/collections/w/count"),
+    );
+    for f in filters() {
+        let (_, av) = post(&lc, &json!({"filter": f})).await;
+        let (_, bv) = post(&rc, &json!({"filter": f})).await;
+        assert_eq!(av["count"], bv["count"], "{label} count {f}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_qdrant_answer_as_the_local_backend() {
+    let Some((q, dir)) = qdrant_or_skip("writes_through_qdrant_answer_as_the_local_backend") else {
+        return;
+    };
+    let (coll, vecs) = make_collection(dir.path(), "w", 11, 0..300);
+    upload(&q, "w", &coll, Existing::Refuse).await.unwrap();
+    let local = TestServer::start(local_config(&coll, "w")).await;
+    let remote = TestServer::start(qdrant_config(&q, "w")).await;
+    let both = |route: &str| {
+        [
+            format!("{}/collections/w/{route}", local.url),
+            format!("{}/collections/w/{route}", remote.url),
+        ]
+    };
+    let [lw, rw] = both("docs");
+    let [ld, rd] = both("delete");
+
+    // 1. Inserts (integer and string ids) and replacements, waited for.
+    let mut ids1: Vec<Value> = (1000..1020).map(|i| json!(i)).collect();
+    ids1.extend((0..5).map(|i| json!(i)));
+    ids1.extend(["s-0", "s-1", "s-2"].map(|s| json!(s)));
+    let docs1 = new_docs(21, &ids1);
+    let body = json!({"docs": docs1, "wait": true});
+    let (a, av) = post(&lw, &body).await;
+    let (b, bv) = post(&rw, &body).await;
+    assert_eq!((a, b), (200, 200), "{av} / {bv}");
+    assert_eq!(receipt(&av), receipt(&bv));
+    assert_eq!(
+        (bv["status"].clone(), bv["upserted"].clone()),
+        (json!("applied"), json!(28))
+    );
+    assert!(bv["seq"].as_u64().is_some_and(|s| s > 0), "{bv}");
+    let probe = |d: &Value| -> Vec<f32> {
+        d["vector"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    let mut probes: Vec<Vec<f32>> = docs1.iter().step_by(4).map(probe).collect();
+    probes.push(vecs[7].clone());
+    compare("after upserts", &local.url, &remote.url, &probes).await;
+    // The new documents are found first by their own vectors, and read back byte for byte.
+    let [ls, rs] = both("search");
+    for d in [&docs1[0], &docs1[22], &docs1[26]] {
+        let (_, v) = post(&rs, &json!({"vector": probe(d), "k": 1})).await;
+        assert_eq!(ids(&v), vec![d["id"].clone()], "{v}");
+    }
+    for id in ["1000", "3", "s-1", "7"] {
+        let (a, at) = get_text(&format!("{}/collections/w/docs/{id}", local.url)).await;
+        let (b, bt) = get_text(&format!("{}/collections/w/docs/{id}", remote.url)).await;
+        assert_eq!((a, b), (200, 200), "{id}: {at} / {bt}");
+        assert_eq!(at, bt, "{id}");
+    }
+
+    // 2. Replacing by id again (a string and an integer id) keeps one document each.
+    let docs2 = new_docs(22, &[json!("s-1"), json!(1000)]);
+    let body = json!({"docs": docs2, "wait": true});
+    let (a, av) = post(&lw, &body).await;
+    let (b, bv) = post(&rw, &body).await;
+    assert_eq!((a, b), (200, 200), "{av} / {bv}");
+    let (_, c) = post(&both("count")[1], &json!({})).await;
+    assert_eq!(c["count"], json!(300 + 20 + 3), "{c}");
+    for d in &docs2 {
+        let (_, v) = post(
+            &rs,
+            &json!({"vector": probe(d), "k": 1, "fields": ["brand"]}),
+        )
+        .await;
+        assert_eq!(ids(&v), vec![d["id"].clone()], "{v}");
+        assert_eq!(v["hits"][0]["fields"]["brand"], d["fields"]["brand"]);
+    }
+    probes.extend(docs2.iter().map(probe));
+    compare("after replacements", &local.url, &remote.url, &probes).await;
+
+    // 3. Deletes by id: missing ids are reported, not errors.
+    let body = json!({"ids": [1, 2, 1000, 99999, "s-0", "nope"], "wait": true});
+    let (a, av) = post(&ld, &body).await;
+    let (b, bv) = post(&rd, &body).await;
+    assert_eq!((a, b), (200, 200), "{av} / {bv}");
+    assert_eq!(receipt(&av), receipt(&bv));
+    assert_eq!(bv["deleted"], json!(4), "{bv}");
+    assert_eq!(bv["not_found"], json!([99999, "nope"]), "{bv}");
+    let body = json!({"ids": [123456], "wait": true});
+    let (_, bv) = post(&rd, &body).await;
+    assert_eq!(
+        (bv["deleted"].clone(), bv["not_found"].clone()),
+        (json!(0), json!([123456]))
+    );
+    // One document by its path (an integer id and a string id).
+    for id in ["3", "s-2", "777777"] {
+        let (a, av) = delete(&format!("{}/collections/w/docs/{id}?wait=true", local.url)).await;
+        let (b, bv) = delete(&format!("{}/collections/w/docs/{id}?wait=true", remote.url)).await;
+        assert_eq!((a, b), (200, 200), "{id}: {av} / {bv}");
+        assert_eq!(receipt(&av), receipt(&bv), "{id}");
+    }
+    for id in ["1", "1000", "s-0", "3", "s-2"] {
+        let (b, bt) = get_text(&format!("{}/collections/w/docs/{id}", remote.url)).await;
+        assert_eq!(b, 404, "{id}: {bt}");
+    }
+    compare("after deletes by id", &local.url, &remote.url, &probes).await;
+
+    // 4. Deletes by filter.
+    for f in [
+        json!({"term": {"brand": "b1"}}),
+        json!({"bool": {"filter": [{"range": {"price": {"lt": 5}}}, {"term": {"active": true}}]}}),
+        json!({"term": {"brand": "no-such-brand"}}),
+    ] {
+        let body = json!({"filter": f, "wait": true});
+        let (a, av) = post(&ld, &body).await;
+        let (b, bv) = post(&rd, &body).await;
+        assert_eq!((a, b), (200, 200), "{f}: {av} / {bv}");
+        assert_eq!(receipt(&av), receipt(&bv), "{f}");
+        let (_, c) = post(&both("count")[1], &json!({"filter": f})).await;
+        assert_eq!(c["count"], json!(0), "{f}");
+    }
+    compare("after deletes by filter", &local.url, &remote.url, &probes).await;
+    let (_, a) = post(&ls, &json!({"vector": vecs[9], "k": 3})).await;
+    let (_, b) = post(&rs, &json!({"vector": vecs[9], "k": 3})).await;
+    assert_eq!(ids(&a), ids(&b));
+
+    // 5. A field the mapping does not have is kept in the document, not filterable.
+    let mut d = new_docs(23, &[json!(5000)]);
+    d[0]["fields"]["color"] = json!("red");
+    let (b, bv) = post(&rw, &json!({"docs": d, "wait": true})).await;
+    assert_eq!(b, 200, "{bv}");
+    let (_, bt) = get_text(&format!("{}/collections/w/docs/5000", remote.url)).await;
+    assert!(bt.contains("\"color\":\"red\""), "{bt}");
+    let (b, bv) = post(
+        &rs,
+        &json!({"vector": vecs[0], "filter": {"term": {"color": "red"}}}),
+    )
+    .await;
+    assert_eq!(b, 400, "{bv}");
+    assert!(
+        bv["error"]["message"].as_str().unwrap().contains("color"),
+        "{bv}"
+    );
+
+    // 6. Bad writes: 400s that name the problem; nothing is written.
+    let good = new_docs(24, &[json!(6000)]);
+    let mut wrong_type = good.clone();
+    wrong_type[0]["fields"]["price"] = json!("cheap");
+    let mut wrong_dim = good.clone();
+    wrong_dim[0]["vector"] = json!([1.0, 2.0]);
+    let mut not_finite = good.clone();
+    not_finite[0]["vector"][3] = json!(1e39);
+    let mut no_id = good.clone();
+    no_id[0].as_object_mut().unwrap().remove("id");
+    for (docs, says) in [
+        (json!(wrong_type), "price"),
+        (json!(wrong_dim), "dimensions"),
+        (json!(not_finite), "finite"),
+        (json!(no_id), "id"),
+        (json!([{"id": 6000}]), "vector"),
+    ] {
+        let (b, bv) = post(&rw, &json!({"docs": docs, "wait": true})).await;
+        assert_eq!(b, 400, "{docs}: {bv}");
+        assert!(
+            bv["error"]["message"].as_str().unwrap().contains(says),
+            "{says}: {bv}"
+        );
+    }
+    let (b, _) = post(&rd, &json!({"filter": {"term": {"nope": 1}}})).await;
+    assert_eq!(b, 400);
+    let (b, _) = post(&rd, &json!({"ids": [-1]})).await;
+    assert_eq!(b, 400);
+    let (b, _) = get_text(&format!("{}/collections/w/docs/6000", remote.url)).await;
+    assert_eq!(b, 404);
+    local.stop().await.unwrap();
+    remote.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_not_waited_for_become_visible_through_the_cache() {
+    let Some((q, dir)) = qdrant_or_skip("writes_not_waited_for_become_visible_through_the_cache")
+    else {
+        return;
+    };
+    let (coll, _) = make_collection(dir.path(), "nw", 12, 0..100);
+    upload(&q, "nw", &coll, Existing::Refuse).await.unwrap();
+    let mut c = qdrant_config(&q, "nw");
+    // A long time to live: only the backend's version can make the cache drop a reply.
+    c.cache = Some((1 << 20, Duration::from_secs(600)));
+    let s = TestServer::start(c).await;
+    let count = format!("{}/collections/nw/count", s.url);
+    let filter = json!({"filter": {"range": {"stock": {"gte": 0}}}});
+    let (_, v) = post(&count, &filter).await;
+    let before = v["count"].as_u64().unwrap();
+    let (_, v) = post(&count, &filter).await;
+    assert_eq!(v["count"].as_u64(), Some(before));
+    // A batch large enough that Qdrant takes a while to apply it, so counts land in the
+    // window between the acknowledgement and the apply (and get cached there).
+    let ids: Vec<Value> = (500..8500).map(|i| json!(i)).collect();
+    let (st, v) = post(
+        &format!("{}/collections/nw/docs", s.url),
+        &json!({"docs": new_docs(31, &ids), "wait": false}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["upserted"], json!(8000));
+    // Acknowledged at once; visible (through the cache) once Qdrant applies it.
+    let t = Instant::now();
+    loop {
+        let (_, v) = post(&count, &filter).await;
+        if v["count"].as_u64() == Some(before + 8000) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the write never became visible: {v}"
+        );
+    }
+    let (st, v) = post(
+        &format!("{}/collections/nw/delete", s.url),
+        &json!({"ids": [500, 501], "wait": false}),
+    )
+    .await;
+    assert_eq!((st, v["deleted"].clone()), (200, json!(2)), "{v}");
+    let t = Instant::now();
+    loop {
+        let (_, v) = post(&count, &filter).await;
+        if v["count"].as_u64() == Some(before + 7998) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the delete never became visible: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.stop().await.unwrap();
 }

@@ -129,14 +129,16 @@ impl Default for IngestOptions {
 pub struct IngestReport {
     pub points: u64,
     pub upload_s: f64,
-    /// From the last upsert to green with every vector indexed.
+    /// From the last upsert to green with every vector indexed (but for segments below the
+    /// indexing threshold).
     pub index_wait_s: f64,
     pub total_s: f64,
     pub retries: u64,
     pub points_in_collection: u64,
     pub indexed_vectors: u64,
-    /// The collection is small enough that Qdrant keeps it unindexed (exact search) under
-    /// its indexing threshold; "fully indexed" then means green.
+    /// Some vectors (`points_in_collection - indexed_vectors`) are in segments below Qdrant's
+    /// indexing threshold, which Qdrant keeps unindexed and searches exactly; "fully indexed"
+    /// then means green with only such segments left.
     pub below_indexing_threshold: bool,
 }
 
@@ -200,6 +202,29 @@ pub fn payload_of(id: &DocId, source: &[u8], schema: &Schema) -> HashMap<String,
     p
 }
 
+/// The point of one document as `searchd ingest --to qdrant://` writes it (and the Qdrant
+/// backend's upserts): [`point_id`], the vector, [`payload_of`].
+pub fn point_of(id: &DocId, vector: Vec<f32>, source: &[u8], schema: &Schema) -> PointStruct {
+    PointStruct {
+        id: Some(point_id(id)),
+        payload: payload_of(id, source, schema),
+        vectors: Some(vector.into()),
+    }
+}
+
+/// What a new Qdrant collection is made of (and what an append must match).
+#[derive(Debug, Clone)]
+pub struct CollectionSpec {
+    pub dim: usize,
+    pub metric: Metric,
+    pub schema: Schema,
+    pub model: Option<searchd_collection::ModelRecord>,
+    pub text_field: Option<String>,
+}
+
+/// Makes the points of rows `from..to` of an upload.
+pub type PointSource = Arc<dyn Fn(u64, u64) -> Result<Vec<PointStruct>, String> + Send + Sync>;
+
 fn transient(s: &tonic::Status) -> bool {
     use tonic::Code as C;
     matches!(
@@ -238,13 +263,69 @@ pub(crate) async fn connect(url: &str) -> Result<Channel, String> {
 
 /// Upload `coll` into the Qdrant collection `name` at `url`; `progress` gets the number of
 /// points uploaded so far.
-// `on_disk` and `always_ram` are deprecated in the 1.20 protocol in favour of `memory`, which
-// Qdrant 1.18 servers do not know yet; the old fields are what 1.18 reads.
-#[allow(deprecated)]
 pub async fn ingest_collection(
     url: &str,
     name: &str,
     coll: Arc<Collection>,
+    opts: &IngestOptions,
+    progress: Arc<dyn Fn(u64) + Send + Sync>,
+) -> Result<IngestReport, String> {
+    let spec = CollectionSpec {
+        dim: coll.dim(),
+        metric: coll.metric(),
+        schema: coll.schema().clone(),
+        model: coll.model().cloned(),
+        text_field: coll.manifest().and_then(|m| m.text_field.clone()),
+    };
+    // Every row of every segment, in order.
+    let rows: Vec<DocRef> = coll
+        .segments()
+        .iter()
+        .enumerate()
+        .flat_map(|(s, seg)| {
+            (0..seg.len() as u64).map(move |row| DocRef {
+                segment: s as u32,
+                row,
+            })
+        })
+        .collect();
+    let total = rows.len() as u64;
+    let schema = spec.schema.clone();
+    let source: PointSource = Arc::new(move |from, to| {
+        let mut pts = Vec::with_capacity((to - from) as usize);
+        for r in &rows[from as usize..to as usize] {
+            let id = coll
+                .doc_id(*r)
+                .cloned()
+                .ok_or_else(|| format!("row {r:?} has no id"))?;
+            let v = coll
+                .vector(*r)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("document {id} has no stored vector"))?
+                .into_owned();
+            let src = coll
+                .source(*r)
+                .map_err(|e| e.to_string())?
+                .unwrap_or_else(|| b"{}".to_vec());
+            pts.push(point_of(&id, v, &src, &schema));
+        }
+        Ok(pts)
+    });
+    ingest_points(url, name, &spec, total, source, opts, progress).await
+}
+
+/// Upload `total` points made by `source` into the Qdrant collection `name` at `url`
+/// (created per `opts.existing` from `spec`), then wait for green and fully indexed;
+/// `progress` gets the number of points uploaded so far.
+// `on_disk` and `always_ram` are deprecated in the 1.20 protocol in favour of `memory`, which
+// Qdrant 1.18 servers do not know yet; the old fields are what 1.18 reads.
+#[allow(deprecated)]
+pub async fn ingest_points(
+    url: &str,
+    name: &str,
+    spec: &CollectionSpec,
+    total: u64,
+    source: PointSource,
     opts: &IngestOptions,
     progress: Arc<dyn Fn(u64) + Send + Sync>,
 ) -> Result<IngestReport, String> {
@@ -260,9 +341,9 @@ pub async fn ingest_collection(
         .into_inner()
         .result
         .is_some_and(|r| r.exists);
-    let dim = coll.dim();
-    let distance = distance_of(coll.metric());
-    let schema = coll.schema().clone();
+    let dim = spec.dim;
+    let distance = distance_of(spec.metric);
+    let schema = spec.schema.clone();
     let mut create = true;
     if exists {
         match opts.existing {
@@ -298,7 +379,7 @@ pub async fn ingest_collection(
                         distance.as_str_name()
                     ));
                 }
-                if let (Some(theirs), Some(ours)) = (read_meta(&info).and_then(|m| m.model), coll.model()) {
+                if let (Some(theirs), Some(ours)) = (read_meta(&info).and_then(|m| m.model), spec.model.as_ref()) {
                     if theirs.checksum != ours.checksum {
                         return Err(format!(
                             "cannot append: Qdrant collection {name} was embedded with model {} ({}), these documents with {} ({})",
@@ -313,12 +394,9 @@ pub async fn ingest_collection(
     if create {
         let meta = SearchdMeta {
             mapping: Some(schema.clone()),
-            model: coll.model().cloned(),
-            metric: Some(metric_name(coll.metric()).to_string()),
-            text_field: opts
-                .text_field
-                .clone()
-                .or_else(|| coll.manifest().and_then(|m| m.text_field.clone())),
+            model: spec.model.clone(),
+            metric: Some(metric_name(spec.metric).to_string()),
+            text_field: opts.text_field.clone().or_else(|| spec.text_field.clone()),
         };
         let quantization = match opts.quantization {
             Quantization::None => None,
@@ -404,34 +482,19 @@ pub async fn ingest_collection(
     }
 
     // Upload: `parallel` tasks, each taking the next batch of rows.
-    let rows: Vec<DocRef> = coll
-        .segments()
-        .iter()
-        .enumerate()
-        .flat_map(|(s, seg)| {
-            (0..seg.len() as u64).map(move |row| DocRef {
-                segment: s as u32,
-                row,
-            })
-        })
-        .collect();
-    let total = rows.len() as u64;
-    let rows = Arc::new(rows);
     let next = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
     let retried = Arc::new(AtomicU64::new(0));
     let batch = opts.batch.max(1) as u64;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..opts.parallel.max(1) {
-        let (rows, next, done, retried, coll, ch, progress, schema) = (
-            rows.clone(),
+        let (next, done, retried, source, ch, progress) = (
             next.clone(),
             done.clone(),
             retried.clone(),
-            coll.clone(),
+            source.clone(),
             ch.clone(),
             progress.clone(),
-            schema.clone(),
         );
         let name = name.to_string();
         let retries = opts.retries;
@@ -443,27 +506,7 @@ pub async fn ingest_collection(
                     return Ok::<(), String>(());
                 }
                 let to = (from + batch).min(total);
-                let mut pts = Vec::with_capacity((to - from) as usize);
-                for r in &rows[from as usize..to as usize] {
-                    let id = coll
-                        .doc_id(*r)
-                        .cloned()
-                        .ok_or_else(|| format!("row {r:?} has no id"))?;
-                    let v = coll
-                        .vector(*r)
-                        .map_err(|e| e.to_string())?
-                        .ok_or_else(|| format!("document {id} has no stored vector"))?
-                        .into_owned();
-                    let src = coll
-                        .source(*r)
-                        .map_err(|e| e.to_string())?
-                        .unwrap_or_else(|| b"{}".to_vec());
-                    pts.push(PointStruct {
-                        id: Some(point_id(&id)),
-                        payload: payload_of(&id, &src, &schema),
-                        vectors: Some(v.into()),
-                    });
-                }
+                let pts = source(from, to)?;
                 let n = pts.len() as u64;
                 let mut attempt = 0;
                 loop {
@@ -498,8 +541,12 @@ pub async fn ingest_collection(
     }
     let uploaded = Instant::now();
 
-    // Wait for green with every vector indexed.
-    let (points_in, indexed, below) = loop {
+    // Wait for green with every vector indexed, but for segments below Qdrant's indexing
+    // threshold: Qdrant leaves those unindexed (it searches them exactly), so once green the
+    // vectors left unindexed must fit in such segments. Green three polls in a row, so a
+    // green seen before the optimizer picked the upload up does not end the wait.
+    let mut streak = 0;
+    let (points_in, indexed) = loop {
         let info = colls
             .get(GetCollectionInfoRequest {
                 collection_name: name.to_string(),
@@ -517,10 +564,16 @@ pub async fn ingest_collection(
             .and_then(|c| c.optimizer_config.as_ref())
             .and_then(|o| o.indexing_threshold)
             .unwrap_or(10_000);
-        let below = (pts * dim as u64 * 4) / 1024 < threshold_kb;
+        let unindexed_kb = pts.saturating_sub(idx) * dim as u64 * 4 / 1024;
+        let small = unindexed_kb < threshold_kb * info.segments_count.max(1);
         let green = info.status == CollectionStatus::Green as i32;
-        if green && (idx >= pts || below) {
-            break (pts, idx, below);
+        if green && (idx >= pts || small) {
+            streak += 1;
+            if streak >= 3 {
+                break (pts, idx);
+            }
+        } else {
+            streak = 0;
         }
         if uploaded.elapsed() > opts.wait_timeout {
             return Err(format!(
@@ -531,6 +584,7 @@ pub async fn ingest_collection(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let below = indexed < points_in;
     Ok(IngestReport {
         points: total,
         upload_s: (uploaded - started).as_secs_f64(),

@@ -40,7 +40,7 @@ pub struct LocalQdrant {
 
 impl LocalQdrant {
     /// Start a node with its storage under `dir` on free loopback ports and wait until its
-    /// `/readyz` answers 200 (up to `wait`).
+    /// `/readyz` answers 200 and its gRPC port accepts connections (up to `wait`).
     pub fn start(binary: &Path, dir: &Path, wait: Duration) -> Result<LocalQdrant, String> {
         let mut q = LocalQdrant {
             binary: binary.to_path_buf(),
@@ -98,7 +98,8 @@ impl LocalQdrant {
         self.child = Some(child);
         let t = Instant::now();
         loop {
-            if self.readyz() {
+            // REST can answer before the gRPC port listens: wait for both.
+            if self.readyz() && TcpStream::connect(("127.0.0.1", self.grpc_port)).is_ok() {
                 return Ok(());
             }
             if let Some(c) = self.child.as_mut() {

@@ -15,6 +15,16 @@
 //!   holds the mapping, the model record, the metric and the text field as JSON.
 //! - **Filters** are parsed against that mapping with searchd's own parser (same 400s, same
 //!   paths) and translated clause by clause ([`filter`]).
+//! - **Writes** (the write routes, [`crate::SearchBackend::write`]): documents are checked as a
+//!   local live collection checks them (vector length, finite, not all zero under cosine,
+//!   each mapped field's values convertible to its type; 400s naming document and field),
+//!   then written as one upsert in the layout above ([`admin::point_of`]); fields not in the
+//!   mapping stay in `_src` only (filters on them: 400 unknown field). Deletes by id retrieve
+//!   the ids first to report `not_found`; deletes by filter count the matches, then delete by
+//!   the translated filter. `wait` is Qdrant's `wait`; `seq` its operation id. The backend's
+//!   version changes with every write and again once a write not known to be visible is (a
+//!   `wait=true` no-op delete queued behind it), so the response cache never serves a reply
+//!   older than a write.
 //! - **Errors**: gRPC `InvalidArgument`/`FailedPrecondition` -> 400, `NotFound` -> 404,
 //!   `DeadlineExceeded` or the deadline passing on our side -> 504, `ResourceExhausted` ->
 //!   503 `overloaded`, `Unavailable` and any other failure -> 503 `not_ready`. While Qdrant
