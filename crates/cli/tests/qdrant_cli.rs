@@ -48,6 +48,25 @@ fn post(port: u16, path: &str, body: &serde_json::Value) -> (u16, serde_json::Va
     (status, serde_json::from_str(&body[start..end]).unwrap())
 }
 
+/// Whether `GET /ready` answers 200 (the port accepts before the collection is open).
+fn ready(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if write!(
+        s,
+        "GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_whitespace().nth(1) == Some("200")
+}
+
 fn vector(i: usize) -> Vec<f32> {
     let mut v: Vec<f32> = (0..DIM)
         .map(|d| {
@@ -152,10 +171,11 @@ fn ingest_to_qdrant_then_serve_in_front_of_it() {
         .spawn()
         .unwrap();
     let t = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    // Ready, not merely listening: searches before the collection is open get 503.
+    while !ready(port) {
         assert!(
             t.elapsed() < Duration::from_secs(60),
-            "server did not start"
+            "server did not become ready"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
