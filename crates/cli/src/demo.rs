@@ -100,11 +100,11 @@ struct DataStamp {
     ef_construction: usize,
 }
 
-fn step(msg: &str) {
+pub(crate) fn step(msg: &str) {
     eprintln!("==> {msg}");
 }
 
-fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
+pub(crate) fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
     CliError::Input(format!("{}: {e}", p.display()))
 }
 
@@ -255,55 +255,13 @@ pub fn demo(a: &DemoArgs) -> CmdResult {
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("cannot start the runtime: {e}")))?;
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .map_err(|e| CliError::Failed(format!("cannot bind a loopback port: {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| CliError::Failed(e.to_string()))?;
     let mut scfg =
         searchd_server::ServerConfig::new(searchd_server::IndexSource::Loaded(index.clone()));
     scfg.queries = Some(searchd_server::QuerySource::Loaded(Arc::new(queries)));
     scfg.ef = a.ef;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(searchd_server::serve(scfg, listener, async move {
-        let _ = stop_rx.await;
-    }));
-    let url = format!("http://{addr}");
-    wait_ready(addr, Duration::from_secs(120))?;
-    eprintln!("    listening on {url}, ready");
-
-    step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
-    let gt_arg = gt_path.to_string_lossy().into_owned();
+    let report = serve_and_ramp(&rt, scfg, a, &gt_path, "")?;
     let json_path = a.dir.join("report.json");
     let html_path = a.dir.join("report.html");
-    let slo = a.slo_p99_ms.to_string();
-    let nq = a.queries.to_string();
-    let load_args = searchd_load::LoadArgs::try_parse_from([
-        "--url",
-        url.as_str(),
-        "--ramp",
-        a.ramp.as_str(),
-        "--warmup",
-        a.warmup.as_str(),
-        "--duration",
-        a.duration.as_str(),
-        "--slo-p99-ms",
-        slo.as_str(),
-        "--queries",
-        nq.as_str(),
-        "--gt",
-        gt_arg.as_str(),
-    ])
-    .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
-    let report = rt.block_on(searchd_load::run(&load_args));
-    let _ = stop_tx.send(());
-    let _ = rt.block_on(server);
-    let report = report.map_err(|e| CliError::Failed(e.to_string()))?;
-
-    println!();
-    searchd_load::print_table(&report, &mut std::io::stdout().lock())
-        .map_err(|e| CliError::Failed(e.to_string()))?;
     let mut doc = serde_json::to_value(&report).expect("report serialises");
     doc["schema"] = "searchd.demo.v1".into();
     doc["load_schema"] = searchd_load::SCHEMA.into();
@@ -371,6 +329,62 @@ fn eval_html(
         "Recall@10 against QPS (in process)",
     )?);
     Ok(s)
+}
+
+/// Steps 5 and 6 of a demo: serve `scfg` on a free loopback port in this process (on `rt`),
+/// wait for `/ready`, ramp with the demo's load settings against the ground truth in
+/// `gt_path`, stop the server and print the table. `about` ends the "listening" line.
+pub(crate) fn serve_and_ramp(
+    rt: &tokio::runtime::Runtime,
+    scfg: searchd_server::ServerConfig,
+    a: &DemoArgs,
+    gt_path: &Path,
+    about: &str,
+) -> Result<searchd_load::Report, CliError> {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .map_err(|e| CliError::Failed(format!("cannot bind a loopback port: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(searchd_server::serve(scfg, listener, async move {
+        let _ = stop_rx.await;
+    }));
+    let url = format!("http://{addr}");
+    wait_ready(addr, Duration::from_secs(120))?;
+    eprintln!("    listening on {url}, ready{about}");
+
+    step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
+    let gt_arg = gt_path.to_string_lossy().into_owned();
+    let slo = a.slo_p99_ms.to_string();
+    let nq = a.queries.to_string();
+    let load_args = searchd_load::LoadArgs::try_parse_from([
+        "--url",
+        url.as_str(),
+        "--ramp",
+        a.ramp.as_str(),
+        "--warmup",
+        a.warmup.as_str(),
+        "--duration",
+        a.duration.as_str(),
+        "--slo-p99-ms",
+        slo.as_str(),
+        "--queries",
+        nq.as_str(),
+        "--gt",
+        gt_arg.as_str(),
+    ])
+    .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
+    let report = rt.block_on(searchd_load::run(&load_args));
+    let _ = stop_tx.send(());
+    let _ = rt.block_on(server);
+    let report = report.map_err(|e| CliError::Failed(e.to_string()))?;
+
+    println!();
+    searchd_load::print_table(&report, &mut std::io::stdout().lock())
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    Ok(report)
 }
 
 /// Poll `GET /ready` until the in-process server answers 200 (it opens the index after it

@@ -18,7 +18,7 @@ use searchd_server::qdrant::local::{find_binary, LocalQdrant};
 use searchd_server::qdrant::QdrantTarget;
 
 use crate::commands::write_json;
-use crate::demo::{wait_ready, DemoArgs, RECALL_GATE};
+use crate::demo::{dir_err, serve_and_ramp, step, DemoArgs, RECALL_GATE};
 use crate::util::{bar, fmt_duration, summary, CliError, CmdResult};
 
 /// `--n` of `demo --backend qdrant` when not given: Qdrant builds its HNSW graph after the
@@ -27,14 +27,6 @@ pub const QDRANT_DEMO_N: usize = 20_000;
 
 /// Name of the demo's Qdrant collection.
 const NAME: &str = "demo";
-
-fn step(msg: &str) {
-    eprintln!("==> {msg}");
-}
-
-fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
-    CliError::Input(format!("{}: {e}", p.display()))
-}
 
 pub fn demo_qdrant(a: &DemoArgs) -> CmdResult {
     let started = Instant::now();
@@ -178,12 +170,6 @@ fn run_on(
     );
 
     step("5/6 server with --backend qdrant on a free loopback port, in this process");
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .map_err(|e| CliError::Failed(format!("cannot bind a loopback port: {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| CliError::Failed(e.to_string()))?;
     let queries = searchd_vecio::Vectors::from_vec(data.queries, a.queries, dim);
     let mut scfg = searchd_server::ServerConfig::new(searchd_server::IndexSource::Qdrant(
         QdrantTarget::new(&url, NAME),
@@ -191,45 +177,9 @@ fn run_on(
     scfg.name = Some(NAME.to_string());
     scfg.queries = Some(searchd_server::QuerySource::Loaded(Arc::new(queries)));
     scfg.ef = a.ef;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(searchd_server::serve(scfg, listener, async move {
-        let _ = stop_rx.await;
-    }));
-    let surl = format!("http://{addr}");
-    wait_ready(addr, Duration::from_secs(120))?;
-    eprintln!("    listening on {surl}, ready (Qdrant at {url})");
-
-    step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
-    let gt_arg = gt_path.to_string_lossy().into_owned();
+    let report = serve_and_ramp(&rt, scfg, a, gt_path, &format!(" (Qdrant at {url})"))?;
     let json_path = dir.join("report.json");
     let html_path = dir.join("report.html");
-    let slo = a.slo_p99_ms.to_string();
-    let nq = a.queries.to_string();
-    let load_args = searchd_load::LoadArgs::try_parse_from([
-        "--url",
-        surl.as_str(),
-        "--ramp",
-        a.ramp.as_str(),
-        "--warmup",
-        a.warmup.as_str(),
-        "--duration",
-        a.duration.as_str(),
-        "--slo-p99-ms",
-        slo.as_str(),
-        "--queries",
-        nq.as_str(),
-        "--gt",
-        gt_arg.as_str(),
-    ])
-    .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
-    let report = rt.block_on(searchd_load::run(&load_args));
-    let _ = stop_tx.send(());
-    let _ = rt.block_on(server);
-    let report = report.map_err(|e| CliError::Failed(e.to_string()))?;
-
-    println!();
-    searchd_load::print_table(&report, &mut std::io::stdout().lock())
-        .map_err(|e| CliError::Failed(e.to_string()))?;
     // Recall under load of the first step (every step asks the same queries of the same
     // collection): the recall gate of this demo.
     let recall = report.steps.iter().find_map(|s| s.recall_at_k);
