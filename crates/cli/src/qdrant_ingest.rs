@@ -41,11 +41,12 @@ pub struct QdrantIngestArgs {
     /// Qdrant: add the documents to an existing collection (same dimension, distance, model).
     #[arg(long, requires = "to")]
     pub append: bool,
-    /// Qdrant: points per upsert.
-    #[arg(long, default_value_t = 256, value_name = "N", requires = "to")]
+    /// Qdrant: points per upsert (the default is the best of a measured sweep, see
+    /// bench/results/qdrant-synth1m.md).
+    #[arg(long, default_value_t = admin::DEFAULT_UPLOAD_BATCH, value_name = "N", requires = "to")]
     pub upload_batch: usize,
     /// Qdrant: upserts in flight.
-    #[arg(long, default_value_t = 2, value_name = "N", requires = "to")]
+    #[arg(long, default_value_t = admin::DEFAULT_UPLOAD_PARALLEL, value_name = "N", requires = "to")]
     pub upload_parallel: usize,
     /// Qdrant: the optimizer's indexing_threshold in KB (default: Qdrant's, 10,000; segments
     /// below it are searched exactly and not HNSW-indexed).
@@ -54,6 +55,16 @@ pub struct QdrantIngestArgs {
     /// Qdrant: longest wait for the collection to be green with every vector indexed.
     #[arg(long, default_value_t = 3600, value_name = "S", requires = "to")]
     pub wait_timeout_s: u64,
+    /// Qdrant: upload with HNSW indexing switched off, then switch it on and let Qdrant build
+    /// each segment's graph once (its bulk-upload advice), instead of indexing while points
+    /// arrive.
+    #[arg(long, requires = "to")]
+    pub defer_indexing: bool,
+    /// Qdrant: return once every upsert is applied, without waiting for green and fully
+    /// indexed (the indexing goes on in Qdrant; searches meanwhile are slower and exact on
+    /// the unindexed segments).
+    #[arg(long, requires = "to")]
+    pub no_wait: bool,
 }
 
 fn input_or_io(e: String) -> CliError {
@@ -154,6 +165,8 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         retries: 5,
         wait_timeout: Duration::from_secs(q.wait_timeout_s),
         text_field: Some(a.text_field.clone()),
+        defer_indexing: q.defer_indexing,
+        wait_indexed: !q.no_wait,
     };
     let total = coll.len() as u64;
     let bar = util::bar(total, "upload");
@@ -172,7 +185,21 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         let _ = std::fs::remove_dir_all(s);
     }
     let r = report.map_err(input_or_io)?;
-    println!(
+    if !r.waited {
+        println!(
+            "uploaded {} documents into Qdrant collection {name} at {url} in {:.1}s ({} per upsert, {} in flight{}; {} retries; not waiting for green: {} of {} vectors indexed so far), {:.1}s in all",
+            r.points,
+            r.upload_s,
+            r.batch,
+            r.parallel,
+            if r.deferred_indexing { ", indexing deferred" } else { "" },
+            r.retries,
+            r.indexed_vectors,
+            r.points_in_collection,
+            started.elapsed().as_secs_f64()
+        );
+    } else {
+        println!(
         "uploaded {} documents into Qdrant collection {name} at {url} in {:.1}s (upload {:.1}s, then {:.1}s to green with {} of {} vectors indexed{}; {} retries), {:.1}s in all",
         r.points,
         r.upload_s + r.index_wait_s,
@@ -188,6 +215,7 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         r.retries,
         started.elapsed().as_secs_f64()
     );
+    }
     if let Some(path) = &a.json {
         let v = serde_json::json!({"schema": "searchd.qdrant_ingest.v1", "to": to, "report": r,
             "total_s": started.elapsed().as_secs_f64()});

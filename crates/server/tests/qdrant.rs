@@ -369,6 +369,80 @@ async fn ingest_refuses_existing_unless_recreate_or_append() {
     assert!(err.contains("dimensional"), "{err}");
 }
 
+/// The collection as Qdrant's REST API describes it.
+async fn collection_info(q: &LocalQdrant, name: &str) -> Value {
+    let r = client()
+        .get(format!("{}/collections/{name}", q.http_url()))
+        .send()
+        .await
+        .unwrap();
+    r.json::<Value>().await.unwrap()["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_indexing_builds_after_the_upload_and_restores_the_threshold() {
+    let Some((q, dir)) =
+        qdrant_or_skip("deferred_indexing_builds_after_the_upload_and_restores_the_threshold")
+    else {
+        return;
+    };
+    let (a, _) = make_collection(dir.path(), "a", 1, 0..400);
+    let (b, _) = make_collection(dir.path(), "b", 2, 400..600);
+    // A 1 KB threshold, so these small segments get HNSW graphs (400 x 16 floats = 25 KB).
+    let opts = IngestOptions {
+        existing: Existing::Refuse,
+        batch: 50,
+        parallel: 3,
+        indexing_threshold_kb: Some(1),
+        defer_indexing: true,
+        ..IngestOptions::default()
+    };
+    let coll = Arc::new(Collection::open(&a, &Default::default()).unwrap());
+    let rep = ingest_collection(&q.grpc_url(), "d", coll, &opts, Arc::new(|_| {}))
+        .await
+        .unwrap();
+    assert!(rep.deferred_indexing && rep.waited);
+    assert_eq!((rep.points_in_collection, rep.indexed_vectors), (400, 400));
+    let info = collection_info(&q, "d").await;
+    assert_eq!(info["config"]["optimizer_config"]["indexing_threshold"], 1);
+    assert_eq!(info["status"], "green");
+    // Append, deferred again without a threshold of its own and without waiting: the
+    // collection's own threshold (1) comes back, not Qdrant's default, and the indexing
+    // finishes after the call returned.
+    let opts = IngestOptions {
+        existing: Existing::Append,
+        indexing_threshold_kb: None,
+        wait_indexed: false,
+        ..opts
+    };
+    let coll = Arc::new(Collection::open(&b, &Default::default()).unwrap());
+    let rep = ingest_collection(&q.grpc_url(), "d", coll, &opts, Arc::new(|_| {}))
+        .await
+        .unwrap();
+    assert!(!rep.waited && rep.deferred_indexing);
+    assert_eq!(rep.index_wait_s, 0.0);
+    assert_eq!(rep.points_in_collection, 600);
+    let info = collection_info(&q, "d").await;
+    assert_eq!(info["config"]["optimizer_config"]["indexing_threshold"], 1);
+    let t = Instant::now();
+    loop {
+        let info = collection_info(&q, "d").await;
+        if info["status"] == "green" && info["indexed_vectors_count"] == 600 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "not indexed after 60 s: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Every document is searchable: a count over the served collection.
+    let s = TestServer::start(qdrant_config(&q, "d")).await;
+    let (st, v) = post(&format!("{}/collections/d/count", s.url), &json!({})).await;
+    assert_eq!((st, v["count"].as_u64()), (200, Some(600)));
+    s.stop().await.unwrap();
+}
+
 async fn wait_status(url: &str, want: u16) {
     // Not a timed assertion: the probe runs every second; give it ample time.
     let t = Instant::now();
