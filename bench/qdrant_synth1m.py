@@ -151,7 +151,12 @@ def main():
     ap.add_argument("--warmup", default="3s")
     ap.add_argument("--duration", default="8s")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/qdrant-synth1m"))
+    ap.add_argument("--md-only", action="store_true", help="rewrite OUT.md from OUT.json and stop")
     args = ap.parse_args()
+    if args.md_only:
+        with open(args.out + ".json") as f:
+            write_md(json.load(f), args)
+        return
     b, w = args.bin, args.work
     os.makedirs(w, exist_ok=True)
     data = os.path.join(w, "data")
@@ -403,8 +408,8 @@ def write_md(r, args):
                   f"Closed-loop ramp {r['ramp']} ({r['warmup']} warm-up + {r['duration']} per step), p99 <= 100 ms, "
                   "2,000 rotating queries, every answer checked, recall@10 against exact ground truth; the two "
                   "servers take turns in each trial.", "",
-                  "| trial | server | sustainable QPS | at conc. | p99 ms | recall@10 | front RSS MB | front CPU ms/req | Qdrant CPU ms/req |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| trial | server | sustainable QPS | at conc. | p99 ms | recall@10 | front RSS MB | front CPU ms/req | Qdrant CPU ms/req | 503s in the ramp |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         ratios, ratios_c = [], []
         for i, t in enumerate(fr):
             f, q = t["searchd_over_qdrant"], t["qdrant_rest"]

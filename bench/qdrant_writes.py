@@ -38,7 +38,10 @@ class Client:
         data = body if body is None or isinstance(body, (bytes, str)) else json.dumps(body)
         self.c.request(method, path, body=data, headers={"Content-Type": "application/json"})
         r = self.c.getresponse(); b = r.read()
-        return r.status, json.loads(b) if b else None
+        try:
+            return r.status, json.loads(b) if b else None
+        except ValueError:
+            return r.status, b.decode(errors="replace")
 
 
 def wait_http(port, path, timeout=120):
@@ -61,21 +64,26 @@ def pct(xs, q):
 
 def drive(bodies, conc, send):
     """Send every body, `conc` threads each with its own connection; (seconds, latencies)."""
-    lat, lock, it = [], threading.Lock(), iter(bodies)
+    lat, lock, it, failed = [], threading.Lock(), iter(bodies), []
 
     def worker():
-        c = send()
-        while True:
-            with lock:
-                b = next(it, None)
-            if b is None:
-                return
-            t = time.perf_counter(); c(b)
-            with lock:
-                lat.append(time.perf_counter() - t)
+        try:
+            c = send()
+            while True:
+                with lock:
+                    b = next(it, None)
+                if b is None:
+                    return
+                t = time.perf_counter(); c(b)
+                with lock:
+                    lat.append(time.perf_counter() - t)
+        except Exception as e:  # a failed write fails the run
+            failed.append(repr(e))
     t = time.perf_counter()
     th = [threading.Thread(target=worker) for _ in range(conc)]
     [x.start() for x in th]; [x.join() for x in th]
+    if failed or len(lat) != len(bodies):
+        raise SystemExit(f"{len(bodies) - len(lat)} writes failed: {failed[:3]}")
     return time.perf_counter() - t, lat
 
 
@@ -130,7 +138,8 @@ def main():
 
         def doc(i):
             j = i % n if i < n else n0 + i % (n - n0)
-            return j, {"id": i, "text": texts[j], "headword": heads[j], "vector": [round(float(x), 6) for x in base[j]]}
+            return j, {"id": i, "text": texts[j], "fields": {"headword": heads[j]},
+                       "vector": [round(float(x), 6) for x in base[j]]}
 
         def searchd_body(ids, wait):
             return json.dumps({"docs": [doc(i)[1] for i in ids], "wait": wait})
@@ -139,7 +148,7 @@ def main():
             pts = []
             for i in ids:
                 j, d = doc(i)
-                src = json.dumps({k: v for k, v in d.items() if k != "vector"})
+                src = json.dumps({"id": i, "text": d["text"], "headword": heads[j]})
                 pts.append({"id": i, "vector": d["vector"], "payload": {"_src": src, "headword": heads[j]}})
             return json.dumps({"points": pts})
 
@@ -147,7 +156,7 @@ def main():
             pts = []
             for i in ids:
                 j, d = doc(i)
-                src = json.dumps({k: v for k, v in d.items() if k != "vector"})
+                src = json.dumps({"id": i, "text": d["text"], "headword": heads[j]})
                 pts.append(models.PointStruct(id=i, vector=d["vector"], payload={"_src": src, "headword": heads[j]}))
             return pts
 

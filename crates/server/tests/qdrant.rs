@@ -820,6 +820,30 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     assert_eq!(b, 400);
     let (b, _) = get_text(&format!("{}/collections/w/docs/6000", remote.url)).await;
     assert_eq!(b, 404);
+    // `/stats`' document count follows the writes (refreshed by one coalesced count after
+    // them, not one per write) and ends equal to the exact count.
+    let (_, c) = post(&format!("{}/collections/w/count", remote.url), &json!({})).await;
+    let want = c["count"].as_u64().unwrap();
+    let t = Instant::now();
+    loop {
+        let stats: Value = client()
+            .get(format!("{}/stats", remote.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if stats["collections"]["w"]["docs"].as_u64() == Some(want) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "/stats docs {} != count {want}",
+            stats["collections"]["w"]["docs"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     local.stop().await.unwrap();
     remote.stop().await.unwrap();
 }

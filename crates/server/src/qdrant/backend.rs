@@ -179,7 +179,16 @@ struct Inner {
     /// Bumped by every write through this backend, and again once a write not waited for
     /// is known to be visible ([`SearchBackend::version`], part of response cache keys).
     writes: AtomicU64,
+    /// `/stats`' point count is out of date (a write since the last refresh).
+    count_dirty: AtomicBool,
+    /// A task is refreshing `/stats`' point count; writes meanwhile leave it to that task.
+    counting: AtomicBool,
 }
+
+/// How long the task refreshing `/stats`' point count waits before counting, so the writes
+/// of that interval share one count (an exact count scans the collection in Qdrant: one per
+/// write cost single-document writes 2-6x their throughput).
+const COUNT_REFRESH_DELAY: Duration = Duration::from_millis(500);
 
 /// A Qdrant collection served through searchd's API.
 #[derive(Clone)]
@@ -396,6 +405,8 @@ impl QdrantBackend {
             reachable: AtomicBool::new(true),
             last_error: parking_lot::Mutex::new(String::new()),
             writes: AtomicU64::new(0),
+            count_dirty: AtomicBool::new(false),
+            counting: AtomicBool::new(false),
             next: AtomicUsize::new(0),
             channels,
             target: t,
@@ -1093,11 +1104,35 @@ fn after_write(inner: Arc<Inner>, barrier: bool) {
                 tokio::time::sleep(Duration::from_millis(250 << attempt.min(3))).await;
             }
         }
+        refresh_count(inner).await;
+    });
+}
+
+/// Refresh `/stats`' point count after writes: one task at a time, one count per
+/// [`COUNT_REFRESH_DELAY`] however many writes arrive, and a last count after the last write.
+async fn refresh_count(inner: Arc<Inner>) {
+    inner.count_dirty.store(true, Ordering::Release);
+    if inner.counting.swap(true, Ordering::AcqRel) {
+        return; // the running task sees count_dirty and counts again
+    }
+    loop {
+        tokio::time::sleep(COUNT_REFRESH_DELAY).await;
+        inner.count_dirty.store(false, Ordering::Release);
         let deadline = Instant::now() + Duration::from_secs(5);
         if let Ok(n) = inner.count(None, deadline).await {
             inner.points.store(n, Ordering::Relaxed);
         }
-    });
+        if !inner.count_dirty.load(Ordering::Acquire) {
+            inner.counting.store(false, Ordering::Release);
+            // A write between the check and the release found `counting` still set: take
+            // the task back for it, unless that write's own call already did.
+            if !inner.count_dirty.load(Ordering::Acquire)
+                || inner.counting.swap(true, Ordering::AcqRel)
+            {
+                return;
+            }
+        }
+    }
 }
 
 impl Inner {
