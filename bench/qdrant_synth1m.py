@@ -35,16 +35,10 @@ import sys
 import time
 import urllib.request
 
+from qdrant_gcide import cpu_seconds, free_port, rss_bytes, run, wait_http
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_PY = os.path.join(ROOT, "bench/.venv/bin/python")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def http(method, url, body=None, timeout=600):
@@ -53,38 +47,6 @@ def http(method, url, body=None, timeout=600):
                                  headers={"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.load(r)
-
-
-def wait_http(url, timeout=120):
-    t = time.time()
-    while time.time() - t < timeout:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except Exception:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"{url} not ready after {timeout}s")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def run(cmd, **kw):
-    print("+", " ".join(str(c) for c in cmd), flush=True)
-    return subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
 def wait_green(qhttp, name, dim, timeout=7200):

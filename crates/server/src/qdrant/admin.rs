@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use qdrant_client::qdrant::{
     collections_client::CollectionsClient, points_client::PointsClient,
     qdrant_client::QdrantClient, quantization_config, value::Kind, vectors_config,
-    BinaryQuantization, CollectionExistsRequest, CollectionStatus, CreateCollection,
-    CreateFieldIndexCollection, DeleteCollection, Distance, FieldType as QFieldType,
-    GetCollectionInfoRequest, HealthCheckRequest, HnswConfigDiff, ListValue, OptimizersConfigDiff,
-    PointStruct, QuantizationConfig, QuantizationType, ScalarQuantization, UpdateCollection,
-    UpsertPoints, Value, VectorParams, VectorsConfig,
+    BinaryQuantization, CollectionExistsRequest, CollectionInfo, CollectionStatus,
+    CreateCollection, CreateFieldIndexCollection, DeleteCollection, Distance,
+    FieldType as QFieldType, GetCollectionInfoRequest, HealthCheckRequest, HnswConfigDiff,
+    ListValue, OptimizersConfigDiff, PointStruct, QuantizationConfig, QuantizationType,
+    ScalarQuantization, UpdateCollection, UpsertPoints, Value, VectorParams, VectorsConfig,
 };
 use searchd_collection::{Collection, DocId, DocRef};
 use searchd_engine::Metric;
@@ -390,15 +390,7 @@ pub async fn ingest_points(
                     .map_err(|e| format!("cannot delete {name}: {}", e.message()))?;
             }
             Existing::Append => {
-                let info = colls
-                    .get(GetCollectionInfoRequest {
-                        collection_name: name.to_string(),
-                    })
-                    .await
-                    .map_err(|e| format!("cannot read {name}: {}", e.message()))?
-                    .into_inner()
-                    .result
-                    .unwrap_or_default();
+                let info = collection_info(&mut colls, name).await?;
                 let (d, dist) = vector_params(&info, name)?;
                 if d != dim || dist != distance {
                     return Err(format!(
@@ -514,15 +506,9 @@ pub async fn ingest_points(
         let had = if create {
             None
         } else {
-            colls
-                .get(GetCollectionInfoRequest {
-                    collection_name: name.to_string(),
-                })
-                .await
-                .map_err(|e| format!("cannot read {name}: {}", e.message()))?
-                .into_inner()
-                .result
-                .and_then(|i| i.config)
+            collection_info(&mut colls, name)
+                .await?
+                .config
                 .and_then(|c| c.optimizer_config)
                 .and_then(|o| o.indexing_threshold)
         };
@@ -598,32 +584,31 @@ pub async fn ingest_points(
     if let Some(t) = restore_threshold {
         set_indexing_threshold(&mut colls, name, t).await?;
     }
+    let report = |pts: u64, idx: u64, waited: bool| IngestReport {
+        points: total,
+        upload_s: (uploaded - started).as_secs_f64(),
+        index_wait_s: if waited {
+            uploaded.elapsed().as_secs_f64()
+        } else {
+            0.0
+        },
+        total_s: started.elapsed().as_secs_f64(),
+        retries: retried.load(Ordering::Relaxed),
+        points_in_collection: pts,
+        indexed_vectors: idx,
+        below_indexing_threshold: idx < pts,
+        batch: opts.batch,
+        parallel: opts.parallel,
+        deferred_indexing: opts.defer_indexing,
+        waited,
+    };
     if !opts.wait_indexed {
-        let info = colls
-            .get(GetCollectionInfoRequest {
-                collection_name: name.to_string(),
-            })
-            .await
-            .map_err(|e| format!("cannot read {name}: {}", e.message()))?
-            .into_inner()
-            .result
-            .unwrap_or_default();
-        let pts = info.points_count.unwrap_or(0);
-        let idx = info.indexed_vectors_count.unwrap_or(0);
-        return Ok(IngestReport {
-            points: total,
-            upload_s: (uploaded - started).as_secs_f64(),
-            index_wait_s: 0.0,
-            total_s: started.elapsed().as_secs_f64(),
-            retries: retried.load(Ordering::Relaxed),
-            points_in_collection: pts,
-            indexed_vectors: idx,
-            below_indexing_threshold: idx < pts,
-            batch: opts.batch,
-            parallel: opts.parallel,
-            deferred_indexing: opts.defer_indexing,
-            waited: false,
-        });
+        let info = collection_info(&mut colls, name).await?;
+        return Ok(report(
+            info.points_count.unwrap_or(0),
+            info.indexed_vectors_count.unwrap_or(0),
+            false,
+        ));
     }
 
     // Wait for green with every vector indexed, but for segments below Qdrant's indexing
@@ -632,15 +617,7 @@ pub async fn ingest_points(
     // green seen before the optimizer picked the upload up does not end the wait.
     let mut streak = 0;
     let (points_in, indexed) = loop {
-        let info = colls
-            .get(GetCollectionInfoRequest {
-                collection_name: name.to_string(),
-            })
-            .await
-            .map_err(|e| format!("cannot read {name}: {}", e.message()))?
-            .into_inner()
-            .result
-            .unwrap_or_default();
+        let info = collection_info(&mut colls, name).await?;
         let pts = info.points_count.unwrap_or(0);
         let idx = info.indexed_vectors_count.unwrap_or(0);
         let threshold_kb = info
@@ -669,21 +646,22 @@ pub async fn ingest_points(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let below = indexed < points_in;
-    Ok(IngestReport {
-        points: total,
-        upload_s: (uploaded - started).as_secs_f64(),
-        index_wait_s: uploaded.elapsed().as_secs_f64(),
-        total_s: started.elapsed().as_secs_f64(),
-        retries: retried.load(Ordering::Relaxed),
-        points_in_collection: points_in,
-        indexed_vectors: indexed,
-        below_indexing_threshold: below,
-        batch: opts.batch,
-        parallel: opts.parallel,
-        deferred_indexing: opts.defer_indexing,
-        waited: true,
-    })
+    Ok(report(points_in, indexed, true))
+}
+
+async fn collection_info(
+    colls: &mut CollectionsClient<Channel>,
+    name: &str,
+) -> Result<CollectionInfo, String> {
+    Ok(colls
+        .get(GetCollectionInfoRequest {
+            collection_name: name.to_string(),
+        })
+        .await
+        .map_err(|e| format!("cannot read {name}: {}", e.message()))?
+        .into_inner()
+        .result
+        .unwrap_or_default())
 }
 
 /// Set the collection's optimizer `indexing_threshold` (KB; 0 switches HNSW indexing off).
