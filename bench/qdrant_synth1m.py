@@ -35,7 +35,8 @@ import sys
 import time
 import urllib.request
 
-from qdrant_gcide import cpu_seconds, free_port, rss_bytes, run, wait_http
+from qdrant_gcide import cpu_seconds, free_port, load, rss_bytes, run, wait_http
+from qdrant_gcide import summary as gcide_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_PY = os.path.join(ROOT, "bench/.venv/bin/python")
@@ -133,7 +134,8 @@ def main():
     coll = os.path.join(w, "coll")
     if not os.path.exists(coll):
         run([b, "ingest", "--docs", ids, "--vectors", base, "--out", coll, "--index", "flat", "--no-lexical"])
-    gt = os.path.join(w, "gt.npy")
+    gt = args.gt = os.path.join(w, "gt.npy")
+    args.tool = {"load": [b, "load"]}  # what qdrant_gcide.load runs
     if not os.path.exists(gt):
         run([b, "gt", "--base", base, "--queries", queries, "--out", gt, "--k", 10])
     bodies = os.path.join(w, f"qdrant-bodies-ef{args.ef}.jsonl")
@@ -265,7 +267,7 @@ def main():
                     procs.append(sp)
                     wait_http(f"http://127.0.0.1:{port}/ready")
                     q0, s0 = cpu_seconds(qp.pid), cpu_seconds(sp.pid)
-                    rep = load(args, gt, f"http://127.0.0.1:{port}", os.path.join(w, f"load-{key}-{t}.json"),
+                    rep = load(b, f"http://127.0.0.1:{port}", args, os.path.join(w, f"load-{key}-{t}.json"),
                                ["--query-count", "2000", "--ef", str(args.ef)])
                     q1, s1 = cpu_seconds(qp.pid), cpu_seconds(sp.pid)
                     ok = max(sum(st["ok"] for st in rep["steps"]), 1)
@@ -276,7 +278,7 @@ def main():
                     sp.wait(30)
                     procs.remove(sp)
                 q0 = cpu_seconds(qp.pid)
-                rep = load(args, gt, f"http://127.0.0.1:{qhttp}", os.path.join(w, f"load-rest-{t}.json"),
+                rep = load(b, f"http://127.0.0.1:{qhttp}", args, os.path.join(w, f"load-rest-{t}.json"),
                            ["--endpoint", "POST /collections/synth/points/search", "--body-file", bodies,
                             "--server-pid", str(qp.pid), "--n-max", str(args.n)])
                 ok = max(sum(st["ok"] for st in rep["steps"]), 1)
@@ -293,29 +295,10 @@ def main():
     print(f"wrote {args.out}.json and .md")
 
 
-def load(args, gt, url, out_json, extra):
-    run([args.bin, "load", "--url", url, "--ramp", args.ramp, "--warmup", args.warmup, "--duration",
-         args.duration, "--slo-p99-ms", "100", "--gt", gt, "--k", "10", "--pick", "uniform", "--json",
-         out_json, "--quiet"] + extra)
-    with open(out_json) as f:
-        return json.load(f)
-
-
 def summary(rep):
-    steps = rep["steps"]
-    best = None
-    for st in steps:
-        if st.get("slo_pass") and (best is None or st["qps"] > best["qps"]):
-            best = st
-    return {
-        "sustainable_qps": best["qps"] if best else 0.0,
-        "at_concurrency": best["concurrency"] if best else None,
-        "p99_ms": best["latency_ms"]["p99"] if best else None,
-        "recall_at_10": best["recall_at_k"] if best else None,
-        "errors": {k: sum(st["errors"][k] for st in steps) for k in steps[0]["errors"]},
-        "steps": [{"c": st["concurrency"], "qps": st["qps"], "p99_ms": st["latency_ms"]["p99"],
-                   "slo_pass": st.get("slo_pass")} for st in steps],
-    }
+    """qdrant_gcide's summary of a ramp, with every step's QPS and p99."""
+    return dict(gcide_summary(rep), steps=[{"c": st["concurrency"], "qps": st["qps"], "p99_ms": st["latency_ms"]["p99"],
+                                            "slo_pass": st.get("slo_pass")} for st in rep["steps"]])
 
 
 def write_md(r, args):

@@ -334,6 +334,33 @@ fn eval_html(
 /// Steps 5 and 6 of a demo: serve `scfg` on a free loopback port in this process (on `rt`),
 /// wait for `/ready`, ramp with the demo's load settings against the ground truth in
 /// `gt_path`, stop the server and print the table. `about` ends the "listening" line.
+/// The demo's capacity ramp against `url` (the ramp, warm-up, step length, SLO and query
+/// count of `a`), with `extra` load flags.
+pub(crate) fn load_args(
+    url: &str,
+    a: &DemoArgs,
+    extra: &[&str],
+) -> Result<searchd_load::LoadArgs, CliError> {
+    let slo = a.slo_p99_ms.to_string();
+    let nq = a.queries.to_string();
+    let argv = [
+        "--url",
+        url,
+        "--ramp",
+        a.ramp.as_str(),
+        "--warmup",
+        a.warmup.as_str(),
+        "--duration",
+        a.duration.as_str(),
+        "--slo-p99-ms",
+        slo.as_str(),
+        "--queries",
+        nq.as_str(),
+    ];
+    searchd_load::LoadArgs::try_parse_from(argv.iter().chain(extra).copied())
+        .map_err(|e| CliError::Input(format!("demo load settings: {e}")))
+}
+
 pub(crate) fn serve_and_ramp(
     rt: &tokio::runtime::Runtime,
     scfg: searchd_server::ServerConfig,
@@ -357,25 +384,7 @@ pub(crate) fn serve_and_ramp(
 
     step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
     let gt_arg = gt_path.to_string_lossy().into_owned();
-    let slo = a.slo_p99_ms.to_string();
-    let nq = a.queries.to_string();
-    let load_args = searchd_load::LoadArgs::try_parse_from([
-        "--url",
-        url.as_str(),
-        "--ramp",
-        a.ramp.as_str(),
-        "--warmup",
-        a.warmup.as_str(),
-        "--duration",
-        a.duration.as_str(),
-        "--slo-p99-ms",
-        slo.as_str(),
-        "--queries",
-        nq.as_str(),
-        "--gt",
-        gt_arg.as_str(),
-    ])
-    .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
+    let load_args = load_args(&url, a, &["--gt", gt_arg.as_str()])?;
     let report = rt.block_on(searchd_load::run(&load_args));
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);

@@ -299,31 +299,12 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
     step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
     let json_path = dir.join("report.json");
     let html_path = dir.join("report.html");
-    let slo = a.slo_p99_ms.to_string();
-    let nq = a.queries.to_string();
-    let endpoint = "POST /collections/demo/search".to_string();
     let tq = dir.join("queries.jsonl").to_string_lossy().into_owned();
-    let mut argv: Vec<&str> = vec![
-        "--url",
-        url.as_str(),
-        "--endpoint",
-        endpoint.as_str(),
-        "--ramp",
-        a.ramp.as_str(),
-        "--warmup",
-        a.warmup.as_str(),
-        "--duration",
-        a.duration.as_str(),
-        "--slo-p99-ms",
-        slo.as_str(),
-        "--queries",
-        nq.as_str(),
-    ];
+    let mut extra = vec!["--endpoint", "POST /collections/demo/search"];
     if model.is_some() {
-        argv.extend(["--text-queries", tq.as_str()]);
+        extra.extend(["--text-queries", tq.as_str()]);
     }
-    let load_args = searchd_load::LoadArgs::try_parse_from(argv.iter().copied())
-        .map_err(|e| CliError::Input(format!("demo load settings: {e}")))?;
+    let load_args = crate::demo::load_args(&url, a, &extra)?;
     let report = rt.block_on(searchd_load::run(&load_args));
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, TestServer};
+use common::{client, get_json, TestServer};
 use rand::{RngExt, SeedableRng};
 use searchd_collection::ingest::{ingest, IngestConfig};
 use searchd_collection::Collection;
@@ -318,14 +318,7 @@ async fn local_and_qdrant_backends_answer_alike() {
     let (b, _) = post(&rs, &json!({"text": "hello", "mode": "lexical"})).await;
     assert_eq!(b, 400);
 
-    let stats: Value = client()
-        .get(format!("{}/stats", remote.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = get_json(&format!("{}/stats", remote.url)).await;
     assert_eq!(stats["collections"]["shop"]["kind"], "qdrant");
     assert_eq!(stats["collections"]["shop"]["docs"], N);
     local.stop().await.unwrap();
@@ -371,12 +364,7 @@ async fn ingest_refuses_existing_unless_recreate_or_append() {
 
 /// The collection as Qdrant's REST API describes it.
 async fn collection_info(q: &LocalQdrant, name: &str) -> Value {
-    let r = client()
-        .get(format!("{}/collections/{name}", q.http_url()))
-        .send()
-        .await
-        .unwrap();
-    r.json::<Value>().await.unwrap()["result"].clone()
+    get_json(&format!("{}/collections/{name}", q.http_url())).await["result"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -826,14 +814,7 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     let want = c["count"].as_u64().unwrap();
     let t = Instant::now();
     loop {
-        let stats: Value = client()
-            .get(format!("{}/stats", remote.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats = get_json(&format!("{}/stats", remote.url)).await;
         if stats["collections"]["w"]["docs"].as_u64() == Some(want) {
             break;
         }
