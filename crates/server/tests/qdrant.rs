@@ -318,7 +318,7 @@ async fn local_and_qdrant_backends_answer_alike() {
     let (b, _) = post(&rs, &json!({"text": "hello", "mode": "lexical"})).await;
     assert_eq!(b, 400);
 
-    let stats = get_json(&format!("{}/stats", remote.url)).await;
+    let stats = get_json(&client(), &format!("{}/stats", remote.url)).await;
     assert_eq!(stats["collections"]["shop"]["kind"], "qdrant");
     assert_eq!(stats["collections"]["shop"]["docs"], N);
     local.stop().await.unwrap();
@@ -364,7 +364,7 @@ async fn ingest_refuses_existing_unless_recreate_or_append() {
 
 /// The collection as Qdrant's REST API describes it.
 async fn collection_info(q: &LocalQdrant, name: &str) -> Value {
-    get_json(&format!("{}/collections/{name}", q.http_url())).await["result"].clone()
+    get_json(&client(), &format!("{}/collections/{name}", q.http_url())).await["result"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -814,7 +814,7 @@ async fn writes_through_qdrant_answer_as_the_local_backend() {
     let want = c["count"].as_u64().unwrap();
     let t = Instant::now();
     loop {
-        let stats = get_json(&format!("{}/stats", remote.url)).await;
+        let stats = get_json(&client(), &format!("{}/stats", remote.url)).await;
         if stats["collections"]["w"]["docs"].as_u64() == Some(want) {
             break;
         }

@@ -157,12 +157,6 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
-/// GET `url` and parse the reply as JSON (whatever the status).
-pub async fn get_json(url: &str) -> serde_json::Value {
-    let r = client().get(url).send().await.unwrap();
-    split(r).await.2
-}
-
 /// POST a JSON body (as text, so tests can send anything).
 pub async fn post(
     c: &reqwest::Client,
