@@ -24,6 +24,7 @@
 //! [`ingest`] makes collections from JSONL or Parquet, with checkpoints.
 
 mod error;
+pub mod failpoint;
 pub mod fusion;
 mod ids;
 pub mod ingest;

@@ -495,6 +495,7 @@ fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
             .map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
     }
+    crate::failpoint::hit("commit.before_manifest_rename");
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
     crate::wal::sync_dir(dir);
     Ok(())
@@ -718,6 +719,7 @@ impl LiveCollection {
         live.refresh()?;
         if !live.is_read_only() {
             if live.recovery.replayed > 0 {
+                crate::failpoint::hit("open.after_replay");
                 live.commit()?;
             }
             if live.cfg.background {
@@ -880,9 +882,14 @@ impl LiveCollection {
     /// exists nothing is logged.
     pub fn delete(&self, ids: Vec<DocId>, wait: bool) -> Result<Receipt> {
         self.check_writable()?;
-        let view = self.view();
         let (found, not_found): (Vec<DocId>, Vec<DocId>) = {
+            // The view is read under the writers' lock: a refresh swaps the view and
+            // forgets the ids it applied (`inflight_ids`) under it, so an id written by
+            // that refresh is either still in flight here or in the view. (Read before the
+            // lock, a refresh in between made a just-written id look absent: the delete
+            // answered `not_found` and the document stayed.)
             let inner = self.lock_inner();
+            let view = self.view();
             ids.into_iter().partition(|id| {
                 inner
                     .pending_ids
@@ -1074,6 +1081,7 @@ impl LiveCollection {
                 timer.lap("write");
                 let seg = Segment::open(base, &meta, self.spec.dim, &self.opts)?;
                 timer.lap("open");
+                crate::failpoint::hit("refresh.after_segment_write");
                 Ok((meta, seg))
             });
             match built {
@@ -1147,6 +1155,7 @@ impl LiveCollection {
             old
         };
         timer.lap("swap");
+        crate::failpoint::hit("refresh.after_swap");
         // Released outside the writers' lock (see `set_view`).
         drop(old_view);
         *self.applied.lock().unwrap_or_else(|p| p.into_inner()) = upto;
@@ -1201,6 +1210,7 @@ impl LiveCollection {
                 inner.last_commit = Instant::now();
                 inner.wal.truncate_through(view.seq)?;
                 drop(inner);
+                crate::failpoint::hit("commit.after_truncate");
                 timer.lap("truncate");
                 let listed: std::collections::HashSet<&str> =
                     manifest.segments.iter().map(|s| s.name.as_str()).collect();
@@ -1289,7 +1299,9 @@ impl LiveCollection {
             crate::wal::sync_dir(&self.dir.join(&s.name));
         }
         timer.lap("sync_dirs");
+        crate::failpoint::hit("commit.after_deleted_sets");
         write_manifest(&self.dir, &m)?;
+        crate::failpoint::hit("commit.after_manifest");
         timer.lap("manifest");
         // The live view keeps its manifest (for the next commit) in step.
         Ok(m)
@@ -1558,6 +1570,7 @@ impl LiveCollection {
             timer.lap("write");
             let seg = Segment::open(&self.dir, &meta, self.spec.dim, &self.opts)?;
             timer.lap("open");
+            crate::failpoint::hit("merge.after_segment_write");
             Some((meta, seg))
         };
         let moved = docs.len() as u64;
@@ -1624,6 +1637,7 @@ impl LiveCollection {
         };
         let old = self.set_view(next);
         timer.lap("swap");
+        crate::failpoint::hit("merge.after_swap");
         drop(old);
         timer.lap("drop_old");
         Ok(moved)
@@ -1674,6 +1688,7 @@ impl LiveCollection {
                     n.starts_with("deleted-") || n.ends_with(".tmp")
                 })?;
             }
+            crate::failpoint::hit("snapshot.after_segments");
             let manifest = self.manifest_for(&view, &tmp)?;
             let wdir = tmp.join("wal");
             std::fs::create_dir_all(&wdir).map_err(|e| Error::io(&wdir, e))?;

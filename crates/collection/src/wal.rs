@@ -375,6 +375,7 @@ impl Wal {
         self.len += rec.len() as u64;
         self.next_seq += 1;
         self.group.appended(seq);
+        crate::failpoint::hit("wal.after_append");
         Ok(seq)
     }
 
@@ -397,6 +398,7 @@ impl Wal {
         self.file = f.clone();
         self.len = HEADER;
         self.group.switch(f);
+        crate::failpoint::hit("wal.after_rotate");
         Ok(())
     }
 
