@@ -143,7 +143,14 @@ enum Change {
     Delete(Vec<u64>),
 }
 
-fn start(dir: &Path, plan: &Plan, fsync: &str, failpoint: Option<String>) -> (Child, u16, u64) {
+/// Start a server; `Err` with its exit status when it died before it was ready (a failpoint
+/// in the start-up's replay or commit).
+fn start(
+    dir: &Path,
+    plan: &Plan,
+    fsync: &str,
+    failpoint: Option<String>,
+) -> Result<(Child, u16, u64), std::process::ExitStatus> {
     let port = free_port();
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "--collection"])
@@ -153,7 +160,14 @@ fn start(dir: &Path, plan: &Plan, fsync: &str, failpoint: Option<String>) -> (Ch
         .args(["--flat-max", &plan.flat_max.to_string(), "--fsync", fsync])
         .env_remove("SEARCHD_FAILPOINTS")
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.with_extension("log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        );
     if let Some(fp) = failpoint {
         cmd.env("SEARCHD_FAILPOINTS", fp);
     }
@@ -161,10 +175,10 @@ fn start(dir: &Path, plan: &Plan, fsync: &str, failpoint: Option<String>) -> (Ch
     let t = Instant::now();
     loop {
         if let Ok((200, _)) = http(port, "GET", "/ready", "") {
-            return (child, port, t.elapsed().as_millis() as u64);
+            return Ok((child, port, t.elapsed().as_millis() as u64));
         }
         if let Ok(Some(st)) = child.try_wait() {
-            panic!("the server exited at start: {st}");
+            return Err(st);
         }
         assert!(
             t.elapsed() < Duration::from_secs(120),
@@ -205,8 +219,15 @@ fn make_collection(work: &Path, plan: &Plan, rng: &mut Rng, model: &mut Model) -
     out
 }
 
-/// Read every id the model knows (and the in-flight change's) and compare.
-fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Report, at: &str) {
+/// Read every id the model knows (and the in-flight change's) and compare. `Err`: the
+/// server died while it was read (a failpoint in a background step); nothing was compared.
+fn verify(
+    port: u16,
+    model: &mut Model,
+    inflight: Option<&Change>,
+    r: &mut Report,
+    at: &str,
+) -> std::io::Result<()> {
     let mut ids: Vec<u64> = model.keys().copied().collect();
     if let Some(c) = inflight {
         match c {
@@ -219,7 +240,7 @@ fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Repor
     let mut got: HashMap<u64, Option<u64>> = HashMap::new();
     for chunk in ids.chunks(500) {
         let body = serde_json::json!({ "ids": chunk.iter().map(|i| i.to_string()).collect::<Vec<_>>() });
-        let (s, b) = http(port, "POST", "/c/_mget", &body.to_string()).unwrap();
+        let (s, b) = http(port, "POST", "/c/_mget", &body.to_string())?;
         assert_eq!(s, 200, "{at}: _mget: {b}");
         let v: serde_json::Value = serde_json::from_str(&b).unwrap();
         for d in v["docs"].as_array().unwrap() {
@@ -232,6 +253,9 @@ fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Repor
             got.insert(id, state);
         }
     }
+    let (s, b) = http(port, "POST", "/collections/c/count", "{}")?;
+    assert_eq!(s, 200, "{at}: count: {b}");
+    let count: serde_json::Value = serde_json::from_str(&b).unwrap();
     // The change in flight at the kill: each of its ids in its old or its new state.
     if let Some(c) = inflight {
         let new: Vec<(u64, Option<u64>)> = match c {
@@ -277,16 +301,14 @@ fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Repor
                 .push(format!("{at}: id {id} {kind}: want {want:?}, have {have:?}"));
         }
     }
-    let (s, b) = http(port, "POST", "/collections/c/count", "{}").unwrap();
-    assert_eq!(s, 200, "{at}: count: {b}");
-    let v: serde_json::Value = serde_json::from_str(&b).unwrap();
-    if v["count"].as_u64() != Some(live) {
+    if count["count"].as_u64() != Some(live) {
         r.count_mismatches += 1;
         if r.problems.len() < 50 {
             r.problems
-                .push(format!("{at}: count {} but {live} acknowledged", v["count"]));
+                .push(format!("{at}: count {} but {live} acknowledged", count["count"]));
         }
     }
+    Ok(())
 }
 
 fn run(plan: &Plan) -> Report {
@@ -313,15 +335,37 @@ fn run(plan: &Plan) -> Report {
         let fsync = ["none", "group", "always"][k % 3];
         // Failpoints armed at their 1st-4th pass, so some land mid-stream.
         let arm = fp.map(|name| format!("{name}@{}", 1 + rng.below(4)));
-        let (mut child, port, ready_ms) = start(&dir, plan, fsync, arm);
+        let (mut child, port, ready_ms) = match start(&dir, plan, fsync, arm) {
+            Ok(x) => x,
+            Err(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                assert_eq!(
+                    status.signal(),
+                    Some(6),
+                    "the server exited at start without a failpoint: {status} (log: {})",
+                    dir.with_extension("log").display()
+                );
+                record_kill(&mut r, *fp, status, false);
+                continue;
+            }
+        };
         r.restart_ready_ms.push(ready_ms);
-        verify(
+        if verify(
             port,
             &mut model,
             inflight.as_ref(),
             &mut r,
             &format!("restart {k}"),
-        );
+        )
+        .is_err()
+        {
+            // A failpoint in a step the start-up left to the background (a merge, a
+            // commit) killed it while it was read: a kill like any other; the change in
+            // flight is still unresolved.
+            let status = child.wait().unwrap();
+            record_kill(&mut r, *fp, status, false);
+            continue;
+        }
         inflight = None;
         // A random kill from another thread; a failpoint kills the process itself (or, if
         // it is not reached in time, this thread does).
@@ -348,6 +392,11 @@ fn run(plan: &Plan) -> Report {
         };
         loop {
             let roll = rng.unit();
+            if rng.below(40) == 0 {
+                // A pause past the commit interval: a commit of an idle log rotates it
+                // (the path of `wal.after_rotate`).
+                std::thread::sleep(Duration::from_millis(300));
+            }
             if roll < 0.01 {
                 let out = work.path().join(format!("snap-{k}-{}", rng.next()));
                 let body = serde_json::json!({"path": out}).to_string();
@@ -452,26 +501,40 @@ fn run(plan: &Plan) -> Report {
         let _ = child.kill();
         let status = child.wait().unwrap();
         let killed_by_us = killer.join().unwrap();
-        r.kills += 1;
-        match fp {
-            None => r.random_kills += 1,
-            Some(name) => {
-                // SIGABRT from the failpoint (6), not our SIGKILL (9).
-                use std::os::unix::process::ExitStatusExt;
-                if status.signal() == Some(6) && !killed_by_us {
-                    *r.failpoint_kills.entry(name.to_string()).or_default() += 1;
-                } else {
-                    *r.failpoint_missed.entry(name.to_string()).or_default() += 1;
-                }
-            }
-        }
+        record_kill(&mut r, *fp, status, killed_by_us);
     }
-    let (mut child, port, _) = start(&dir, plan, "none", None);
-    verify(port, &mut model, inflight.as_ref(), &mut r, "final");
+    let (mut child, port, _) = start(&dir, plan, "none", None).unwrap_or_else(|st| {
+        panic!(
+            "the server exited at start: {st} (log: {})",
+            dir.with_extension("log").display()
+        )
+    });
+    verify(port, &mut model, inflight.as_ref(), &mut r, "final").unwrap();
     let _ = child.kill();
     let _ = child.wait();
     r.seconds = t0.elapsed().as_secs_f64();
     r
+}
+
+fn record_kill(
+    r: &mut Report,
+    fp: Option<&str>,
+    status: std::process::ExitStatus,
+    killed_by_us: bool,
+) {
+    r.kills += 1;
+    match fp {
+        None => r.random_kills += 1,
+        Some(name) => {
+            // SIGABRT from the failpoint (6), not our SIGKILL (9).
+            use std::os::unix::process::ExitStatusExt;
+            if status.signal() == Some(6) && !killed_by_us {
+                *r.failpoint_kills.entry(name.to_string()).or_default() += 1;
+            } else {
+                *r.failpoint_missed.entry(name.to_string()).or_default() += 1;
+            }
+        }
+    }
 }
 
 fn check(r: &Report) {

@@ -773,11 +773,12 @@ fn ingest_inner(
             "lexical": lexical_meta.as_ref().map(|l| serde_json::json!({"analyzer": l.analyzer.to_string(), "bytes": l.bytes, "seconds": lexical_seconds})),
             "fields": fields_meta.as_ref().map(|m| serde_json::json!({"bytes": m.bytes, "seconds": fields_seconds})),
         }),
+        crc32: None,
     };
     let mpath = stage.join(MANIFEST);
     std::fs::write(
         &mpath,
-        serde_json::to_vec_pretty(&manifest).unwrap_or_default(),
+        manifest.to_bytes(),
     )
     .map_err(|e| Error::io(&mpath, e))?;
     if let Ok(f) = std::fs::File::open(&mpath) {

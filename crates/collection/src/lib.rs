@@ -170,14 +170,45 @@ pub struct Manifest {
     /// How the collection was made (source, counts, timings); informational.
     #[serde(default)]
     pub ingest: serde_json::Value,
+    /// CRC32 of the manifest's compact JSON without this field ([`Manifest::to_bytes`]):
+    /// an edited or damaged `collection.json` (a changed `wal_seq` would skip log records)
+    /// is refused by name. Absent in manifests written before it; those still open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc32: Option<u32>,
 }
 
 impl Manifest {
+    /// CRC32 of the compact JSON of this manifest without its `crc32` field.
+    fn checksum(&self) -> u32 {
+        let mut m = self.clone();
+        m.crc32 = None;
+        crc32fast::hash(&serde_json::to_vec(&m).unwrap_or_default())
+    }
+
+    /// The bytes of `collection.json` for this manifest, its checksum included.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut m = self.clone();
+        m.crc32 = Some(self.checksum());
+        serde_json::to_vec_pretty(&m).unwrap_or_default()
+    }
+
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         let m: Manifest = serde_json::from_str(&text)
             .map_err(|e| Error::format(&path, format!("invalid manifest: {e}")))?;
+        if let Some(want) = m.crc32 {
+            let have = m.checksum();
+            if have != want {
+                return Err(Error::format(
+                    &path,
+                    format!(
+                        "the manifest does not match its checksum (crc32 {have:08x}, recorded {want:08x}): \
+                         it was edited or damaged; restore the collection from a snapshot"
+                    ),
+                ));
+            }
+        }
         if m.schema != SCHEMA {
             return Err(Error::format(
                 &path,

@@ -301,6 +301,9 @@ pub struct LiveCollection {
     cfg: LiveConfig,
     spec: SegmentSpec,
     text_field: Option<String>,
+    /// The kind of ids the collection was made with: ids in writes are put in its form
+    /// ([`canonical_id`]), so `"777"` and `777` are one document.
+    id_kind: crate::IdKind,
     view: RwLock<Arc<Collection>>,
     inner: Mutex<Inner>,
     /// One refresh at a time (writers do not wait on it).
@@ -491,7 +494,7 @@ fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
     {
         let f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         use std::io::Write;
-        (&f).write_all(&serde_json::to_vec_pretty(m).unwrap_or_default())
+        (&f).write_all(&m.to_bytes())
             .map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
     }
@@ -584,14 +587,47 @@ impl LiveCollection {
     /// Open the collection in `dir` for writing (or read-only): the last commit, then the
     /// log after it applied again. A second process on the same directory opens it
     /// read-only (the first holds `DIR/LOCK`).
+    ///
+    /// When applying the log fails because the disk is full, the collection opens read-only
+    /// instead, the log's operations applied in a scratch directory (as a second process
+    /// does): reads see every acknowledged write, writes are refused until a restart with
+    /// free space.
     pub fn open(dir: &Path, opts: &LoadOptions, cfg: LiveConfig) -> Result<Arc<LiveCollection>> {
+        match Self::open_with(dir, opts, cfg.clone(), None) {
+            Err(e) if e.is_disk_full() && !cfg.read_only => {
+                tracing::warn!(error = %e, "the disk is full: the write-ahead log is applied in a scratch directory and the collection served read-only");
+                let why = format!(
+                    "the disk was full when the write-ahead log was applied ({e}); every acknowledged write is served from a scratch copy, writes are refused until a restart with free space"
+                );
+                Self::open_with(
+                    dir,
+                    opts,
+                    LiveConfig {
+                        read_only: true,
+                        ..cfg
+                    },
+                    Some(why),
+                )
+            }
+            r => r,
+        }
+    }
+
+    fn open_with(
+        dir: &Path,
+        opts: &LoadOptions,
+        cfg: LiveConfig,
+        read_only_why: Option<String>,
+    ) -> Result<Arc<LiveCollection>> {
         if !crate::is_collection(dir) {
             return Err(Error::Input(format!(
                 "{} is not a collection directory (no {MANIFEST})",
                 dir.display()
             )));
         }
-        let mut read_only_reason = cfg.read_only.then(|| "opened with --read-only".to_string());
+        let mut read_only_reason = cfg
+            .read_only
+            .then(|| read_only_why.unwrap_or_else(|| "opened with --read-only".to_string()));
         let mut lock = None;
         if read_only_reason.is_none() {
             let p = dir.join("LOCK");
@@ -669,6 +705,7 @@ impl LiveCollection {
             opts: *opts,
             spec,
             text_field,
+            id_kind: manifest.id_kind,
             view: RwLock::new(Arc::new(coll)),
             inner: Mutex::new(Inner {
                 wal,
@@ -858,10 +895,13 @@ impl LiveCollection {
 
     /// Insert or replace documents by id. Acknowledged (logged) when this returns; with
     /// `wait`, also visible to searches.
-    pub fn upsert(&self, docs: Vec<NewDoc>, wait: bool) -> Result<Receipt> {
+    pub fn upsert(&self, mut docs: Vec<NewDoc>, wait: bool) -> Result<Receipt> {
         self.check_writable()?;
         if docs.is_empty() {
             return Err(Error::Input("docs is empty: nothing to write".into()));
+        }
+        for d in &mut docs {
+            d.id = canonical_id(self.id_kind, std::mem::replace(&mut d.id, DocId::Int(0)));
         }
         self.validate(&docs)?;
         let n = docs.len() as u64;
@@ -882,7 +922,7 @@ impl LiveCollection {
     /// exists nothing is logged.
     pub fn delete(&self, ids: Vec<DocId>, wait: bool) -> Result<Receipt> {
         self.check_writable()?;
-        let (found, not_found): (Vec<DocId>, Vec<DocId>) = {
+        let (found, not_found) = {
             // The view is read under the writers' lock: a refresh swaps the view and
             // forgets the ids it applied (`inflight_ids`) under it, so an id written by
             // that refresh is either still in flight here or in the view. (Read before the
@@ -890,14 +930,29 @@ impl LiveCollection {
             // answered `not_found` and the document stayed.)
             let inner = self.lock_inner();
             let view = self.view();
-            ids.into_iter().partition(|id| {
+            let exists = |id: &DocId| {
                 inner
                     .pending_ids
                     .get(id)
                     .or_else(|| inner.inflight_ids.get(id))
                     .copied()
                     .unwrap_or_else(|| lookup_exact(&view, id).is_some())
-            })
+            };
+            let mut found: Vec<DocId> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            let mut not_found = Vec::new();
+            for id in ids {
+                // The collection's form of the id, or the form given when only that one
+                // exists (written before ids were put in one form).
+                let canon = canonical_id(self.id_kind, id.clone());
+                let hit = [canon, id.clone()].into_iter().find(|c| exists(c));
+                match hit {
+                    Some(c) if seen.insert(c.clone()) => found.push(c),
+                    Some(_) => {}
+                    None => not_found.push(id),
+                }
+            }
+            (found, not_found)
         };
         if found.is_empty() {
             return Ok(Receipt {
@@ -1795,6 +1850,7 @@ fn unreachable_manifest() -> Manifest {
         wal_seq: 0,
         next_segment: 0,
         ingest: serde_json::Value::Null,
+        crc32: None,
     }
 }
 
@@ -1834,6 +1890,21 @@ fn note_ids(map: &mut HashMap<DocId, bool>, op: &Op) {
                 map.insert(id.clone(), false);
             }
         }
+    }
+}
+
+/// An id in the form the collection keeps: in a collection of integer ids a string that
+/// spells one (`"777"`, as Elasticsearch clients always send ids) is that integer, and in
+/// a collection of string ids an integer is its decimal string. Mixed collections keep ids
+/// as given (either form may already exist there).
+pub fn canonical_id(kind: crate::IdKind, id: DocId) -> DocId {
+    match (kind, id) {
+        (crate::IdKind::Int, DocId::Str(s)) => match s.parse::<u64>() {
+            Ok(v) if v.to_string() == s => DocId::Int(v),
+            _ => DocId::Str(s),
+        },
+        (crate::IdKind::Str, DocId::Int(v)) => DocId::Str(v.to_string()),
+        (_, id) => id,
     }
 }
 

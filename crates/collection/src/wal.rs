@@ -10,6 +10,13 @@
 //! the log: start-up cuts the file there, reports it, and moves any later files aside
 //! (`wal/corrupt-*`) since applying them after a gap would reorder operations.
 //!
+//! Continuity: the log must start at or before the manifest's `wal_seq + 1` (a first file
+//! deleted by hand would otherwise skip acknowledged operations silently), and `wal/LAST`
+//! names the newest file (rewritten at each rotation), so a deleted newest file is found
+//! too. Either gap fails the open with an error naming what is missing ([`Error::Format`]):
+//! the operations in it were acknowledged and are gone, which no cut may hide. A newest file
+//! cut short at a record boundary cannot be told from one a killed process stopped writing.
+//!
 //! Durability ([`Fsync`]): an appended record is in the kernel's page cache before
 //! [`Wal::append`] returns, so it survives the process being killed (`kill -9`). With
 //! [`Fsync::Always`] the append also `fdatasync`s; with [`Fsync::Group`] the caller calls
@@ -99,6 +106,24 @@ pub struct Wal {
 
 fn log_name(first: u64) -> String {
     format!("{first:020}.log")
+}
+
+/// The file naming the newest log file.
+const LAST: &str = "LAST";
+
+/// Record `first`'s file as the newest (temp file and rename; the caller syncs the dir).
+fn write_last(dir: &Path, first: u64) -> Result<()> {
+    let p = dir.join(LAST);
+    let tmp = dir.join("LAST.tmp");
+    std::fs::write(&tmp, format!("{}\n", log_name(first))).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, &p).map_err(|e| Error::io(&p, e))
+}
+
+/// The first sequence number of the newest file as `wal/LAST` names it (None: no such
+/// file, from a log written before it).
+fn read_last(dir: &Path) -> Option<u64> {
+    let t = std::fs::read_to_string(dir.join(LAST)).ok()?;
+    t.trim().strip_suffix(".log")?.parse().ok()
 }
 
 fn list(dir: &Path) -> Result<Vec<LogFile>> {
@@ -267,6 +292,37 @@ impl Wal {
             }
             files.truncate(keep);
         }
+        // Continuity with the manifest: the first file must start at or before the first
+        // operation not in the segments.
+        if let Some(f) = files.first() {
+            if f.first > after + 1 {
+                return Err(Error::format(
+                    &f.path,
+                    format!(
+                        "the write-ahead log starts at operation {}, but the collection's segments hold operations up to {after} only: \
+                         operations {}..={} are missing (a log file was deleted or lost); restore the collection from a snapshot",
+                        f.first,
+                        after + 1,
+                        f.first - 1
+                    ),
+                ));
+            }
+        }
+        // The newest file `LAST` names must be there (unless a cut moved it aside).
+        if let Some(last) = read_last(dir) {
+            let end = next.unwrap_or(after + 1);
+            let named = files.iter().any(|f| f.first == last);
+            if !named && rec.moved_aside.is_empty() {
+                return Err(Error::format(
+                    dir.join(log_name(last)),
+                    format!(
+                        "the write-ahead log's newest file is missing (wal/LAST names it; the files left end at operation {}): \
+                         the acknowledged operations it held are lost; restore the collection from a snapshot",
+                        end.saturating_sub(1)
+                    ),
+                ));
+            }
+        }
         rec.replayed = replay.len() as u64;
         let next_seq = next.unwrap_or(after + 1).max(after + 1);
         let (file, len) = match files.last() {
@@ -287,13 +343,16 @@ impl Wal {
                 )
             }
             _ => {
-                // Every record of the files left is in the segments already.
+                // Every record of the files left is in the segments already. The new file
+                // (and `LAST` naming it) comes first, so a kill in between leaves a log
+                // that still passes the continuity checks.
+                let path = dir.join(log_name(next_seq));
+                let f = create_log(&path)?;
+                write_last(dir, next_seq)?;
+                sync_dir(dir);
                 for f in files.drain(..) {
                     std::fs::remove_file(&f.path).map_err(|e| Error::io(&f.path, e))?;
                 }
-                let path = dir.join(log_name(next_seq));
-                let f = create_log(&path)?;
-                sync_dir(dir);
                 files.push(LogFile {
                     first: next_seq,
                     path,
@@ -301,6 +360,14 @@ impl Wal {
                 (f, HEADER)
             }
         };
+        if !read_only {
+            if let Some(f) = files.last() {
+                if read_last(dir) != Some(f.first) {
+                    write_last(dir, f.first)?;
+                    sync_dir(dir);
+                }
+            }
+        }
         let file = Arc::new(file);
         let wal = Wal {
             dir: dir.to_path_buf(),
@@ -390,6 +457,7 @@ impl Wal {
         self.file.sync_data().map_err(|e| Error::io(&cur, e))?;
         let path = self.dir.join(log_name(self.next_seq));
         let f = Arc::new(create_log(&path)?);
+        write_last(&self.dir, self.next_seq)?;
         sync_dir(&self.dir);
         self.files.push(LogFile {
             first: self.next_seq,
@@ -593,5 +661,65 @@ mod tests {
         drop(w);
         let (_, replay, _) = Wal::open(&dir, 3, Fsync::None, false).unwrap();
         assert_eq!(replay, vec![(4, b"d".to_vec())]);
+    }
+
+    /// Two files: records 1..=3 in the first, 4..=5 in the second.
+    fn two_files(dir: &Path) {
+        let (mut w, _, _) = Wal::open(dir, 0, Fsync::None, false).unwrap();
+        for _ in 0..3 {
+            w.append(b"abc").unwrap();
+        }
+        w.rotate().unwrap();
+        for _ in 0..2 {
+            w.append(b"de").unwrap();
+        }
+    }
+
+    #[test]
+    fn a_deleted_first_file_is_a_gap_not_a_silent_skip() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("wal");
+        two_files(&dir);
+        std::fs::remove_file(dir.join(log_name(1))).unwrap();
+        // The segments hold operations up to 1: 2 and 3 are gone.
+        let e = Wal::open(&dir, 1, Fsync::None, false).err().unwrap().to_string();
+        assert!(e.contains("operations 2..=3 are missing"), "{e}");
+        // Up to 3 in the segments: nothing is missing.
+        let (_, replay, rec) = Wal::open(&dir, 3, Fsync::None, false).unwrap();
+        assert_eq!(replay.len(), 2);
+        assert!(rec.cut.is_none());
+    }
+
+    #[test]
+    fn a_deleted_newest_file_is_found_through_last() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("wal");
+        two_files(&dir);
+        std::fs::remove_file(dir.join(log_name(4))).unwrap();
+        let e = Wal::open(&dir, 0, Fsync::None, false).err().unwrap().to_string();
+        assert!(e.contains("newest file is missing"), "{e}");
+        assert!(e.contains(&log_name(4)), "{e}");
+    }
+
+    #[test]
+    fn a_middle_file_cut_at_a_record_boundary_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("wal");
+        two_files(&dir);
+        // Drop the last record of the first file, at its boundary.
+        let f = dir.join(log_name(1));
+        let len = std::fs::metadata(&f).unwrap().len();
+        let file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+        file.set_len(len - (16 + 3)).unwrap();
+        drop(file);
+        let (_, replay, rec) = Wal::open(&dir, 0, Fsync::None, false).unwrap();
+        assert_eq!(replay.len(), 2);
+        let cut = rec.cut.unwrap();
+        assert!(cut.contains("starts at sequence number 4"), "{cut}");
+        assert_eq!(rec.moved_aside.len(), 1);
+        // The log goes on from the cut, and the next open is clean.
+        drop(Wal::open(&dir, 0, Fsync::None, false).unwrap());
+        let (_, _, rec) = Wal::open(&dir, 0, Fsync::None, false).unwrap();
+        assert!(rec.cut.is_none(), "{rec:?}");
     }
 }

@@ -62,6 +62,50 @@ pub(crate) struct Slot {
     /// Bumped by every swap of the backend (and every write): part of each cache key, so a
     /// cached reply can never outlive the data it was computed from.
     pub generation: std::sync::atomic::AtomicU64,
+    /// Why the collection could not be opened at start (a damaged file, a gap in its log):
+    /// it answers 503 naming the reason while the other collections serve.
+    pub failed: ArcSwapOption<String>,
+}
+
+impl Slot {
+    /// The slot's backend, or 503: still loading, or failed to open (with the reason).
+    pub fn backend_or_503(&self) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
+        if let Some(b) = self.backend.load_full() {
+            return Ok(b);
+        }
+        Err(match self.failed.load_full() {
+            Some(why) => ApiError::new(
+                Code::NotReady,
+                format!("collection {:?} failed to open: {why}", self.name),
+            ),
+            None => ApiError::new(
+                Code::NotReady,
+                "the collection is still loading; retry shortly",
+            ),
+        })
+    }
+}
+
+/// What `/ready` says: `None` when every collection is open, else why not (collections
+/// that failed to open are named with their reasons).
+pub(crate) fn not_ready(app: &App) -> Option<String> {
+    let failed: Vec<String> = app
+        .slots
+        .iter()
+        .filter_map(|s| s.failed.load_full().map(|w| format!("{}: {w}", s.name)))
+        .collect();
+    if !failed.is_empty() {
+        return Some(format!(
+            "{} failed to open (the others serve): {}",
+            if failed.len() == 1 { "a collection" } else { "collections" },
+            failed.join("; ")
+        ));
+    }
+    if app.slots.iter().all(|s| s.backend.load().is_some()) {
+        None
+    } else {
+        Some("the index is still loading".into())
+    }
 }
 
 /// Shared state of one server.
@@ -194,18 +238,17 @@ async fn health() -> Response {
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
-    if app.slots.iter().all(|s| s.backend.load().is_some()) {
-        if let Some(why) = app
-            .slots
-            .iter()
-            .find_map(|s| s.backend.load_full().and_then(|b| b.ready().err()))
-        {
-            return ApiError::new(Code::NotReady, why).into_response();
-        }
-        json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
-    } else {
-        ApiError::new(Code::NotReady, "the index is still loading").into_response()
+    if let Some(why) = not_ready(&app) {
+        return ApiError::new(Code::NotReady, why).into_response();
     }
+    if let Some(why) = app
+        .slots
+        .iter()
+        .find_map(|s| s.backend.load_full().and_then(|b| b.ready().err()))
+    {
+        return ApiError::new(Code::NotReady, why).into_response();
+    }
+    json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
 }
 
 /// The v1 `/stats` `index` object (kind, n, dim, metric, params, bytes, placement, path) of
@@ -244,9 +287,11 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
         .map(|s| {
             (
                 s.name.clone(),
-                s.backend
-                    .load_full()
-                    .map_or(serde_json::Value::Null, |b| b.info()),
+                match (s.backend.load_full(), s.failed.load_full()) {
+                    (Some(b), _) => b.info(),
+                    (None, Some(why)) => serde_json::json!({"failed": *why}),
+                    (None, None) => serde_json::Value::Null,
+                },
             )
         })
         .collect();
@@ -994,12 +1039,7 @@ async fn search_inner(
 ) -> Result<Answer, ApiError> {
     let deadline = body_arrived + app.cfg.timeout;
     let spec = parse_search(body, app.cfg.ef)?;
-    let Some(backend) = slot.backend.load_full() else {
-        return Err(ApiError::new(
-            Code::NotReady,
-            "the index is still loading; retry shortly",
-        ));
-    };
+    let backend = slot.backend_or_503()?;
     let (_, dim, _) = backend.figures();
     let mut embed_us = 0u64;
     let mut truncated = false;
@@ -1345,6 +1385,7 @@ async fn collections(State(app): State<Arc<App>>) -> Response {
                 "name": s.name,
                 "ready": s.backend.load().is_some(),
                 "info": s.backend.load_full().map(|b| b.info()),
+                "failed": s.failed.load_full().map(|w| (*w).clone()),
             })
         })
         .collect();
@@ -1354,15 +1395,13 @@ async fn collections(State(app): State<Arc<App>>) -> Response {
 
 async fn collection_info(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
     match app.slot(&name) {
-        Ok(slot) => match slot.backend.load_full() {
-            Some(b) => json_response(
+        Ok(slot) => match slot.backend_or_503() {
+            Ok(b) => json_response(
                 StatusCode::OK,
                 serde_json::to_vec(&serde_json::json!({"name": slot.name, "info": b.info()}))
                     .unwrap_or_default(),
             ),
-            None => {
-                ApiError::new(Code::NotReady, "the collection is still loading").into_response()
-            }
+            Err(e) => e.into_response(),
         },
         Err(e) => e.into_response(),
     }
@@ -1376,8 +1415,9 @@ async fn get_doc(
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    let Some(backend) = slot.backend.load_full() else {
-        return ApiError::new(Code::NotReady, "the collection is still loading").into_response();
+    let backend = match slot.backend_or_503() {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
     };
     if id.is_empty() {
         return ApiError::invalid("the document id is empty").into_response();

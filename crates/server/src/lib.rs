@@ -185,6 +185,7 @@ where
         name: first_name,
         backend: ArcSwapOption::empty(),
         generation: std::sync::atomic::AtomicU64::new(0),
+        failed: ArcSwapOption::empty(),
     })];
     for (name, _) in &config.more {
         if slots.iter().any(|s| s.name == *name) {
@@ -196,6 +197,7 @@ where
             name: name.clone(),
             backend: ArcSwapOption::empty(),
             generation: std::sync::atomic::AtomicU64::new(0),
+            failed: ArcSwapOption::empty(),
         }));
     }
     let app = Arc::new(api::App {
@@ -250,10 +252,18 @@ where
                     app.queries.store(queries.clone());
                     let mut served = Vec::new();
                     for (slot, backend) in app.slots.iter().zip(backends) {
-                        let line = describe(&slot.name, &backend.info());
-                        tracing::info!("opened {line}");
-                        served.push(line);
-                        slot.backend.store(Some(Arc::new(backend)));
+                        match backend {
+                            Ok(backend) => {
+                                let line = describe(&slot.name, &backend.info());
+                                tracing::info!("opened {line}");
+                                served.push(line);
+                                slot.backend.store(Some(Arc::new(backend)));
+                            }
+                            Err(e) => {
+                                tracing::error!(collection = %slot.name, error = %e, "the collection failed to open; the others serve, it answers 503 naming the reason");
+                                slot.failed.store(Some(Arc::new(e.to_string())));
+                            }
+                        }
                     }
                     tracing::info!(
                         "{}",
@@ -308,7 +318,11 @@ where
     }
 }
 
-type Loaded = (Vec<Box<dyn SearchBackend>>, Option<Arc<Vectors>>);
+/// Each collection's backend or why it failed to open, and the query matrix.
+type Loaded = (
+    Vec<Result<Box<dyn SearchBackend>, ServerError>>,
+    Option<Arc<Vectors>>,
+);
 
 fn plural(n: usize, what: &str) -> String {
     if n == 1 {
@@ -525,12 +539,19 @@ fn load(
         Some(QuerySource::Loaded(v)) => Some(v.clone()),
         Some(QuerySource::Path(p)) => Some(Arc::new(searchd_vecio::read_vectors(p)?)),
     };
-    let mut backends = vec![open_source(&config.index, config, &pool, model)?];
+    // One collection that cannot open (a damaged file, a gap in its log) is served as
+    // failed while the others serve; the server stops only when none opens.
+    let mut backends = vec![open_source(&config.index, config, &pool, model)];
     for (_, src) in &config.more {
-        backends.push(open_source(src, config, &pool, model)?);
+        backends.push(open_source(src, config, &pool, model));
     }
-    if let Some(q) = &queries {
-        let dim = backends[0].figures().1;
+    if backends.iter().all(|b| b.is_err()) {
+        return Err(backends.swap_remove(0).err().unwrap_or_else(|| {
+            ServerError::Config("no collection could be opened".into())
+        }));
+    }
+    if let (Some(q), Some(Ok(first))) = (&queries, backends.first()) {
+        let dim = first.figures().1;
         if q.dim() != dim {
             let path = match &config.queries {
                 Some(QuerySource::Path(p)) => p.clone(),

@@ -182,10 +182,12 @@ async fn overflow(
             crate::api::json_response(StatusCode::OK, b"{\"status\":\"ok\"}".to_vec())
         }
         "/ready" | "/readyz" if probe => {
-            if app.slots.iter().all(|s| s.backend.load().is_some()) {
-                crate::api::json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
-            } else {
-                ApiError::new(Code::NotReady, "the index is still loading").into_response()
+            match crate::api::not_ready(&app) {
+                None => crate::api::json_response(
+                    StatusCode::OK,
+                    b"{\"status\":\"ready\"}".to_vec(),
+                ),
+                Some(why) => ApiError::new(Code::NotReady, why).into_response(),
             }
         }
         _ => app.limits.over_connections().into_response(),

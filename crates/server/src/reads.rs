@@ -20,7 +20,7 @@ use crate::backend::{
     FacetSpec, FieldsWanted, ReadOutput, ReadRequest, SearchBackend, MAX_RESULT_WINDOW,
 };
 use crate::cache::ResponseCache;
-use crate::error::{ApiError, Code};
+use crate::error::ApiError;
 
 /// Default page size of `/scroll`.
 pub const DEFAULT_PAGE_SIZE: usize = 10;
@@ -77,12 +77,7 @@ where
 
 /// The slot's backend, or 503 while it loads.
 pub(crate) fn backend_of(slot: &Slot) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
-    slot.backend.load_full().ok_or_else(|| {
-        ApiError::new(
-            Code::NotReady,
-            "the collection is still loading; retry shortly",
-        )
-    })
+    slot.backend_or_503()
 }
 
 /// Run a read on the backend: admission first (503 at capacity), then the pool.
