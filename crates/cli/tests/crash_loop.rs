@@ -67,7 +67,10 @@ fn http(port: u16, method: &str, path: &str, body: &str) -> std::io::Result<(u16
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("no status in {text:?}")))?;
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()
@@ -110,6 +113,9 @@ struct Plan {
     failpoint_timeout: Duration,
     flat_max: usize,
     seed: u64,
+    /// Where the report is rewritten after every kill (a long run stopped early keeps
+    /// what it measured).
+    progress: Option<PathBuf>,
 }
 
 /// What every kill found.
@@ -239,7 +245,8 @@ fn verify(
     ids.dedup();
     let mut got: HashMap<u64, Option<u64>> = HashMap::new();
     for chunk in ids.chunks(500) {
-        let body = serde_json::json!({ "ids": chunk.iter().map(|i| i.to_string()).collect::<Vec<_>>() });
+        let body =
+            serde_json::json!({ "ids": chunk.iter().map(|i| i.to_string()).collect::<Vec<_>>() });
         let (s, b) = http(port, "POST", "/c/_mget", &body.to_string())?;
         assert_eq!(s, 200, "{at}: _mget: {b}");
         let v: serde_json::Value = serde_json::from_str(&b).unwrap();
@@ -274,7 +281,8 @@ fn verify(
             // An id only the unacknowledged change wrote, and it did not land.
             if let Some(h) = got.get(&id).copied().flatten() {
                 r.resurrected += 1;
-                r.problems.push(format!("{at}: id {id} was never acknowledged, has {h}"));
+                r.problems
+                    .push(format!("{at}: id {id} was never acknowledged, has {h}"));
             }
             continue;
         };
@@ -297,15 +305,18 @@ fn verify(
             }
         };
         if r.problems.len() < 50 {
-            r.problems
-                .push(format!("{at}: id {id} {kind}: want {want:?}, have {have:?}"));
+            r.problems.push(format!(
+                "{at}: id {id} {kind}: want {want:?}, have {have:?}"
+            ));
         }
     }
     if count["count"].as_u64() != Some(live) {
         r.count_mismatches += 1;
         if r.problems.len() < 50 {
-            r.problems
-                .push(format!("{at}: count {} but {live} acknowledged", count["count"]));
+            r.problems.push(format!(
+                "{at}: count {} but {live} acknowledged",
+                count["count"]
+            ));
         }
     }
     Ok(())
@@ -374,7 +385,9 @@ fn run(plan: &Plan) -> Report {
         let killer = {
             let dead = dead.clone();
             let wait = match fp {
-                None => Duration::from_millis(plan.kill_ms.0 + rng.below(plan.kill_ms.1 - plan.kill_ms.0)),
+                None => Duration::from_millis(
+                    plan.kill_ms.0 + rng.below(plan.kill_ms.1 - plan.kill_ms.0),
+                ),
                 Some(_) => plan.failpoint_timeout,
             };
             std::thread::spawn(move || {
@@ -425,8 +438,10 @@ fn run(plan: &Plan) -> Report {
                         continue;
                     }
                     version += 1;
-                    docs.push(serde_json::json!({"id": id, "text": format!("doc {id} v{version}"),
-                        "vector": rng.vector(plan.dim), "fields": {"v": version}}));
+                    docs.push(
+                        serde_json::json!({"id": id, "text": format!("doc {id} v{version}"),
+                        "vector": rng.vector(plan.dim), "fields": {"v": version}}),
+                    );
                     ch.push((id, version));
                 }
                 let body = serde_json::json!({"docs": docs, "wait": rng.below(5) == 0});
@@ -485,7 +500,8 @@ fn run(plan: &Plan) -> Report {
                 Ok((s, b)) => {
                     // Not acknowledged: it may have been logged (a 5xx after the append).
                     r.inflight_ops += 1;
-                    r.problems.push(format!("kill {k}: write answered {s}: {b}"));
+                    r.problems
+                        .push(format!("kill {k}: write answered {s}: {b}"));
                     inflight = Some(change);
                     break;
                 }
@@ -502,6 +518,10 @@ fn run(plan: &Plan) -> Report {
         let status = child.wait().unwrap();
         let killed_by_us = killer.join().unwrap();
         record_kill(&mut r, *fp, status, killed_by_us);
+        if let Some(p) = &plan.progress {
+            r.seconds = t0.elapsed().as_secs_f64();
+            write_report(p, plan, &r, false);
+        }
     }
     let (mut child, port, _) = start(&dir, plan, "none", None).unwrap_or_else(|st| {
         panic!(
@@ -575,6 +595,7 @@ fn short() {
         failpoint_timeout: Duration::from_secs(20),
         flat_max: 300,
         seed: 0x5eed_c0de,
+        progress: None,
     };
     let mut r = run(&plan);
     // A failpoint not reached in its run gets further runs until it is (a snapshot step
@@ -630,6 +651,23 @@ fn merge_reports(a: &mut Report, b: Report) {
     a.seconds += b.seconds;
 }
 
+fn write_report(out: &Path, plan: &Plan, r: &Report, finished: bool) {
+    let mut v = serde_json::to_value(r).unwrap();
+    v["schema"] = "searchd.bench.crash-loop.v2".into();
+    v["finished"] = finished.into();
+    v["plan"] = serde_json::json!({
+        "docs": plan.docs, "dim": plan.dim, "random_kills": plan.random_kills,
+        "failpoint_kills": plan.failpoint_kills, "kill_ms": [plan.kill_ms.0, plan.kill_ms.1],
+        "failpoint_timeout_s": plan.failpoint_timeout.as_secs(),
+        "flat_max": plan.flat_max, "seed": plan.seed, "failpoints": FAILPOINTS,
+        "batches": [1, 10, 50], "delete_share": 0.2, "id_space": plan.docs * 3,
+        "binary": bin(),
+    });
+    v["passed"] =
+        (r.lost == 0 && r.stale == 0 && r.resurrected == 0 && r.count_mismatches == 0).into();
+    std::fs::write(out, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
@@ -647,22 +685,14 @@ fn long() {
         random_kills: env_or("SEARCHD_CRASH_KILLS", 500),
         failpoint_kills: env_or("SEARCHD_CRASH_FAILPOINT_KILLS", 20),
         kill_ms: (300, 2_500),
-        failpoint_timeout: Duration::from_secs(30),
+        failpoint_timeout: Duration::from_secs(env_or("SEARCHD_CRASH_FAILPOINT_TIMEOUT_S", 10)),
         flat_max: env_or("SEARCHD_CRASH_FLAT_MAX", 1_000),
         seed: env_or("SEARCHD_CRASH_SEED", 0x5eed_0001),
+        progress: std::env::var_os("SEARCHD_CRASH_OUT").map(PathBuf::from),
     };
     let r = run(&plan);
-    if let Ok(out) = std::env::var("SEARCHD_CRASH_OUT") {
-        let mut v = serde_json::to_value(&r).unwrap();
-        v["schema"] = "searchd.bench.crash-loop.v2".into();
-        v["plan"] = serde_json::json!({
-            "docs": plan.docs, "dim": plan.dim, "random_kills": plan.random_kills,
-            "failpoint_kills": plan.failpoint_kills, "kill_ms": [plan.kill_ms.0, plan.kill_ms.1],
-            "flat_max": plan.flat_max, "seed": plan.seed, "failpoints": FAILPOINTS,
-            "batches": [1, 10, 50], "delete_share": 0.2, "id_space": plan.docs * 3,
-        });
-        v["passed"] = (r.lost == 0 && r.stale == 0 && r.resurrected == 0 && r.count_mismatches == 0).into();
-        std::fs::write(&out, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    if let Some(out) = &plan.progress {
+        write_report(out, &plan, &r, true);
     }
     check(&r);
 }

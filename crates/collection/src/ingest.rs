@@ -776,11 +776,7 @@ fn ingest_inner(
         crc32: None,
     };
     let mpath = stage.join(MANIFEST);
-    std::fs::write(
-        &mpath,
-        manifest.to_bytes(),
-    )
-    .map_err(|e| Error::io(&mpath, e))?;
+    std::fs::write(&mpath, manifest.to_bytes()).map_err(|e| Error::io(&mpath, e))?;
     if let Ok(f) = std::fs::File::open(&mpath) {
         let _ = f.sync_all();
     }

@@ -682,7 +682,10 @@ mod tests {
         two_files(&dir);
         std::fs::remove_file(dir.join(log_name(1))).unwrap();
         // The segments hold operations up to 1: 2 and 3 are gone.
-        let e = Wal::open(&dir, 1, Fsync::None, false).err().unwrap().to_string();
+        let e = Wal::open(&dir, 1, Fsync::None, false)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("operations 2..=3 are missing"), "{e}");
         // Up to 3 in the segments: nothing is missing.
         let (_, replay, rec) = Wal::open(&dir, 3, Fsync::None, false).unwrap();
@@ -696,7 +699,10 @@ mod tests {
         let dir = d.path().join("wal");
         two_files(&dir);
         std::fs::remove_file(dir.join(log_name(4))).unwrap();
-        let e = Wal::open(&dir, 0, Fsync::None, false).err().unwrap().to_string();
+        let e = Wal::open(&dir, 0, Fsync::None, false)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("newest file is missing"), "{e}");
         assert!(e.contains(&log_name(4)), "{e}");
     }

@@ -643,3 +643,71 @@ fn writes_are_held_back_while_segments_pile_up_and_resume_after_a_merge() {
         .unwrap();
     check(&live, &model, &mut rng, "after the throttled write");
 }
+
+#[test]
+fn a_string_id_that_spells_an_integer_is_that_document() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(91);
+    let mut model = Model::new();
+    make_collection(d.path(), 20, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    // "7" replaces 7 (Elasticsearch clients send every id as a string); "0777" is not an
+    // integer's spelling and stays a string id of its own.
+    let doc = |id: DocId, color: &str| Doc {
+        id,
+        vector: vector(&mut Rng(5)),
+        text: Some("x".into()),
+        source: source(color, "x"),
+    };
+    live.upsert(vec![doc(DocId::Str("7".into()), "amber")], true)
+        .unwrap();
+    live.upsert(vec![doc(DocId::Str("0777".into()), "teal")], true)
+        .unwrap();
+    let v = live.view();
+    assert_eq!(v.len(), 21, "one document per id");
+    let r = v.lookup(&DocId::Int(7)).unwrap();
+    assert_eq!(v.doc_id(r), Some(&DocId::Int(7)));
+    let src: serde_json::Value = serde_json::from_slice(&v.source(r).unwrap().unwrap()).unwrap();
+    assert_eq!(src["color"], "amber");
+    // A delete by the string form deletes the integer document.
+    let rc = live.delete(vec![DocId::Str("7".into())], true).unwrap();
+    assert_eq!((rc.deleted, rc.not_found.len()), (1, 0), "{rc:?}");
+    assert!(live.view().lookup(&DocId::Int(7)).is_none());
+    assert_eq!(live.view().len(), 20);
+}
+
+#[test]
+fn an_edited_manifest_is_refused_by_its_checksum() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(92);
+    let mut model = Model::new();
+    make_collection(d.path(), 20, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    let mut next_id = 100;
+    random_ops(&live, &mut model, &mut rng, &mut next_id, 10);
+    live.refresh().unwrap();
+    live.commit().unwrap();
+    random_ops(&live, &mut model, &mut rng, &mut next_id, 5);
+    drop(live);
+    // Skipping log records by raising wal_seq by hand.
+    let p = dir.join("collection.json");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(m["crc32"].is_u64(), "the manifest carries its checksum");
+    m["wal_seq"] = (m["wal_seq"].as_u64().unwrap() + 3).into();
+    std::fs::write(&p, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let e = LiveCollection::open(&dir, &LoadOptions::default(), cfg())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("collection.json") && e.contains("checksum"),
+        "{e}"
+    );
+    // Put back as it was: it opens, every acknowledged write there.
+    std::fs::write(&p, &text).unwrap();
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    check(&live, &model, &mut rng, "after the manifest is restored");
+}

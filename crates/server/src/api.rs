@@ -97,7 +97,11 @@ pub(crate) fn not_ready(app: &App) -> Option<String> {
     if !failed.is_empty() {
         return Some(format!(
             "{} failed to open (the others serve): {}",
-            if failed.len() == 1 { "a collection" } else { "collections" },
+            if failed.len() == 1 {
+                "a collection"
+            } else {
+                "collections"
+            },
             failed.join("; ")
         ));
     }

@@ -546,9 +546,10 @@ fn load(
         backends.push(open_source(src, config, &pool, model));
     }
     if backends.iter().all(|b| b.is_err()) {
-        return Err(backends.swap_remove(0).err().unwrap_or_else(|| {
-            ServerError::Config("no collection could be opened".into())
-        }));
+        return Err(backends
+            .swap_remove(0)
+            .err()
+            .unwrap_or_else(|| ServerError::Config("no collection could be opened".into())));
     }
     if let (Some(q), Some(Ok(first))) = (&queries, backends.first()) {
         let dim = first.figures().1;

@@ -181,15 +181,10 @@ async fn overflow(
         "/health" | "/healthz" if probe => {
             crate::api::json_response(StatusCode::OK, b"{\"status\":\"ok\"}".to_vec())
         }
-        "/ready" | "/readyz" if probe => {
-            match crate::api::not_ready(&app) {
-                None => crate::api::json_response(
-                    StatusCode::OK,
-                    b"{\"status\":\"ready\"}".to_vec(),
-                ),
-                Some(why) => ApiError::new(Code::NotReady, why).into_response(),
-            }
-        }
+        "/ready" | "/readyz" if probe => match crate::api::not_ready(&app) {
+            None => crate::api::json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec()),
+            Some(why) => ApiError::new(Code::NotReady, why).into_response(),
+        },
         _ => app.limits.over_connections().into_response(),
     };
     Ok(resp)

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::{client, TestServer};
+use common::{client, get_json, split, TestServer};
 use searchd_collection::ingest::{ingest, Embed, IngestConfig};
 use searchd_collection::{DocId, ModelRecord};
 use searchd_server::{
@@ -481,5 +481,55 @@ async fn a_second_backend_behind_the_same_routes() {
         .await
         .unwrap();
     assert!(st["requests"]["ok"].as_u64().unwrap() >= 1);
+    s.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_collection_is_served_as_failed_while_the_others_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), None);
+    // poems' manifest is damaged: the checksum no longer matches.
+    let m = dir.path().join("poems/collection.json");
+    let text = std::fs::read_to_string(&m).unwrap();
+    assert!(text.contains("\"wal_seq\": 0"), "{text}");
+    std::fs::write(&m, text.replacen("\"wal_seq\": 0", "\"wal_seq\": 5", 1)).unwrap();
+    let s = TestServer::start_unready(c).await;
+    let cl = client();
+    // /ready stays 503 and names the failed collection and why.
+    let t = std::time::Instant::now();
+    let why = loop {
+        let r = cl.get(format!("{}/ready", s.url)).send().await.unwrap();
+        let (code, _, v) = split(r).await;
+        assert_eq!(code, 503, "{v}");
+        let msg = v["error"]["reason"]
+            .as_str()
+            .or(v["error"].as_str())
+            .unwrap_or("")
+            .to_string();
+        let msg = if msg.is_empty() { v.to_string() } else { msg };
+        if msg.contains("poems") {
+            break msg;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{v}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(why.contains("checksum"), "{why}");
+    // books serves; poems answers 503 with the reason; /stats names it.
+    let (code, v) = post(&format!("{}/collections/books/count", s.url), json!({})).await;
+    assert_eq!(
+        (code, v["count"].as_u64()),
+        (200, Some(TEXTS.len() as u64)),
+        "{v}"
+    );
+    let (code, v) = post(&format!("{}/collections/poems/count", s.url), json!({})).await;
+    assert_eq!(code, 503, "{v}");
+    assert!(v.to_string().contains("failed to open"), "{v}");
+    let st = get_json(&cl, &format!("{}/stats", s.url)).await;
+    assert!(
+        st["collections"]["poems"]["failed"]
+            .as_str()
+            .is_some_and(|w| w.contains("checksum")),
+        "{st}"
+    );
     s.stop().await.unwrap();
 }
