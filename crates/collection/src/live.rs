@@ -82,6 +82,41 @@ pub struct LiveConfig {
     /// Run the optimizer thread (refreshes on interval, merges, commits). Tests turn it
     /// off to drive each step themselves.
     pub background: bool,
+    /// What upserts do with top-level fields the mapping does not have (default
+    /// [`Dynamic::True`], as Elasticsearch's `dynamic`).
+    pub dynamic: Dynamic,
+}
+
+/// Elasticsearch's `dynamic` mapping setting for fields that upserts bring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dynamic {
+    /// A new field gets the type inferred from the first upsert that has it (as ingest
+    /// infers: keyword, integer, float, bool, datetime) and is indexed from then on (filters,
+    /// facets, sorting); later values that do not convert are refused (400).
+    #[default]
+    True,
+    /// New fields are stored (in `_source`), not indexed.
+    False,
+    /// A document with a field the mapping does not have is refused (400).
+    Strict,
+}
+
+impl Dynamic {
+    pub fn parse(s: &str) -> Option<Dynamic> {
+        match s {
+            "true" => Some(Dynamic::True),
+            "false" => Some(Dynamic::False),
+            "strict" => Some(Dynamic::Strict),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dynamic::True => "true",
+            Dynamic::False => "false",
+            Dynamic::Strict => "strict",
+        }
+    }
 }
 
 impl Default for LiveConfig {
@@ -99,6 +134,7 @@ impl Default for LiveConfig {
             optimizer_threads: 1,
             optimizer_nice: 10,
             background: true,
+            dynamic: Dynamic::True,
         }
     }
 }
@@ -304,6 +340,9 @@ pub struct LiveCollection {
     /// The kind of ids the collection was made with: ids in writes are put in its form
     /// ([`canonical_id`]), so `"777"` and `777` are one document.
     id_kind: crate::IdKind,
+    /// The mapping as it grows ([`Dynamic`]): fields added by upserts join it before their
+    /// documents are logged; segments are written with it and views carry it.
+    mapping: Mutex<Option<searchd_fields::Schema>>,
     view: RwLock<Arc<Collection>>,
     inner: Mutex<Inner>,
     /// One refresh at a time (writers do not wait on it).
@@ -693,6 +732,19 @@ impl LiveCollection {
             pending.push((*seq, op));
         }
         let spec = spec_of(&manifest, &cfg, coll.analyzer());
+        // The log's upserts were checked against the mapping as it grew; growing it again
+        // in log order gives the same types.
+        let mut mapping = manifest.mapping.clone();
+        if cfg.dynamic == Dynamic::True {
+            if let Some(m) = mapping.as_mut() {
+                for (_, op) in &pending {
+                    if let Op::Upsert(docs) = op {
+                        let (_, new) = check_fields(m, manifest.text_field.as_deref(), docs);
+                        add_fields(m, new);
+                    }
+                }
+            }
+        }
         let scratch = if read_only && !pending.is_empty() {
             Some(tempdir::Scratch::new().map_err(|e| Error::io(std::env::temp_dir(), e))?)
         } else {
@@ -706,6 +758,7 @@ impl LiveCollection {
             spec,
             text_field,
             id_kind: manifest.id_kind,
+            mapping: Mutex::new(mapping),
             view: RwLock::new(Arc::new(coll)),
             inner: Mutex::new(Inner {
                 wal,
@@ -848,14 +901,24 @@ impl LiveCollection {
     /// Check documents before they are logged: dimensions, finite components, a non-zero
     /// vector under cosine, a JSON object of stored fields whose mapped fields convert.
     pub fn validate(&self, docs: &[NewDoc]) -> Result<()> {
+        let mapping = self.lock_mapping();
+        self.validate_with(docs, mapping.as_ref()).map(|_| ())
+    }
+
+    fn lock_mapping(&self) -> std::sync::MutexGuard<'_, Option<searchd_fields::Schema>> {
+        self.mapping.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`Self::validate`] against `mapping`; returns the fields the documents bring that it
+    /// does not have, with their inferred types.
+    fn validate_with(
+        &self,
+        docs: &[NewDoc],
+        mapping: Option<&searchd_fields::Schema>,
+    ) -> Result<Vec<(String, searchd_fields::FieldType)>> {
         let view = self.view();
         let dim = view.dim();
         let cosine = view.metric() == Metric::Cosine;
-        let mut fw = self
-            .spec
-            .fields
-            .clone()
-            .map(searchd_fields::FieldsWriter::new);
         for (i, d) in docs.iter().enumerate() {
             let at = format!("docs[{i}]");
             if d.vector.len() != dim {
@@ -880,17 +943,44 @@ impl LiveCollection {
                     "{at}.vector is all zeros: it has no direction under cosine"
                 )));
             }
-            let mut map: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_slice(&d.source).map_err(|e| {
-                    Error::Input(format!("{at}: fields are not a JSON object: {e}"))
-                })?;
-            if let (Some(w), Some(fc)) = (fw.as_mut(), &self.spec.fields) {
-                map.retain(|k, _| fc.declared.iter().any(|(n, _)| n == k));
-                w.add(i as u32, &map)
-                    .map_err(|e| Error::Input(format!("{at}.fields: {e}")))?;
+        }
+        match mapping {
+            None => {
+                for (i, d) in docs.iter().enumerate() {
+                    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&d.source)
+                        .map_err(|e| {
+                            Error::Input(format!("docs[{i}]: fields are not a JSON object: {e}"))
+                        })?;
+                }
+                Ok(Vec::new())
+            }
+            Some(m) => {
+                let (r, new) = check_fields(m, self.text_field.as_deref(), docs);
+                r?;
+                if self.cfg.dynamic == Dynamic::Strict && !new.is_empty() {
+                    let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(Error::Input(format!(
+                        "field(s) {} are not in the mapping and dynamic mapping is strict (serve --dynamic-mapping)",
+                        names.join(", ")
+                    )));
+                }
+                Ok(new)
             }
         }
-        Ok(())
+    }
+
+    /// The segment spec with the mapping as it is now.
+    fn spec_now(&self) -> SegmentSpec {
+        let mut spec = self.spec.clone();
+        if let (Some(f), Some(m)) = (spec.fields.as_mut(), self.lock_mapping().as_ref()) {
+            f.declared = m.fields.iter().map(|f| (f.name.clone(), f.ty)).collect();
+        }
+        spec
+    }
+
+    /// The mapping as it is now (the view's may be older).
+    pub fn mapping(&self) -> Option<searchd_fields::Schema> {
+        self.lock_mapping().clone()
     }
 
     /// Insert or replace documents by id. Acknowledged (logged) when this returns; with
@@ -903,7 +993,15 @@ impl LiveCollection {
         for d in &mut docs {
             d.id = canonical_id(self.id_kind, std::mem::replace(&mut d.id, DocId::Int(0)));
         }
-        self.validate(&docs)?;
+        {
+            // The mapping lock is held from the check to the growth, so two upserts
+            // bringing one new field agree on its type (the first one decides).
+            let mut mapping = self.lock_mapping();
+            let new = self.validate_with(&docs, mapping.as_ref())?;
+            if let (Some(m), Dynamic::True) = (mapping.as_mut(), self.cfg.dynamic) {
+                add_fields(m, new);
+            }
+        }
         let n = docs.len() as u64;
         let op = Op::Upsert(docs);
         let seq = self.log(op)?;
@@ -1132,7 +1230,8 @@ impl LiveCollection {
         let new_seg = if docs.is_empty() {
             None
         } else {
-            let built = write_segment(base, &name, &docs, &self.spec).and_then(|meta| {
+            let spec = self.spec_now();
+            let built = write_segment(base, &name, &docs, &spec).and_then(|meta| {
                 timer.lap("write");
                 let seg = Segment::open(base, &meta, self.spec.dim, &self.opts)?;
                 timer.lap("open");
@@ -1160,6 +1259,8 @@ impl LiveCollection {
                 }
             }
         };
+        // The view gets the mapping as it is now: it has every field of its documents.
+        let mapping_now = self.mapping();
         let old_view = {
             let mut inner = self.lock_inner();
             let cur = self.view();
@@ -1180,6 +1281,9 @@ impl LiveCollection {
                 }
             }
             let mut manifest = cur.manifest.clone().unwrap_or_else(unreachable_manifest);
+            if mapping_now.is_some() {
+                manifest.mapping = mapping_now;
+            }
             let mut segments = cur.segments.clone();
             let mut lives: Vec<Option<Arc<RoaringBitmap>>> = live
                 .into_iter()
@@ -1621,7 +1725,7 @@ impl LiveCollection {
         let new_seg = if refs.is_empty() {
             None
         } else {
-            let meta = write_segment(&self.dir, &name, &refs, &self.spec)?;
+            let meta = write_segment(&self.dir, &name, &refs, &self.spec_now())?;
             timer.lap("write");
             let seg = Segment::open(&self.dir, &meta, self.spec.dim, &self.opts)?;
             timer.lap("open");
@@ -1852,6 +1956,69 @@ fn unreachable_manifest() -> Manifest {
         ingest: serde_json::Value::Null,
         crc32: None,
     }
+}
+
+/// Check the stored fields of `docs` against `mapping`: each is a JSON object whose mapped
+/// fields convert to their types. Also returns the fields they bring that the mapping has
+/// neither indexed nor skipped, with the types inferred from these documents (fields with
+/// mixed value types stay unindexed, as at ingest).
+fn check_fields(
+    mapping: &searchd_fields::Schema,
+    text_field: Option<&str>,
+    docs: &[NewDoc],
+) -> (Result<()>, Vec<(String, searchd_fields::FieldType)>) {
+    let mut w = searchd_fields::FieldsWriter::new(searchd_fields::FieldsConfig {
+        declared: mapping
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), f.ty))
+            .collect(),
+        skip: text_field
+            .into_iter()
+            .map(str::to_string)
+            .chain(mapping.skipped.iter().map(|s| s.name.clone()))
+            .collect(),
+    });
+    for (i, d) in docs.iter().enumerate() {
+        let at = format!("docs[{i}]");
+        let map: serde_json::Map<String, serde_json::Value> =
+            match serde_json::from_slice(&d.source) {
+                Ok(m) => m,
+                Err(e) => {
+                    return (
+                        Err(Error::Input(format!(
+                            "{at}: fields are not a JSON object: {e}"
+                        ))),
+                        Vec::new(),
+                    )
+                }
+            };
+        if let Err(e) = w.add(i as u32, &map) {
+            return (Err(Error::Input(format!("{at}.fields: {e}"))), Vec::new());
+        }
+    }
+    (Ok(()), w.inferred())
+}
+
+/// Add fields (from [`check_fields`]) to the mapping, keeping it sorted by name.
+fn add_fields(m: &mut searchd_fields::Schema, new: Vec<(String, searchd_fields::FieldType)>) {
+    if new.is_empty() {
+        return;
+    }
+    for (name, ty) in new {
+        if m.get(&name).is_none() && m.skipped(&name).is_none() {
+            tracing::info!(field = %name, r#type = %ty, "dynamic mapping: a new field is indexed");
+            m.fields.push(searchd_fields::FieldSpec {
+                name,
+                ty,
+                array: false,
+                docs: 0,
+                values: 0,
+                declared: true,
+            });
+        }
+    }
+    m.fields.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
 /// Rebuild pending operations from a collapsed batch (a refresh that failed).

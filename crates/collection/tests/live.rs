@@ -711,3 +711,84 @@ fn an_edited_manifest_is_refused_by_its_checksum() {
     let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
     check(&live, &model, &mut rng, "after the manifest is restored");
 }
+
+#[test]
+fn fields_brought_by_upserts_join_the_mapping_and_are_filterable() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(93);
+    let mut model = Model::new();
+    make_collection(d.path(), 20, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let opts = LoadOptions::default();
+    let doc = |id: u64, year: serde_json::Value| Doc {
+        id: DocId::Int(id),
+        vector: vector(&mut Rng(id + 1)),
+        text: Some("x".into()),
+        source: serde_json::to_vec(&serde_json::json!({"color": "red", "text": "x", "year": year}))
+            .unwrap(),
+    };
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    live.upsert(
+        (100..110).map(|i| doc(i, (1990 + i).into())).collect(),
+        true,
+    )
+    .unwrap();
+    // The first upsert typed it integer: a later string that does not convert is refused.
+    let e = live
+        .upsert(vec![doc(200, "nineteen".into())], true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("docs[0].fields") && e.contains("year"), "{e}");
+    let count = |live: &LiveCollection| {
+        let v = live.view();
+        let f = v
+            .parse_filter(
+                &serde_json::json!({"range": {"year": {"gte": 2095}}}),
+                "filter",
+            )
+            .unwrap();
+        v.matches(&f).len()
+    };
+    assert_eq!(count(&live), 5, "years 2095..2099");
+    // It survives a merge, a commit and a restart, and the log's replay.
+    while live.optimize().unwrap() {}
+    live.commit().unwrap();
+    live.upsert((300..302).map(|i| doc(i, 2100.into())).collect(), false)
+        .unwrap();
+    drop(live);
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    assert_eq!(count(&live), 7);
+    let m = live.mapping().unwrap();
+    assert_eq!(
+        m.get("year").map(|f| f.ty),
+        Some(searchd_fields::FieldType::Integer)
+    );
+    drop(live);
+    // Stored only, and strict.
+    let live = LiveCollection::open(
+        &dir,
+        &opts,
+        LiveConfig {
+            dynamic: searchd_collection::live::Dynamic::False,
+            ..cfg()
+        },
+    )
+    .unwrap();
+    let mut d2 = doc(400, 1.into());
+    d2.source = serde_json::to_vec(&serde_json::json!({"text": "x", "shelf": "b2"})).unwrap();
+    live.upsert(vec![d2.clone()], true).unwrap();
+    assert!(live.mapping().unwrap().get("shelf").is_none());
+    drop(live);
+    let live = LiveCollection::open(
+        &dir,
+        &opts,
+        LiveConfig {
+            dynamic: searchd_collection::live::Dynamic::Strict,
+            ..cfg()
+        },
+    )
+    .unwrap();
+    let e = live.upsert(vec![d2], true).err().unwrap().to_string();
+    assert!(e.contains("shelf") && e.contains("strict"), "{e}");
+}

@@ -197,6 +197,18 @@ impl FieldsWriter {
         Ok(())
     }
 
+    /// The fields the documents added so far bring beyond the declared ones, with the type
+    /// [`FieldsWriter::finish`] would infer for each, by name; fields it would skip (mixed
+    /// value types, objects, only nulls) are left out. What a live collection's dynamic
+    /// mapping adds.
+    pub fn inferred(&self) -> Vec<(String, FieldType)> {
+        self.fields
+            .iter()
+            .filter(|(_, a)| a.declared.is_none() && a.skipped.is_none())
+            .filter_map(|(n, a)| infer(a.kinds, a.all_dt).ok().map(|t| (n.clone(), t)))
+            .collect()
+    }
+
     /// Builds the columns and writes [`FIELDS_FILE`] into `dir` (which must exist) for a
     /// segment of `docs` documents (every added row must be below `docs`).
     pub fn finish(self, dir: &Path, docs: u32) -> Result<FieldsMeta> {

@@ -282,6 +282,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1_000, value_name = "DOCS")]
     pub flat_max: usize,
 
+    /// What upserts do with top-level fields the collection's mapping does not have, as
+    /// Elasticsearch's `dynamic`: `true` types them from the first upsert that has them and
+    /// indexes them (filters, facets, sorting); `false` stores them without indexing;
+    /// `strict` refuses the document (400).
+    #[arg(long, default_value = "true", value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
+    pub dynamic_mapping: String,
+
     /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
     /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON).
     #[arg(long, default_value_t = DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
@@ -636,6 +643,8 @@ impl ServerConfig {
         cfg.live.optimizer_threads = args.optimizer_threads;
         cfg.live.optimizer_nice = args.optimizer_nice;
         cfg.live.flat_max = args.flat_max;
+        cfg.live.dynamic =
+            searchd_collection::live::Dynamic::parse(&args.dynamic_mapping).unwrap_or_default();
         cfg.write_body_limit = args.write_body_limit;
         if args.max_connections == 0 {
             return Err(ServerError::Config(
