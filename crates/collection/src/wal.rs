@@ -115,7 +115,12 @@ const LAST: &str = "LAST";
 fn write_last(dir: &Path, first: u64) -> Result<()> {
     let p = dir.join(LAST);
     let tmp = dir.join("LAST.tmp");
-    std::fs::write(&tmp, format!("{}\n", log_name(first))).map_err(|e| Error::io(&tmp, e))?;
+    {
+        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all_at(format!("{}\n", log_name(first)).as_bytes(), 0)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| Error::io(&tmp, e))?;
+    }
     std::fs::rename(&tmp, &p).map_err(|e| Error::io(&p, e))
 }
 
