@@ -174,6 +174,12 @@ pub struct IngestArgs {
     /// work on ids only).
     #[arg(long)]
     pub no_field_indexes: bool,
+    /// What live upserts do with fields the mapping does not have, as Elasticsearch's
+    /// `dynamic` (recorded in the collection): `true` types and indexes them, `false` stores
+    /// them without indexing, `strict` refuses them. Default: the server's
+    /// `--dynamic-mapping` (true).
+    #[arg(long, value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
+    pub dynamic_mapping: Option<String>,
 }
 
 /// `--field-type NAME=TYPE` pairs.
@@ -381,6 +387,10 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
             ..Default::default()
         })
     };
+    cfg.dynamic = a
+        .dynamic_mapping
+        .as_deref()
+        .and_then(searchd_collection::live::Dynamic::parse);
     cfg.field_indexes = if a.no_field_indexes {
         None
     } else {

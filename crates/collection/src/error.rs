@@ -56,6 +56,13 @@ impl Error {
             Error::Io { source, .. } => Some(source),
             Error::Docs(searchd_docs::Error::Io { source, .. }) => Some(source),
             Error::Fields(searchd_fields::Error::Io { source, .. }) => Some(source),
+            Error::Lexical(searchd_lexical::Error::Io { source, .. }) => Some(source),
+            // tantivy wraps the I/O error of a full disk in its own (a segment's lexical
+            // index written by a refresh): its message is all that is left of it.
+            Error::Lexical(e @ searchd_lexical::Error::Tantivy { .. }) => {
+                let m = e.to_string();
+                return m.contains("StorageFull") || m.contains("No space left on device");
+            }
             _ => None,
         };
         io.is_some_and(|e| {

@@ -68,6 +68,9 @@ pub struct IngestConfig {
     /// Typed field indexes of the stored fields (default: yes, every field's type
     /// inferred; the text field is never indexed as a keyword). `None` builds none.
     pub field_indexes: Option<searchd_fields::FieldsConfig>,
+    /// The collection's dynamic mapping setting, recorded in its manifest (default: none
+    /// recorded; the server's applies).
+    pub dynamic: Option<crate::live::Dynamic>,
 }
 
 /// Default `checkpoint_every`.
@@ -90,6 +93,7 @@ impl IngestConfig {
             name: None,
             lexical: Some(searchd_lexical::LexicalConfig::default()),
             field_indexes: Some(searchd_fields::FieldsConfig::default()),
+            dynamic: None,
         }
     }
 }
@@ -773,6 +777,7 @@ fn ingest_inner(
             "lexical": lexical_meta.as_ref().map(|l| serde_json::json!({"analyzer": l.analyzer.to_string(), "bytes": l.bytes, "seconds": lexical_seconds})),
             "fields": fields_meta.as_ref().map(|m| serde_json::json!({"bytes": m.bytes, "seconds": fields_seconds})),
         }),
+        dynamic: cfg.dynamic,
         crc32: None,
     };
     let mpath = stage.join(MANIFEST);

@@ -170,6 +170,10 @@ pub struct Manifest {
     /// How the collection was made (source, counts, timings); informational.
     #[serde(default)]
     pub ingest: serde_json::Value,
+    /// What upserts do with fields the mapping does not have (`ingest --dynamic-mapping`);
+    /// absent: the server's `--dynamic-mapping` (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<live::Dynamic>,
     /// CRC32 of the manifest's compact JSON without this field ([`Manifest::to_bytes`]):
     /// an edited or damaged `collection.json` (a changed `wal_seq` would skip log records)
     /// is refused by name. Absent in manifests written before it; those still open.

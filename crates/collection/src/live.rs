@@ -87,8 +87,11 @@ pub struct LiveConfig {
     pub dynamic: Dynamic,
 }
 
-/// Elasticsearch's `dynamic` mapping setting for fields that upserts bring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Elasticsearch's `dynamic` mapping setting for fields that upserts bring. A collection
+/// made with one (`ingest --dynamic-mapping`, kept in its manifest) keeps it; for the others
+/// [`LiveConfig::dynamic`] (`serve --dynamic-mapping`) applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Dynamic {
     /// A new field gets the type inferred from the first upsert that has it (as ingest
     /// infers: keyword, integer, float, bool, datetime) and is indexed from then on (filters,
@@ -343,6 +346,8 @@ pub struct LiveCollection {
     /// The mapping as it grows ([`Dynamic`]): fields added by upserts join it before their
     /// documents are logged; segments are written with it and views carry it.
     mapping: Mutex<Option<searchd_fields::Schema>>,
+    /// The collection's dynamic setting, else the configuration's.
+    dynamic: Dynamic,
     view: RwLock<Arc<Collection>>,
     inner: Mutex<Inner>,
     /// One refresh at a time (writers do not wait on it).
@@ -735,7 +740,8 @@ impl LiveCollection {
         // The log's upserts were checked against the mapping as it grew; growing it again
         // in log order gives the same types.
         let mut mapping = manifest.mapping.clone();
-        if cfg.dynamic == Dynamic::True {
+        let dynamic = manifest.dynamic.unwrap_or(cfg.dynamic);
+        if dynamic == Dynamic::True {
             if let Some(m) = mapping.as_mut() {
                 for (_, op) in &pending {
                     if let Op::Upsert(docs) = op {
@@ -759,6 +765,7 @@ impl LiveCollection {
             text_field,
             id_kind: manifest.id_kind,
             mapping: Mutex::new(mapping),
+            dynamic,
             view: RwLock::new(Arc::new(coll)),
             inner: Mutex::new(Inner {
                 wal,
@@ -957,7 +964,7 @@ impl LiveCollection {
             Some(m) => {
                 let (r, new) = check_fields(m, self.text_field.as_deref(), docs);
                 r?;
-                if self.cfg.dynamic == Dynamic::Strict && !new.is_empty() {
+                if self.dynamic == Dynamic::Strict && !new.is_empty() {
                     let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
                     return Err(Error::Input(format!(
                         "field(s) {} are not in the mapping and dynamic mapping is strict (serve --dynamic-mapping)",
@@ -998,7 +1005,7 @@ impl LiveCollection {
             // bringing one new field agree on its type (the first one decides).
             let mut mapping = self.lock_mapping();
             let new = self.validate_with(&docs, mapping.as_ref())?;
-            if let (Some(m), Dynamic::True) = (mapping.as_mut(), self.cfg.dynamic) {
+            if let (Some(m), Dynamic::True) = (mapping.as_mut(), self.dynamic) {
                 add_fields(m, new);
             }
         }
@@ -1954,6 +1961,7 @@ fn unreachable_manifest() -> Manifest {
         wal_seq: 0,
         next_segment: 0,
         ingest: serde_json::Value::Null,
+        dynamic: None,
         crc32: None,
     }
 }

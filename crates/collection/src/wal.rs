@@ -368,8 +368,12 @@ impl Wal {
         if !read_only {
             if let Some(f) = files.last() {
                 if read_last(dir) != Some(f.first) {
-                    write_last(dir, f.first)?;
-                    sync_dir(dir);
+                    // Best effort: a start on a full disk must still serve reads; a
+                    // missing LAST only skips one check at the next start.
+                    match write_last(dir, f.first) {
+                        Ok(()) => sync_dir(dir),
+                        Err(e) => tracing::warn!(error = %e, "could not record the newest log file"),
+                    }
                 }
             }
         }

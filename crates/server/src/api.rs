@@ -293,7 +293,7 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
                 s.name.clone(),
                 match (s.backend.load_full(), s.failed.load_full()) {
                     (Some(b), _) => b.info(),
-                    (None, Some(why)) => serde_json::json!({"failed": *why}),
+                    (None, Some(why)) => serde_json::json!({"state": "failed", "reason": *why}),
                     (None, None) => serde_json::Value::Null,
                 },
             )
@@ -1389,7 +1389,8 @@ async fn collections(State(app): State<Arc<App>>) -> Response {
                 "name": s.name,
                 "ready": s.backend.load().is_some(),
                 "info": s.backend.load_full().map(|b| b.info()),
-                "failed": s.failed.load_full().map(|w| (*w).clone()),
+                "state": if s.failed.load().is_some() { "failed" } else if s.backend.load().is_some() { "ok" } else { "loading" },
+                "reason": s.failed.load_full().map(|w| (*w).clone()),
             })
         })
         .collect();
