@@ -792,3 +792,57 @@ fn fields_brought_by_upserts_join_the_mapping_and_are_filterable() {
     let e = live.upsert(vec![d2], true).err().unwrap().to_string();
     assert!(e.contains("shelf") && e.contains("strict"), "{e}");
 }
+
+/// A delete racing a refresh: the refresh that applies an upsert swaps the view and forgets
+/// the ids it applied in one step; a delete that read the view outside that step saw the
+/// id neither pending nor in the (old) view and answered `not_found` for a document that
+/// exists, which stayed (an acknowledged delete resurrected, as the kill loop saw).
+#[test]
+fn a_delete_racing_a_refresh_finds_the_document_it_deletes() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(94);
+    let mut model = Model::new();
+    make_collection(d.path(), 20, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let live = std::sync::Arc::new(
+        LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap(),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let refresher = {
+        let (live, stop) = (live.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                live.refresh().unwrap();
+            }
+        })
+    };
+    let v = vector(&mut rng);
+    let mut missed = 0;
+    let t = std::time::Instant::now();
+    let mut n = 0u64;
+    while t.elapsed() < std::time::Duration::from_secs(4) {
+        let id = 1_000 + n;
+        n += 1;
+        live.upsert(
+            vec![Doc {
+                id: DocId::Int(id),
+                vector: v.clone(),
+                text: None,
+                source: b"{}".to_vec(),
+            }],
+            false,
+        )
+        .unwrap();
+        // Spread the deletes over the refresher's cycle (its segment write takes ~1 ms).
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(1500)));
+        let r = live.delete(vec![DocId::Int(id)], false).unwrap();
+        if r.deleted != 1 {
+            missed += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    refresher.join().unwrap();
+    live.refresh().unwrap();
+    assert_eq!(missed, 0, "{missed} of {n} deletes missed a document that existed");
+    assert_eq!(live.view().len(), 20, "a deleted document stayed");
+}
