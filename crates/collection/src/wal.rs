@@ -372,7 +372,9 @@ impl Wal {
                     // missing LAST only skips one check at the next start.
                     match write_last(dir, f.first) {
                         Ok(()) => sync_dir(dir),
-                        Err(e) => tracing::warn!(error = %e, "could not record the newest log file"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not record the newest log file")
+                        }
                     }
                 }
             }

@@ -804,9 +804,8 @@ fn a_delete_racing_a_refresh_finds_the_document_it_deletes() {
     let mut model = Model::new();
     make_collection(d.path(), 20, &mut rng, &mut model);
     let dir = d.path().join("c");
-    let live = std::sync::Arc::new(
-        LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap(),
-    );
+    let live =
+        std::sync::Arc::new(LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let refresher = {
         let (live, stop) = (live.clone(), stop.clone());
@@ -843,6 +842,9 @@ fn a_delete_racing_a_refresh_finds_the_document_it_deletes() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     refresher.join().unwrap();
     live.refresh().unwrap();
-    assert_eq!(missed, 0, "{missed} of {n} deletes missed a document that existed");
+    assert_eq!(
+        missed, 0,
+        "{missed} of {n} deletes missed a document that existed"
+    );
     assert_eq!(live.view().len(), 20, "a deleted document stayed");
 }
