@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use common::{client, get_json, TestServer};
 use rand::{RngExt, SeedableRng};
 use searchd_collection::ingest::{ingest, IngestConfig};
-use searchd_collection::Collection;
+use searchd_collection::LiveDocs;
 use searchd_server::qdrant::admin::{ingest_collection, Existing, IngestOptions};
 use searchd_server::qdrant::local::{find_binary, LocalQdrant};
 use searchd_server::qdrant::QdrantTarget;
@@ -105,7 +105,7 @@ async fn upload(
     coll: &Path,
     existing: Existing,
 ) -> Result<searchd_server::qdrant::admin::IngestReport, String> {
-    let c = Arc::new(Collection::open(coll, &Default::default()).unwrap());
+    let c = Arc::new(LiveDocs::open(coll, &Default::default()).unwrap());
     let opts = IngestOptions {
         existing,
         batch: 100,
@@ -385,7 +385,7 @@ async fn deferred_indexing_builds_after_the_upload_and_restores_the_threshold() 
         defer_indexing: true,
         ..IngestOptions::default()
     };
-    let coll = Arc::new(Collection::open(&a, &Default::default()).unwrap());
+    let coll = Arc::new(LiveDocs::open(&a, &Default::default()).unwrap());
     let rep = ingest_collection(&q.grpc_url(), "d", coll, &opts, Arc::new(|_| {}))
         .await
         .unwrap();
@@ -403,7 +403,7 @@ async fn deferred_indexing_builds_after_the_upload_and_restores_the_threshold() 
         wait_indexed: false,
         ..opts
     };
-    let coll = Arc::new(Collection::open(&b, &Default::default()).unwrap());
+    let coll = Arc::new(LiveDocs::open(&b, &Default::default()).unwrap());
     let rep = ingest_collection(&q.grpc_url(), "d", coll, &opts, Arc::new(|_| {}))
         .await
         .unwrap();
