@@ -130,13 +130,20 @@ fn live_docs_skip_deleted_and_replaced_rows_and_include_the_log() {
     upsert(&live, &mut model, &[(101, 1), (2, 2), (25, 1)], false);
     delete(&live, &mut model, &[3, 25, 21], false);
     upsert(&live, &mut model, &[(21, 3), (102, 1)], false);
-    assert_eq!(live.stats()["pending"]["ops"], 3, "operations still pending");
+    assert_eq!(
+        live.stats()["pending"]["ops"],
+        3,
+        "operations still pending"
+    );
 
     // What the old export read: every row of every segment of the last commit.
     let stale = Collection::open(&dir, &opts).unwrap();
     let rows: usize = stale.segments().iter().map(|s| s.len()).sum();
     assert!(rows > model.len(), "segments hold deleted rows ({rows})");
-    assert!(stale.lookup(&DocId::Int(100)).is_none(), "100 is only in the log");
+    assert!(
+        stale.lookup(&DocId::Int(100)).is_none(),
+        "100 is only in the log"
+    );
 
     // The writer still holds the directory: the export reads it as a second process would.
     let docs = LiveDocs::open(&dir, &opts).unwrap();

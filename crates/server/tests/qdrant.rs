@@ -6,7 +6,8 @@
 //! cache, and the error mapping (reads and writes) when Qdrant stops and comes back.
 //!
 //! The binary comes from `QDRANT_BIN` or the workplace's `shared/qdrant/qdrant`; where
-//! neither exists the tests print `skipped:` and pass.
+//! neither exists the tests print `skipped:` and pass, except under `CI=true`, where they
+//! fail.
 
 #![cfg(feature = "qdrant")]
 
@@ -32,6 +33,10 @@ const N: usize = 600;
 
 fn qdrant_or_skip(test: &str) -> Option<(LocalQdrant, tempfile::TempDir)> {
     let Some(bin) = find_binary() else {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put it at ../shared/qdrant/qdrant"
+        );
         println!(
             "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put it at ../shared/qdrant/qdrant)"
         );
