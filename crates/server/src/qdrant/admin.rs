@@ -2,7 +2,8 @@
 //! qdrant://HOST:6334/NAME`): create it (vector params, HNSW, shards, replicas, write
 //! consistency, quantization, the searchd metadata), declare the payload indexes of the
 //! mapping, upload the points in parallel batches with retries, then wait until Qdrant
-//! reports the collection green with every vector indexed.
+//! reports the collection green with every vector indexed. The points of a collection are
+//! its live documents ([`LiveDocs`]), never its segments' rows.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
