@@ -12,9 +12,13 @@
 //! [`LiveCollection`] (the last commit, then the log after it applied into a scratch
 //! directory; it takes no lock, so it reads a directory a server is writing to) whose view
 //! is the current state, and [`LiveDocs::get`] / [`LiveDocs::iter`] read only the rows alive
-//! in that view. A writer's commit drops the log files and the segments the commit before it
-//! needed, so the manifest is read before and after the open, and the open is redone when a
-//! commit came in between.
+//! in that view. A writer may commit meanwhile; a commit drops the log files before its
+//! sequence number and the segments merged away. The open reads the manifest, then the
+//! segments, then the log, so a commit in between can leave it without operations it needed
+//! (a gap between the manifest's `wal_seq` and the first operation left in the log: the
+//! count of operations replayed falls short of the sequence numbers they span) or without a
+//! file (the open fails); either way it is opened again. Once opened, segment files stay
+//! readable (mapped, or read into memory) whatever the writer removes.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +28,7 @@ use searchd_engine::{LoadOptions, SearchError};
 
 use crate::error::{Error, Result};
 use crate::live::{LiveCollection, LiveConfig};
-use crate::{Collection, DocRef, Manifest};
+use crate::{Collection, DocRef};
 
 /// Opens of [`LiveDocs::open`] before it gives up on a directory whose writer keeps
 /// committing.
@@ -142,29 +146,39 @@ impl LiveDocs {
                 crate::MANIFEST
             )));
         }
-        let mut last = None;
-        for _ in 0..OPEN_ATTEMPTS {
-            let before = Manifest::read(dir)?;
-            let opened = LiveCollection::open(dir, opts, cfg.clone());
-            let after = Manifest::read(dir)?;
-            if before == after {
-                let live = opened?;
-                let view = live.view();
-                return Ok(LiveDocs::with(view, Some(live)));
+        // What the last attempt met: an open that failed (a file a commit dropped while it
+        // was being read, or a real fault, which every attempt then meets again), or a log
+        // with a gap after the commit it opened.
+        let mut last = Error::Input(String::new());
+        for attempt in 0..OPEN_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
             }
-            // A commit came in between: what was read may lack log files or segments it
-            // dropped. Read again.
-            last = Some(opened.err().map_or_else(
-                || "its manifest changed while it was read".to_string(),
-                |e| e.to_string(),
-            ));
+            match LiveCollection::open(dir, opts, cfg.clone()) {
+                Ok(live) => {
+                    let view = live.view();
+                    let committed = view.manifest().map_or(0, |m| m.wal_seq);
+                    // Sequence numbers are consecutive: the operations after the commit
+                    // were all replayed exactly when their count spans the commit's
+                    // sequence number to the view's.
+                    let replayed = live.recovery().replayed;
+                    if replayed == view.seq().saturating_sub(committed) {
+                        return Ok(LiveDocs::with(view, Some(live)));
+                    }
+                    last = Error::Input(format!(
+                        "{}: the write-ahead log after the commit at sequence number {committed} \
+                         holds {replayed} of the {} operations up to {}: the others were dropped \
+                         (by a writer's commit while it was read, {OPEN_ATTEMPTS} times); take a \
+                         snapshot (POST /collections/NAME/snapshot) and read that",
+                        dir.display(),
+                        view.seq() - committed,
+                        view.seq()
+                    ));
+                }
+                Err(e) => last = e,
+            }
         }
-        Err(Error::Input(format!(
-            "{}: a writer kept committing while it was read ({OPEN_ATTEMPTS} attempts; last: {}); \
-             take a snapshot (POST /collections/NAME/snapshot) and read that",
-            dir.display(),
-            last.unwrap_or_default()
-        )))
+        Err(last)
     }
 
     /// The live documents of `view`, which must be the current state itself: a

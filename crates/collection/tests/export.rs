@@ -209,3 +209,112 @@ fn live_docs_of_a_collection_whose_rows_are_all_deleted_is_empty() {
     assert!(docs.is_empty());
     assert_eq!(docs.iter().count(), 0);
 }
+
+/// A reader that opens the directory while a writer logs, refreshes, commits (dropping log
+/// files) and merges (dropping segments) gets, every time, the state after some prefix of
+/// the writer's operations: never a mix, never an error.
+#[test]
+fn live_docs_opened_while_a_writer_commits_and_merges_is_one_point_of_the_log() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    const STEPS: u64 = 240;
+    let d = tempfile::tempdir().unwrap();
+    let model = make_collection(d.path());
+    let dir = d.path().join("c");
+    let opts = LoadOptions::default();
+    let live = LiveCollection::open(
+        &dir,
+        &opts,
+        LiveConfig {
+            background: false,
+            flat_max: 40,
+            merge_factor: 3,
+            ..LiveConfig::default()
+        },
+    )
+    .unwrap();
+    // states[k]: the documents after the writer's k-th operation.
+    let states = Mutex::new(vec![model.clone()]);
+    let done = AtomicBool::new(false);
+    let mut seen: Vec<Model> = Vec::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut model = model.clone();
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for step in 1..=STEPS {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let wait = step % 3 == 0;
+                if step % 4 == 0 && !model.is_empty() {
+                    let id = *model.keys().nth((x % model.len() as u64) as usize).unwrap();
+                    delete(&live, &mut model, &[id], wait);
+                } else {
+                    upsert(&live, &mut model, &[(x % 50, step)], wait);
+                }
+                if step % 7 == 0 {
+                    live.commit().unwrap();
+                }
+                if step % 11 == 0 {
+                    live.optimize().unwrap();
+                    live.commit().unwrap();
+                }
+                states.lock().unwrap().push(model.clone());
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        while !done.load(Ordering::SeqCst) || seen.len() < 3 {
+            let docs = LiveDocs::open(&dir, &opts).unwrap();
+            let mut got = Model::new();
+            for doc in docs.iter() {
+                let doc = doc.unwrap();
+                let DocId::Int(id) = doc.id else { panic!() };
+                let src: serde_json::Value =
+                    serde_json::from_slice(doc.source.as_ref().unwrap()).unwrap();
+                let v = src["version"].as_u64().unwrap();
+                assert!(got.insert(id, v).is_none(), "{id} twice");
+            }
+            assert_eq!(docs.len(), got.len() as u64);
+            seen.push(got);
+        }
+    });
+    let states = states.into_inner().unwrap();
+    let merged = live.stats()["optimizer"]["merges"].as_u64().unwrap();
+    assert!(merged > 0, "the writer merged segments");
+    for (i, got) in seen.iter().enumerate() {
+        assert!(
+            states.contains(got),
+            "read {i} of {} is not the state after any prefix of the writes: {got:?}",
+            seen.len()
+        );
+    }
+    eprintln!("{} reads, {merged} merges", seen.len());
+}
+
+/// Operations missing between the commit a read opened and the first one left in the log
+/// (what a writer's commit can do to a reader between its reads of the manifest and of the
+/// log) make the read fail, never silently leave them out.
+#[test]
+fn a_gap_in_the_log_after_the_commit_is_an_error_not_a_silent_loss() {
+    let d = tempfile::tempdir().unwrap();
+    let mut model = make_collection(d.path());
+    let dir = d.path().join("c");
+    let opts = LoadOptions::default();
+    let first_manifest = std::fs::read(dir.join("collection.json")).unwrap();
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    upsert(&live, &mut model, &[(100, 1), (101, 1), (102, 1)], true);
+    // The commit drops the log of operations 1-3 (they are in its segment now).
+    live.commit().unwrap();
+    upsert(&live, &mut model, &[(103, 1), (104, 1)], false);
+    drop(live);
+    check(&LiveDocs::open(&dir, &opts).unwrap(), &model, "consistent");
+    // The manifest of before that commit, with the log of after it: 1-3 are nowhere.
+    std::fs::write(dir.join("collection.json"), &first_manifest).unwrap();
+    let e = LiveDocs::open(&dir, &opts).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("holds 1 of the 2 operations up to 2: the others were dropped"),
+        "{e}"
+    );
+}
