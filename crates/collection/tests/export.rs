@@ -218,7 +218,7 @@ fn live_docs_opened_while_a_writer_commits_and_merges_is_one_point_of_the_log() 
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Mutex;
 
-    const STEPS: u64 = 240;
+    const STEPS: u64 = 150;
     let d = tempfile::tempdir().unwrap();
     let model = make_collection(d.path());
     let dir = d.path().join("c");
