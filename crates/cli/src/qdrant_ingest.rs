@@ -4,13 +4,18 @@
 //! it already is a searchd collection), then uploaded into Qdrant by
 //! `searchd_server::qdrant::admin` (create, payload indexes, parallel batches with retries,
 //! wait for green and fully indexed).
+//!
+//! What is uploaded is the collection's live state ([`LiveDocs::open`]): a collection that
+//! took writes is read as a server opening it would serve it (deleted and replaced rows
+//! left out, the write-ahead log's operations not yet in segments applied), also while a
+//! server is writing to it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use searchd_collection::Collection;
+use searchd_collection::LiveDocs;
 use searchd_server::qdrant::admin::{self, Existing, IngestOptions, Quantization};
 
 use crate::text::IngestArgs;
@@ -133,10 +138,18 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         r?;
         dir
     };
-    let coll = Collection::open(&dir, &Default::default())
-        .map_err(|e| CliError::Input(format!("{}: {e}", dir.display())));
-    let coll = match coll {
-        Ok(c) => Arc::new(c),
+    // The collection's live state: its last commit, deleted sets and write-ahead log (a
+    // served collection is read as its server sees it), not its segments' rows.
+    let docs = LiveDocs::open(&dir, &Default::default()).map_err(|e| {
+        let msg = format!("{}: {e}", dir.display());
+        if e.is_input() {
+            CliError::Input(msg)
+        } else {
+            CliError::Io(msg)
+        }
+    });
+    let docs = match docs {
+        Ok(d) => Arc::new(d),
         Err(e) => {
             if let Some(s) = &staging {
                 let _ = std::fs::remove_dir_all(s);
@@ -168,7 +181,7 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         defer_indexing: q.defer_indexing,
         wait_indexed: !q.no_wait,
     };
-    let total = coll.len() as u64;
+    let total = docs.len();
     let bar = util::bar(total, "upload");
     let progress = {
         let bar = bar.clone();
@@ -179,7 +192,7 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         .enable_all()
         .build()
         .map_err(|e| CliError::Io(e.to_string()))?;
-    let report = rt.block_on(admin::ingest_collection(&url, &name, coll, &opts, progress));
+    let report = rt.block_on(admin::ingest_collection(&url, &name, docs, &opts, progress));
     bar.finish_and_clear();
     if let Some(s) = &staging {
         let _ = std::fs::remove_dir_all(s);

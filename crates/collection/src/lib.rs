@@ -24,6 +24,7 @@
 //! [`ingest`] makes collections from JSONL or Parquet, with checkpoints.
 
 mod error;
+pub mod export;
 pub mod failpoint;
 pub mod fusion;
 mod ids;
@@ -43,6 +44,7 @@ use searchd_engine::{Index, LoadOptions, Metric, SearchError, SearchParams};
 use serde::{Deserialize, Serialize};
 
 pub use error::{Error, Result};
+pub use export::{LiveDoc, LiveDocs};
 pub use query::{Matches, PageHit};
 pub use searchd_docs::DocId;
 pub use searchd_fields::{

@@ -56,7 +56,7 @@ fn main() {
         Some("upload") if a.len() == 4 || a.len() == 6 => {
             let (url, name) = searchd_server::qdrant::admin::parse_target(&a[3]).unwrap_or_else(|e| fail(e));
             let coll = Arc::new(
-                searchd_collection::Collection::open(Path::new(&a[2]), &Default::default())
+                searchd_collection::LiveDocs::open(Path::new(&a[2]), &Default::default())
                     .unwrap_or_else(|e| fail(e.to_string())),
             );
             let mut o = searchd_server::qdrant::admin::IngestOptions {

@@ -6,7 +6,8 @@
 //! cache, and the error mapping (reads and writes) when Qdrant stops and comes back.
 //!
 //! The binary comes from `QDRANT_BIN` or the workplace's `shared/qdrant/qdrant`; where
-//! neither exists the tests print `skipped:` and pass.
+//! neither exists the tests print `skipped:` and pass, except under `CI=true`, where they
+//! fail.
 
 #![cfg(feature = "qdrant")]
 
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::{client, get_json, TestServer};
 use rand::{RngExt, SeedableRng};
 use searchd_collection::ingest::{ingest, IngestConfig};
-use searchd_collection::Collection;
+use searchd_collection::LiveDocs;
 use searchd_server::qdrant::admin::{ingest_collection, Existing, IngestOptions};
 use searchd_server::qdrant::local::{find_binary, LocalQdrant};
 use searchd_server::qdrant::QdrantTarget;
@@ -32,6 +33,10 @@ const N: usize = 600;
 
 fn qdrant_or_skip(test: &str) -> Option<(LocalQdrant, tempfile::TempDir)> {
     let Some(bin) = find_binary() else {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put it at ../shared/qdrant/qdrant"
+        );
         println!(
             "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put it at ../shared/qdrant/qdrant)"
         );
@@ -105,7 +110,7 @@ async fn upload(
     coll: &Path,
     existing: Existing,
 ) -> Result<searchd_server::qdrant::admin::IngestReport, String> {
-    let c = Arc::new(Collection::open(coll, &Default::default()).unwrap());
+    let c = Arc::new(LiveDocs::open(coll, &Default::default()).unwrap());
     let opts = IngestOptions {
         existing,
         batch: 100,
@@ -385,7 +390,7 @@ async fn deferred_indexing_builds_after_the_upload_and_restores_the_threshold() 
         defer_indexing: true,
         ..IngestOptions::default()
     };
-    let coll = Arc::new(Collection::open(&a, &Default::default()).unwrap());
+    let coll = Arc::new(LiveDocs::open(&a, &Default::default()).unwrap());
     let rep = ingest_collection(&q.grpc_url(), "d", coll, &opts, Arc::new(|_| {}))
         .await
         .unwrap();
@@ -403,7 +408,7 @@ async fn deferred_indexing_builds_after_the_upload_and_restores_the_threshold() 
         wait_indexed: false,
         ..opts
     };
-    let coll = Arc::new(Collection::open(&b, &Default::default()).unwrap());
+    let coll = Arc::new(LiveDocs::open(&b, &Default::default()).unwrap());
     let rep = ingest_collection(&q.grpc_url(), "d", coll, &opts, Arc::new(|_| {}))
         .await
         .unwrap();

@@ -2,7 +2,8 @@
 //! qdrant://HOST:6334/NAME`): create it (vector params, HNSW, shards, replicas, write
 //! consistency, quantization, the searchd metadata), declare the payload indexes of the
 //! mapping, upload the points in parallel batches with retries, then wait until Qdrant
-//! reports the collection green with every vector indexed.
+//! reports the collection green with every vector indexed. The points of a collection are
+//! its live documents ([`LiveDocs`]), never its segments' rows.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use qdrant_client::qdrant::{
     ListValue, OptimizersConfigDiff, PointStruct, QuantizationConfig, QuantizationType,
     ScalarQuantization, UpdateCollection, UpsertPoints, Value, VectorParams, VectorsConfig,
 };
-use searchd_collection::{Collection, DocId, DocRef};
+use searchd_collection::{DocId, LiveDocs};
 use searchd_engine::Metric;
 use searchd_fields::{typed_values, FieldType, Schema, TypedValue};
 use tonic::transport::{Channel, Endpoint};
@@ -289,15 +290,17 @@ pub(crate) async fn connect(url: &str) -> Result<Channel, String> {
     }
 }
 
-/// Upload `coll` into the Qdrant collection `name` at `url`; `progress` gets the number of
-/// points uploaded so far.
+/// Upload the live documents `docs` into the Qdrant collection `name` at `url`: each
+/// document once, as its last acknowledged write left it (deleted and replaced rows are not
+/// sent; see [`LiveDocs`]); `progress` gets the number of points uploaded so far.
 pub async fn ingest_collection(
     url: &str,
     name: &str,
-    coll: Arc<Collection>,
+    docs: Arc<LiveDocs>,
     opts: &IngestOptions,
     progress: Arc<dyn Fn(u64) + Send + Sync>,
 ) -> Result<IngestReport, String> {
+    let coll = docs.collection();
     let spec = CollectionSpec {
         dim: coll.dim(),
         metric: coll.metric(),
@@ -305,37 +308,14 @@ pub async fn ingest_collection(
         model: coll.model().cloned(),
         text_field: coll.manifest().and_then(|m| m.text_field.clone()),
     };
-    // Every row of every segment, in order.
-    let rows: Vec<DocRef> = coll
-        .segments()
-        .iter()
-        .enumerate()
-        .flat_map(|(s, seg)| {
-            (0..seg.len() as u64).map(move |row| DocRef {
-                segment: s as u32,
-                row,
-            })
-        })
-        .collect();
-    let total = rows.len() as u64;
+    let total = docs.len();
     let schema = spec.schema.clone();
     let source: PointSource = Arc::new(move |from, to| {
         let mut pts = Vec::with_capacity((to - from) as usize);
-        for r in &rows[from as usize..to as usize] {
-            let id = coll
-                .doc_id(*r)
-                .cloned()
-                .ok_or_else(|| format!("row {r:?} has no id"))?;
-            let v = coll
-                .vector(*r)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("document {id} has no stored vector"))?
-                .into_owned();
-            let src = coll
-                .source(*r)
-                .map_err(|e| e.to_string())?
-                .unwrap_or_else(|| b"{}".to_vec());
-            pts.push(point_of(&id, v, &src, &schema));
+        for i in from..to {
+            let d = docs.get(i).map_err(|e| e.to_string())?;
+            let src = d.source.unwrap_or_else(|| b"{}".to_vec());
+            pts.push(point_of(&d.id, d.vector, &src, &schema));
         }
         Ok(pts)
     });
