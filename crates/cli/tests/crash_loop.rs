@@ -116,6 +116,8 @@ struct Plan {
     /// Where the report is rewritten after every kill (a long run stopped early keeps
     /// what it measured).
     progress: Option<PathBuf>,
+    /// Kills at these failpoints instead of `failpoint_kills` at each (a top-up run).
+    only: Vec<(String, usize)>,
 }
 
 /// What every kill found.
@@ -334,7 +336,15 @@ fn run(plan: &Plan) -> Report {
     // The kill schedule: random kills and failpoint kills interleaved.
     let mut schedule: Vec<Option<&str>> = vec![None; plan.random_kills];
     for fp in FAILPOINTS {
-        for _ in 0..plan.failpoint_kills {
+        let n = if plan.only.is_empty() {
+            plan.failpoint_kills
+        } else {
+            plan.only
+                .iter()
+                .find(|(name, _)| name == fp)
+                .map_or(0, |x| x.1)
+        };
+        for _ in 0..n {
             schedule.push(Some(fp));
         }
     }
@@ -605,6 +615,7 @@ fn short() {
         flat_max: 300,
         seed: 0x5eed_c0de,
         progress: None,
+        only: Vec::new(),
     };
     let mut r = run(&plan);
     // A failpoint not reached in its run gets further runs until it is (a snapshot step
@@ -668,7 +679,7 @@ fn write_report(out: &Path, plan: &Plan, r: &Report, finished: bool) {
         "docs": plan.docs, "dim": plan.dim, "random_kills": plan.random_kills,
         "failpoint_kills": plan.failpoint_kills, "kill_ms": [plan.kill_ms.0, plan.kill_ms.1],
         "failpoint_timeout_s": plan.failpoint_timeout.as_secs(),
-        "flat_max": plan.flat_max, "seed": plan.seed, "failpoints": FAILPOINTS,
+        "flat_max": plan.flat_max, "seed": plan.seed, "failpoints": FAILPOINTS, "only": plan.only,
         "batches": [1, 10, 50], "delete_share": 0.2, "id_space": plan.docs * 3,
         "binary": bin(),
     });
@@ -698,6 +709,15 @@ fn long() {
         flat_max: env_or("SEARCHD_CRASH_FLAT_MAX", 1_000),
         seed: env_or("SEARCHD_CRASH_SEED", 0x5eed_0001),
         progress: std::env::var_os("SEARCHD_CRASH_OUT").map(PathBuf::from),
+        // `SEARCHD_CRASH_ONLY=NAME:N,...`: a top-up run at the failpoints named.
+        only: std::env::var("SEARCHD_CRASH_ONLY")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|x| {
+                let (n, k) = x.split_once(':')?;
+                Some((n.to_string(), k.parse().ok()?))
+            })
+            .collect(),
     };
     let r = run(&plan);
     if let Some(out) = &plan.progress {
