@@ -1774,6 +1774,8 @@ async fn swap_in(
 ) -> Vec<u8> {
     let info = backend.info();
     let previous = slot.backend.swap(Some(Arc::new(backend)));
+    // A collection that had failed to open at start serves from now on.
+    slot.failed.store(None);
     slot.generation
         .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     app.stats.reloads.fetch_add(1, Relaxed);

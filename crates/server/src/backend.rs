@@ -783,6 +783,13 @@ impl SearchBackend for LocalBackend {
     fn writer(&self) -> Option<Arc<LiveCollection>> {
         self.live_collection().cloned()
     }
+    fn ready(&self) -> Result<(), String> {
+        // Paused, its view may lack writes acknowledged while it was being closed.
+        match &self.src {
+            Source::Paused { why, .. } => Err(why.clone()),
+            _ => Ok(()),
+        }
+    }
     fn write(
         &self,
         op: WriteOp,

@@ -763,3 +763,41 @@ async fn writes_during_a_reload_in_place_are_kept() {
     }
     s.stop().await.unwrap();
 }
+
+/// A collection that failed to open at start is served once a reload opens it (live).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_serves_a_collection_that_failed_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = live_collection(dir.path(), "a", 10);
+    let b = live_collection(dir.path(), "b", 12);
+    let m = b.join("collection.json");
+    let good = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, good.replacen("\"wal_seq\": 0", "\"wal_seq\": 5", 1)).unwrap();
+    let mut cfg = live_config(&a, "a");
+    cfg.more = vec![("b".into(), searchd_server::IndexSource::Path(b.clone()))];
+    let s = TestServer::start_unready(cfg).await;
+    let c = client();
+    let t = Instant::now();
+    while get_json(&c, &url(&s, "/stats")).await["collections"]["b"]["state"] != "failed" {
+        assert!(t.elapsed() < Duration::from_secs(20), "b never failed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = c.get(url(&s, "/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    std::fs::write(&m, &good).unwrap();
+    let body = serde_json::json!({"index": &b, "collection": "b"}).to_string();
+    let (st, _, v) = post(&c, &url(&s, "/admin/reload"), &body).await;
+    assert_eq!(st, 200, "{v}");
+    let r = c.get(url(&s, "/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(count(&c, &s, "b").await, 12);
+    let (st, _, v) = post(
+        &c,
+        &url(&s, "/collections/b/docs"),
+        &docs_body(&[99], "x", true),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(count(&c, &s, "b").await, 13);
+    s.stop().await.unwrap();
+}
