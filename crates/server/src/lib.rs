@@ -30,7 +30,11 @@
 //!   the current index and swaps an `ArcSwap`; in-flight searches finish on the old index,
 //!   which is freed by the last of them. One reload opens an index at a time (a second
 //!   gets `409 conflict` at once); when the handler is dropped (its connection failed)
-//!   before the open finished, the opened index is freed without being swapped.
+//!   before the open finished, the opened index is freed without being swapped. A
+//!   collection directory opens live ([`open_path`], as at start). Reloading the directory
+//!   a live collection already writes closes it, serves its last view (writes 503) until
+//!   nothing holds it and its lock is free, then opens it again with its log replayed; a
+//!   swapped-out live collection is closed and let go before the reply (blue/green).
 //!   Relative paths are taken from `--reload-root`; paths outside it are 403 whether or
 //!   not they exist. The operator chooses the paths: the endpoint only
 //!   opens index directories (a path that is not one is refused with 400
