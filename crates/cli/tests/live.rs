@@ -440,6 +440,59 @@ fn bad_writes_read_only_snapshot_and_restore() {
     r.wait().unwrap();
 }
 
+/// `searchd restore` with `--out` inside the snapshot (directly, deeper, through a symlink)
+/// is refused as bad input (exit 2) before anything is written, instead of copying the
+/// snapshot into itself until the path is too long.
+#[test]
+fn restore_refuses_an_out_inside_the_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(11);
+    let mut model = BTreeMap::new();
+    let snap = make_collection(d.path(), &mut rng, &mut model);
+    let link = d.path().join("link");
+    std::os::unix::fs::symlink(&snap, &link).unwrap();
+    let listing = |p: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&snap);
+    for out in [
+        snap.join("copy"),
+        snap.join("new").join("deeper").join("copy"),
+        snap.join("..").join("c").join("copy"),
+        link.join("copy"),
+    ] {
+        let o = Command::new(bin())
+            .args(["restore", "--snapshot"])
+            .arg(&snap)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", out.display());
+        assert!(
+            err.contains("inside the snapshot"),
+            "{}: {err}",
+            out.display()
+        );
+        assert_eq!(listing(&snap), before, "{}: nothing written", out.display());
+    }
+    // Beside it: restored.
+    let o = Command::new(bin())
+        .args(["restore", "--snapshot"])
+        .arg(&link)
+        .arg("--out")
+        .arg(d.path().join("beside"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Copies the tree at `from` to `to` (files and directories only).
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -30,6 +30,7 @@ pub mod fusion;
 mod ids;
 pub mod ingest;
 pub mod live;
+pub mod paths;
 pub mod query;
 mod segwrite;
 pub mod sys;

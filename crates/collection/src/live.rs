@@ -1814,10 +1814,20 @@ impl LiveCollection {
     /// systems), the log copied up to a record boundary. `out` opens as a collection
     /// (the copied log is applied at open). Returns the sequence number it holds.
     pub fn snapshot(&self, out: &Path) -> Result<u64> {
+        crate::paths::check_nul(out)?;
         if out.exists() {
             return Err(Error::Exists {
                 path: out.to_path_buf(),
             });
+        }
+        // Inside the collection's directory, the start-up's cleaning would take it for
+        // debris, and the next snapshot would copy it.
+        if crate::paths::is_inside(out, &self.dir)? {
+            return Err(Error::Input(format!(
+                "{} is inside the collection directory {}: write snapshots outside it",
+                out.display(),
+                self.dir.display()
+            )));
         }
         let _g = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
         let (view, wal_files, wal_len, seq) = {
@@ -2123,10 +2133,20 @@ fn place_tree(from: &Path, to: &Path, link: bool, skip: &dyn Fn(&str) -> bool) -
 /// Copy a snapshot (or any collection) to `out` as a new collection: checked by opening
 /// it first, immutable files hard-linked, the log copied. `out` must not exist.
 pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
+    crate::paths::check_nul(out)?;
     if out.exists() {
         return Err(Error::Exists {
             path: out.to_path_buf(),
         });
+    }
+    // A copy inside its source would copy itself, level after level, until the path is
+    // too long.
+    if snapshot.is_dir() && crate::paths::is_inside(out, snapshot)? {
+        return Err(Error::Input(format!(
+            "{} is inside the snapshot {}: restore into a directory outside it",
+            out.display(),
+            snapshot.display()
+        )));
     }
     // Check it opens, with its log, without changing it.
     let check = LiveCollection::open(

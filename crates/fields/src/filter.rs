@@ -94,6 +94,69 @@ impl Filter {
     pub fn is_match_all(&self) -> bool {
         self.node == Node::All
     }
+
+    /// Whether the filter matches by vacuity: it places no condition (every document
+    /// matches, or every document that has some field) and the request did not say
+    /// `match_all`. A range without bounds, an empty `bool`, a `must_not` of `match_none`,
+    /// or a `bool` made only of those. Reads accept them (Elasticsearch does: an empty
+    /// range is an `exists`); destructive requests refuse them, since such a filter is
+    /// far more often a template with missing values than a wish to delete everything.
+    pub fn is_vacuous(&self) -> bool {
+        self.node.reach() == Reach::Vacuous
+    }
+}
+
+/// How much a filter (or one clause of it) constrains ([`Filter::is_vacuous`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reach {
+    /// Some documents may not match.
+    Constrained,
+    /// Every document matches, because the request said `match_all`.
+    Everything,
+    /// Every document (or every one with a field) matches without the request saying so.
+    Vacuous,
+}
+
+impl Node {
+    fn reach(&self) -> Reach {
+        match self {
+            Node::All => Reach::Everything,
+            Node::FloatRange(_, None, None) | Node::IntRange(_, i64::MIN, i64::MAX) => {
+                Reach::Vacuous
+            }
+            Node::And(must, should, not, msm) => {
+                // A must_not excludes something unless it is match_none.
+                if not.iter().any(|n| *n != Node::None) {
+                    return Reach::Constrained;
+                }
+                let mut parts = Vec::new();
+                for m in must {
+                    match m.reach() {
+                        Reach::Constrained => return Reach::Constrained,
+                        r => parts.push(r),
+                    }
+                }
+                if *msm > 0 {
+                    // The shoulds pass every document when `msm` of them do.
+                    let open: Vec<Reach> = should
+                        .iter()
+                        .map(Node::reach)
+                        .filter(|r| *r != Reach::Constrained)
+                        .collect();
+                    if open.len() < *msm {
+                        return Reach::Constrained;
+                    }
+                    parts.extend(open);
+                }
+                if parts.is_empty() || parts.contains(&Reach::Vacuous) {
+                    Reach::Vacuous
+                } else {
+                    Reach::Everything
+                }
+            }
+            _ => Reach::Constrained,
+        }
+    }
 }
 
 fn one_key<'a>(

@@ -478,3 +478,45 @@ fn inference_and_coercion() {
         json!("keyword")
     );
 }
+
+/// Filters that match by vacuity (what destructive routes refuse) and filters that do not.
+#[test]
+fn vacuous_filters_are_told_apart() {
+    let (_d, idx) = index();
+    let s = idx.schema();
+    let vacuous = [
+        json!({"range": {"price": {}}}),
+        json!({"range": {"qty": {"gte": null, "lte": null}}}),
+        json!({"range": {"ts": {"boost": 1}}}),
+        json!({"bool": {}}),
+        json!({"bool": {"must": [], "filter": [], "should": [], "must_not": []}}),
+        json!({"bool": {"filter": {"range": {"price": {}}}}}),
+        json!({"bool": {"must": [{"match_all": {}}, {"range": {"qty": {}}}]}}),
+        json!({"bool": {"should": [{"term": {"brand": "acme"}}, {"bool": {}}]}}),
+        json!({"bool": {"must_not": {"match_none": {}}}}),
+        json!({"bool": {"must": {"bool": {"must": {"bool": {}}}}}}),
+    ];
+    for f in vacuous {
+        assert!(Filter::parse(&f, s).unwrap().is_vacuous(), "{f}");
+    }
+    let not_vacuous = [
+        json!({"match_all": {}}),
+        json!({"bool": {"must": {"match_all": {}}}}),
+        json!({"bool": {"must": {"match_all": {}}, "must_not": {"match_none": {}}}}),
+        json!({"match_none": {}}),
+        json!({"range": {"price": {"gte": 1}}}),
+        json!({"range": {"qty": {"lt": 3}}}),
+        json!({"range": {"ts": {"gte": "2024-01-01T00:00:00Z"}}}),
+        json!({"term": {"brand": "acme"}}),
+        json!({"terms": {"brand": []}}),
+        json!({"exists": {"field": "brand"}}),
+        json!({"ids": {"values": [1]}}),
+        json!({"bool": {"must": [{"term": {"brand": "acme"}}, {"range": {"price": {}}}]}}),
+        json!({"bool": {"must_not": {"range": {"price": {}}}}}),
+        json!({"bool": {"should": [{"term": {"brand": "acme"}}, {"bool": {}}], "minimum_should_match": 2}}),
+        json!({"bool": {"should": [{"bool": {}}], "minimum_should_match": 2}}),
+    ];
+    for f in not_vacuous {
+        assert!(!Filter::parse(&f, s).unwrap().is_vacuous(), "{f}");
+    }
+}

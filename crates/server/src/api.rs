@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use searchd_collection::fusion::{self, Fusion, Normalize};
-use searchd_collection::{Collection, DocId};
+use searchd_collection::DocId;
 use searchd_engine::{LoadOptions, SearchError, MAX_K};
 use searchd_vecio::Vectors;
 use serde::Deserialize;
@@ -53,6 +53,8 @@ pub(crate) struct Settings {
     pub max_queue_wait: Option<std::time::Duration>,
     pub threads: usize,
     pub write_body_limit: usize,
+    /// How collections opened by `/admin/reload` take writes (as at start-up).
+    pub live: searchd_collection::live::LiveConfig,
 }
 
 /// One served collection: its name and its backend, swapped whole on reload.
@@ -1577,12 +1579,110 @@ async fn reload(State(app): State<Arc<App>>, req: Request) -> Response {
     }
 }
 
-async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
+/// Whether two paths name the same directory (symlinks and `..` resolved).
+fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// What a collection of `dim` dimensions embedded by `model` must match to replace
+/// another: the query matrix and the server's model.
+fn check_swap(
+    app: &App,
+    dim: usize,
+    model: Option<&searchd_collection::ModelRecord>,
+    shown: &str,
+) -> Result<(), ApiError> {
+    if let Some(q) = app.queries.load_full() {
+        if q.dim() != dim {
+            return Err(ApiError::invalid(format!(
+                "{shown} has {dim} dimensions but the query matrix{} has {}; refusing to swap",
+                app.queries_path
+                    .as_ref()
+                    .map(|p| format!(" {}", p.display()))
+                    .unwrap_or_default(),
+                q.dim()
+            )));
+        }
+    }
+    if let Some(batcher) = &app.embedder {
+        crate::check_model(&batcher.record, model, std::path::Path::new(shown))
+            .map_err(|e| ApiError::invalid(format!("{e}; refusing to swap")))?;
+    }
+    Ok(())
+}
+
+/// Open `dir` as start-up does ([`crate::open_path`]): a collection directory live, a bare
+/// index directory fixed.
+fn open_dir(
+    app: &App,
+    dir: &std::path::Path,
+    shown: &str,
+) -> Result<Box<dyn SearchBackend>, ApiError> {
+    crate::open_path(dir, &app.cfg.load, &app.cfg.live, &app.pool, None).map_err(|e| {
+        let why = match e {
+            crate::ServerError::Index(e) => e.to_string(),
+            crate::ServerError::Collection(e) => e.to_string(),
+            other => other.to_string(),
+        };
+        ApiError::invalid(format!(
+            "cannot open {shown} as an index or collection: {why}"
+        ))
+    })
+}
+
+/// Whether no one holds the lock of the collection directory `dir` (`DIR/LOCK`).
+fn lock_free(dir: &std::path::Path) -> bool {
+    match std::fs::File::open(dir.join("LOCK")) {
+        Ok(f) => f.try_lock().is_ok(),
+        Err(_) => true,
+    }
+}
+
+/// Close a backend that was swapped out (or opened and not swapped in) and, for a live
+/// collection, wait until nothing holds it any more, so that its directory's lock is
+/// released: a reload of that directory right after must be able to write it. Requests in
+/// flight on it finish first, and so does a merge its optimizer had started (logged every
+/// 10 s while it runs). Blocking.
+fn retire_blocking(b: Arc<Box<dyn SearchBackend>>) {
+    let writer = b.writer();
+    b.close();
+    drop(b);
+    let Some(w) = writer else { return };
+    let dir = w.dir().to_path_buf();
+    let weak = Arc::downgrade(&w);
+    drop(w);
+    let t = Instant::now();
+    let mut next_log = Duration::from_secs(10);
+    while weak.strong_count() > 0 {
+        if t.elapsed() >= next_log {
+            tracing::info!(
+                path = %dir.display(),
+                waited_s = t.elapsed().as_secs(),
+                "waiting for the closed collection to be let go (requests in flight, or a merge)"
+            );
+            next_log += Duration::from_secs(10);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Its last holder may still be dropping it (the lock goes with it): a moment more.
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until && !lock_free(&dir) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+async fn retire(b: Arc<Box<dyn SearchBackend>>) {
+    let _ = tokio::task::spawn_blocking(move || retire_blocking(b)).await;
+}
+
+async fn reload_inner(app: &Arc<App>, req: Request) -> Result<Vec<u8>, ApiError> {
     authorize(app, &req)?;
     let body = read_body(app, req).await?;
     let b: ReloadBody = serde_json::from_slice(&body).map_err(|e| json_error(e, &body))?;
     let started = Instant::now();
-    let opts = app.cfg.load;
     let dir = allowed_reload_path(app, &b.index)?;
     let slot = match &b.collection {
         Some(name) => app.slot(name)?,
@@ -1595,62 +1695,99 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
             "another reload is opening an index; retry when it has finished",
         ));
     };
-    // If this handler is dropped (the client went away), the open still finishes on its
-    // thread (it cannot be interrupted) but its result is freed there, never swapped.
+    let shown = b.index.display().to_string();
+    let live_dir = searchd_collection::is_collection(&dir);
+    if live_dir {
+        // One writer per directory: not also another collection of this server.
+        for other in app.slots.iter().filter(|o| !Arc::ptr_eq(o, &slot)) {
+            let writer = other.backend.load_full().and_then(|b| b.writer());
+            if writer.is_some_and(|w| same_dir(w.dir(), &dir)) {
+                return Err(ApiError::new(
+                    Code::Conflict,
+                    format!(
+                        "{shown} is served by collection {:?}, which takes its writes; a directory is served by one collection at a time (reload {:?} itself, or snapshot it and restore the snapshot into a new directory to serve a copy)",
+                        other.name, other.name
+                    ),
+                ));
+            }
+        }
+        // Checked on the manifest, before anything is closed or opened.
+        if let Ok(m) = searchd_collection::Manifest::read(&dir) {
+            check_swap(app, m.dim, m.model.as_ref(), &shown)?;
+        }
+    }
+    let current = slot.backend.load_full().and_then(|b| b.writer());
+    if live_dir && current.is_some_and(|w| same_dir(w.dir(), &dir)) {
+        // The directory the slot writes: closed, then opened again with its log replayed.
+        // Detached: a client going away must not leave the slot half way.
+        let task = tokio::spawn(reopen(app.clone(), slot, dir, shown, turn, started));
+        return task
+            .await
+            .map_err(|e| ApiError::new(Code::Internal, format!("the reload failed: {e}")))?;
+    }
+    // Another directory: opened beside the current one, which serves meanwhile. If this
+    // handler is dropped (the client went away), the open still finishes on its thread (it
+    // cannot be interrupted) but its result is closed there, never swapped.
     let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut abandon = Abandon(gone.clone(), false);
-    let what = b.index.display().to_string();
+    let opener = app.clone();
+    let what = shown.clone();
     let opened = tokio::task::spawn_blocking(move || {
-        let opened = Collection::open_any(&dir, &opts);
-        drop(turn);
+        let opened = open_dir(&opener, &dir, &what);
         if gone.load(Relaxed) {
+            if let Ok(b) = opened {
+                retire_blocking(Arc::new(b));
+            }
             tracing::info!(path = %what, "reload cancelled: its client went away; nothing swapped");
             return None;
         }
-        Some(opened)
+        Some((opened, turn))
     })
     .await
     .map_err(|e| ApiError::new(Code::Internal, format!("the index loader failed: {e}")))?;
     abandon.1 = true;
-    let Some(opened) = opened else {
+    let Some((opened, turn)) = opened else {
         return Err(ApiError::new(Code::Internal, "the reload was cancelled"));
     };
-    let coll = opened.map_err(|e| {
-        ApiError::invalid(format!(
-            "cannot open {} as an index or collection: {e}",
-            b.index.display()
-        ))
-    })?;
-    if let Some(q) = app.queries.load_full() {
-        if q.dim() != coll.dim() {
-            return Err(ApiError::invalid(format!(
-                "{} has {} dimensions but the query matrix{} has {}; refusing to swap",
-                b.index.display(),
-                coll.dim(),
-                app.queries_path
-                    .as_ref()
-                    .map(|p| format!(" {}", p.display()))
-                    .unwrap_or_default(),
-                q.dim()
-            )));
-        }
+    let backend = opened?;
+    if let Err(e) = check_swap(app, backend.figures().1, backend.model().as_ref(), &shown) {
+        retire(Arc::new(backend)).await;
+        drop(turn);
+        return Err(e);
     }
-    if let Some(batcher) = &app.embedder {
-        crate::check_model(&batcher.record, coll.model(), &b.index)
-            .map_err(|e| ApiError::invalid(format!("{e}; refusing to swap")))?;
-    }
-    let backend: Box<dyn SearchBackend> =
-        Box::new(LocalBackend::new(Arc::new(coll), app.pool.clone()));
+    // From the swap on, detached: the previous collection must be closed whatever the
+    // client does.
+    let task = tokio::spawn(swap_in(app.clone(), slot, backend, shown, turn, started));
+    task.await
+        .map_err(|e| ApiError::new(Code::Internal, format!("the reload failed: {e}")))
+}
+
+/// Swap `backend` into the slot; close the previous one (a live collection commits its
+/// writes and lets go of its directory; in-flight requests finish on it first), then reply.
+async fn swap_in(
+    app: Arc<App>,
+    slot: Arc<Slot>,
+    backend: Box<dyn SearchBackend>,
+    shown: String,
+    turn: ReloadTurn,
+    started: Instant,
+) -> Vec<u8> {
     let info = backend.info();
-    // In-flight searches keep the previous Arc; it is freed after the last of them.
     let previous = slot.backend.swap(Some(Arc::new(backend)));
+    // A collection that had failed to open at start serves from now on.
+    slot.failed.store(None);
     slot.generation
         .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     app.stats.reloads.fetch_add(1, Relaxed);
+    let previous_path = previous.as_ref().map(|p| p.info()["path"].clone());
+    if let Some(p) = previous {
+        retire(p).await;
+    }
+    drop(turn);
     let took_ms = started.elapsed().as_secs_f64() * 1e3;
     tracing::info!(
         collection = %slot.name,
-        path = %b.index.display(),
+        path = %shown,
         docs = info["docs"].as_u64().unwrap_or(0),
         dim = info["dim"].as_u64().unwrap_or(0),
         took_ms,
@@ -1659,8 +1796,91 @@ async fn reload_inner(app: &App, req: Request) -> Result<Vec<u8>, ApiError> {
     let v = serde_json::json!({
         "collection": slot.name,
         "index": v1_index_info(&info),
-        "previous": previous.map(|p| p.info()["path"].clone()),
+        "previous": previous_path,
         "took_ms": took_ms,
     });
-    Ok(serde_json::to_vec(&v).unwrap_or_default())
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+/// Reload of the directory the slot's live collection writes: close it (every
+/// acknowledged write refreshed and committed, the optimizer stopped), serve its last view
+/// read-only while it is let go (writes meanwhile: 503 with `Retry-After`), open the
+/// directory again (the log after the commit replayed) and swap that in. If the directory
+/// cannot be opened again, the last view stays, refusing writes with 409 until a reload
+/// succeeds.
+async fn reopen(
+    app: Arc<App>,
+    slot: Arc<Slot>,
+    dir: PathBuf,
+    shown: String,
+    turn: ReloadTurn,
+    started: Instant,
+) -> Result<Vec<u8>, ApiError> {
+    let Some(old) = slot.backend.load_full() else {
+        return Err(ApiError::new(
+            Code::Internal,
+            "the collection is not loaded",
+        ));
+    };
+    let Some(writer) = old.writer() else {
+        return Err(ApiError::new(Code::Internal, "the collection is not live"));
+    };
+    let closing = old.clone();
+    let _ = tokio::task::spawn_blocking(move || closing.close()).await;
+    let view = writer.view();
+    drop(writer);
+    let paused = LocalBackend::paused(
+        view.clone(),
+        app.pool.clone(),
+        format!(
+            "collection {:?} is being reopened by /admin/reload; retry in a moment",
+            slot.name
+        ),
+        true,
+    );
+    let previous = slot.backend.swap(Some(Arc::new(Box::new(paused))));
+    slot.generation
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    drop(previous);
+    retire(old).await;
+    let opener = app.clone();
+    let (d, what) = (dir.clone(), shown.clone());
+    let opened = tokio::task::spawn_blocking(move || open_dir(&opener, &d, &what))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ApiError::new(
+                Code::Internal,
+                format!("the index loader failed: {e}"),
+            ))
+        });
+    let checked =
+        opened.and_then(
+            |b| match check_swap(&app, b.figures().1, b.model().as_ref(), &shown) {
+                Ok(()) => Ok(b),
+                Err(e) => {
+                    retire_blocking(Arc::new(b));
+                    Err(e)
+                }
+            },
+        );
+    match checked {
+        Ok(backend) => Ok(swap_in(app, slot, backend, shown, turn, started).await),
+        Err(e) => {
+            tracing::error!(collection = %slot.name, path = %shown, error = %e.message, "reload could not reopen the collection; it serves its last view and refuses writes");
+            let failed = LocalBackend::paused(
+                view,
+                app.pool.clone(),
+                format!(
+                    "collection {:?} could not be reopened by /admin/reload ({}); it serves its last view read-only: fix the cause and reload it again, or restart",
+                    slot.name, e.message
+                ),
+                false,
+            );
+            slot.backend.store(Some(Arc::new(Box::new(failed))));
+            slot.generation
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            drop(turn);
+            Err(e)
+        }
+    }
 }

@@ -276,6 +276,22 @@ pub trait SearchBackend: Send + Sync + 'static {
     }
     /// Make everything durable at shutdown.
     fn close(&self) {}
+    /// The live collection that takes this backend's writes, if it is one (`/admin/reload`
+    /// closes it before its directory is opened again, and waits until it lets go).
+    fn writer(&self) -> Option<Arc<LiveCollection>> {
+        None
+    }
+}
+
+/// The 400 of a destructive request whose filter matches by vacuity
+/// ([`searchd_fields::Filter::is_vacuous`]).
+pub(crate) fn refuse_vacuous(f: &searchd_fields::Filter) -> Result<(), BackendError> {
+    if f.is_vacuous() {
+        return Err(BackendError::Invalid(
+            "filter: this filter places no condition (a range without bounds, an empty bool, or only such clauses), so it would delete every document; a delete refuses it. To delete every document, send {\"filter\": {\"match_all\": {}}}".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// searchd's own engine: a [`Collection`] searched on the CPU pool.
@@ -289,6 +305,14 @@ pub struct LocalBackend {
 enum Source {
     Fixed(Arc<Collection>),
     Live(Arc<LiveCollection>),
+    /// The last view of a live collection that `/admin/reload` closed to open its directory
+    /// again: reads answer from it, writes and snapshots are refused with the message
+    /// (503 with `Retry-After` while the reopening runs, 409 if it failed).
+    Paused {
+        view: Arc<Collection>,
+        why: String,
+        transient: bool,
+    },
 }
 
 impl LocalBackend {
@@ -305,17 +329,47 @@ impl LocalBackend {
             pool,
         }
     }
+    /// A live collection's last view, served read-only while its directory is reopened
+    /// (`transient`: writes get 503 with `Retry-After`) or after that failed (409); `why`
+    /// is the message of the refused writes.
+    pub fn paused(
+        view: Arc<Collection>,
+        pool: Arc<Pool>,
+        why: String,
+        transient: bool,
+    ) -> LocalBackend {
+        LocalBackend {
+            src: Source::Paused {
+                view,
+                why,
+                transient,
+            },
+            pool,
+        }
+    }
     /// The collection as searches see it now.
     pub fn collection(&self) -> Arc<Collection> {
         match &self.src {
-            Source::Fixed(c) => c.clone(),
+            Source::Fixed(c) | Source::Paused { view: c, .. } => c.clone(),
             Source::Live(l) => l.view(),
         }
     }
     pub fn live_collection(&self) -> Option<&Arc<LiveCollection>> {
         match &self.src {
-            Source::Fixed(_) => None,
             Source::Live(l) => Some(l),
+            _ => None,
+        }
+    }
+    /// Why writes are refused while paused (`None`: not paused).
+    fn paused_error(&self) -> Option<BackendError> {
+        match &self.src {
+            Source::Paused {
+                why,
+                transient: true,
+                ..
+            } => Some(BackendError::Unavailable(why.clone())),
+            Source::Paused { why, .. } => Some(BackendError::Conflict(why.clone())),
+            _ => None,
         }
     }
 }
@@ -726,13 +780,27 @@ impl SearchBackend for LocalBackend {
             }
         }
     }
+    fn writer(&self) -> Option<Arc<LiveCollection>> {
+        self.live_collection().cloned()
+    }
+    fn ready(&self) -> Result<(), String> {
+        // Paused, its view may lack writes acknowledged while it was being closed.
+        match &self.src {
+            Source::Paused { why, .. } => Err(why.clone()),
+            _ => Ok(()),
+        }
+    }
     fn write(
         &self,
         op: WriteOp,
         wait: bool,
     ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
         let live = self.live_collection().cloned();
+        let paused = self.paused_error();
         Box::pin(async move {
+            if let Some(e) = paused {
+                return Err(e);
+            }
             let Some(live) = live else {
                 return Err(BackendError::Conflict(
                     "this is a bare index directory, not a collection: it takes no writes (ingest it as a collection)".into(),
@@ -752,6 +820,7 @@ impl SearchBackend for LocalBackend {
                         .view()
                         .parse_filter(&v, "filter")
                         .map_err(filter_error)?;
+                    refuse_vacuous(&f)?;
                     live.delete_by_filter(&f, wait).map_err(write_error)
                 }
             })
@@ -761,7 +830,11 @@ impl SearchBackend for LocalBackend {
     }
     fn snapshot(&self, out: std::path::PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
         let live = self.live_collection().cloned();
+        let paused = self.paused_error();
         Box::pin(async move {
+            if let Some(e) = paused {
+                return Err(e);
+            }
             let Some(live) = live else {
                 return Err(BackendError::Conflict(
                     "this is a bare index directory, not a live collection: copy the directory instead".into(),

@@ -290,7 +290,9 @@ pub struct ServeArgs {
     pub dynamic_mapping: String,
 
     /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
-    /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON).
+    /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON). One request
+    /// may hold at most three quarters of --max-pending-bytes while it is read: a larger
+    /// body gets 413 whatever this says.
     #[arg(long, default_value_t = DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
     pub write_body_limit: usize,
 
@@ -404,8 +406,14 @@ pub struct ServerConfig {
     pub max_header_bytes: usize,
 }
 
-/// Default `--write-body-limit`: 64 MiB.
-pub const DEFAULT_WRITE_BODY_LIMIT: usize = 64 << 20;
+/// Default `--write-body-limit`: 48 MiB, the most one request may hold of the default
+/// byte budget (three quarters of `--max-pending-bytes` 64 MiB): a larger limit could only
+/// be reached by raising the budget too.
+pub const DEFAULT_WRITE_BODY_LIMIT: usize = 48 << 20;
+const _: () = assert!(
+    DEFAULT_WRITE_BODY_LIMIT <= crate::limits::DEFAULT_MAX_PENDING_BYTES / 4 * 3
+        && DEFAULT_BODY_LIMIT <= crate::limits::DEFAULT_MAX_PENDING_BYTES / 4 * 3
+);
 
 fn parse_bytes_usize(s: &str) -> Result<usize, String> {
     parse_bytes(s).and_then(|b| usize::try_from(b).map_err(|e| e.to_string()))

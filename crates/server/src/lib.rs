@@ -30,7 +30,11 @@
 //!   the current index and swaps an `ArcSwap`; in-flight searches finish on the old index,
 //!   which is freed by the last of them. One reload opens an index at a time (a second
 //!   gets `409 conflict` at once); when the handler is dropped (its connection failed)
-//!   before the open finished, the opened index is freed without being swapped.
+//!   before the open finished, the opened index is freed without being swapped. A
+//!   collection directory opens live ([`open_path`], as at start). Reloading the directory
+//!   a live collection already writes closes it, serves its last view (writes 503) until
+//!   nothing holds it and its lock is free, then opens it again with its log replayed; a
+//!   swapped-out live collection is closed and let go before the reply (blue/green).
 //!   Relative paths are taken from `--reload-root`; paths outside it are 403 whether or
 //!   not they exist. The operator chooses the paths: the endpoint only
 //!   opens index directories (a path that is not one is refused with 400
@@ -157,6 +161,23 @@ where
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
     limits::tune_allocator();
+    {
+        // A body limit over what one request may hold of the byte budget cannot be
+        // reached: such bodies get 413 naming --max-pending-bytes. Say so at start.
+        let room = config.max_pending_bytes / 4 * 3;
+        for (flag, limit) in [
+            ("--body-limit", config.body_limit),
+            ("--write-body-limit", config.write_body_limit),
+        ] {
+            if limit > room && limit > limits::SMALL_REQUEST {
+                tracing::warn!(
+                    "{flag} {limit} is over what one request may hold of --max-pending-bytes {} (three quarters: {room}); bodies over {room} bytes get 413: raise --max-pending-bytes to at least {} to take them",
+                    config.max_pending_bytes,
+                    limit.div_ceil(3).saturating_mul(4)
+                );
+            }
+        }
+    }
     let addr = listener.local_addr()?;
     let pool = Arc::new(
         pool::Pool::start(config.threads, config.search_delay).map_err(ServerError::Runtime)?,
@@ -218,6 +239,7 @@ where
             max_queue_wait: config.max_queue_wait,
             threads: config.threads,
             write_body_limit: config.write_body_limit,
+            live: config.live.clone(),
         },
         admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),
         pool,
@@ -470,6 +492,9 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     fn close(&self) {
         (**self).close()
     }
+    fn writer(&self) -> Option<Arc<searchd_collection::live::LiveCollection>> {
+        (**self).writer()
+    }
 }
 
 fn open_source(
@@ -479,38 +504,7 @@ fn open_source(
     model: Option<&ModelRecord>,
 ) -> Result<Box<dyn SearchBackend>, ServerError> {
     let backend: Box<dyn SearchBackend> = match src {
-        IndexSource::Path(p) if searchd_collection::is_collection(p) => {
-            let live = searchd_collection::live::LiveCollection::open(
-                p,
-                &config.load,
-                config.live.clone(),
-            )
-            .map_err(|e| match e {
-                searchd_collection::Error::Engine(e) => ServerError::Index(e),
-                other => ServerError::Collection(other),
-            })?;
-            if let Some(m) = model {
-                check_model(m, live.view().model(), p).map_err(ServerError::Config)?;
-            }
-            if let Some(r) = live.read_only_reason() {
-                tracing::info!(path = %p.display(), "collection is read-only: {r}");
-            }
-            let rec = live.recovery();
-            if rec.replayed > 0 || rec.cut.is_some() {
-                tracing::info!(path = %p.display(), replayed = rec.replayed, cut = ?rec.cut, "write-ahead log applied");
-            }
-            Box::new(LocalBackend::live(live, pool.clone()))
-        }
-        IndexSource::Path(p) => {
-            let coll = Collection::open_any(p, &config.load).map_err(|e| match e {
-                searchd_collection::Error::Engine(e) => ServerError::Index(e),
-                other => ServerError::Collection(other),
-            })?;
-            if let Some(m) = model {
-                check_model(m, coll.model(), p).map_err(ServerError::Config)?;
-            }
-            Box::new(LocalBackend::new(Arc::new(coll), pool.clone()))
-        }
+        IndexSource::Path(p) => open_path(p, &config.load, &config.live, pool, model)?,
         IndexSource::Loaded(ix) => Box::new(LocalBackend::new(
             Arc::new(Collection::from_shared_index(ix.clone())),
             pool.clone(),
@@ -527,6 +521,53 @@ fn open_source(
         }
     };
     Ok(backend)
+}
+
+/// Open a directory as start-up and `/admin/reload` both do: a collection directory as a
+/// live collection (its log replayed; writable unless `live.read_only` or another process
+/// holds its lock), a bare index directory as a fixed one. A live directory is never served
+/// as a static view of its last commit. With `model`, the collection must have been
+/// embedded by it.
+pub(crate) fn open_path(
+    p: &Path,
+    load: &searchd_engine::LoadOptions,
+    live: &searchd_collection::live::LiveConfig,
+    pool: &Arc<pool::Pool>,
+    model: Option<&ModelRecord>,
+) -> Result<Box<dyn SearchBackend>, ServerError> {
+    if searchd_collection::is_collection(p) {
+        let live =
+            searchd_collection::live::LiveCollection::open(p, load, live.clone()).map_err(|e| {
+                match e {
+                    searchd_collection::Error::Engine(e) => ServerError::Index(e),
+                    other => ServerError::Collection(other),
+                }
+            })?;
+        if let Some(m) = model {
+            if let Err(e) = check_model(m, live.view().model(), p) {
+                // Closed, not only dropped: its optimizer threads would keep it alive.
+                let _ = live.close();
+                return Err(ServerError::Config(e));
+            }
+        }
+        if let Some(r) = live.read_only_reason() {
+            tracing::info!(path = %p.display(), "collection is read-only: {r}");
+        }
+        let rec = live.recovery();
+        if rec.replayed > 0 || rec.cut.is_some() {
+            tracing::info!(path = %p.display(), replayed = rec.replayed, cut = ?rec.cut, "write-ahead log applied");
+        }
+        Ok(Box::new(LocalBackend::live(live, pool.clone())))
+    } else {
+        let coll = Collection::open_any(p, load).map_err(|e| match e {
+            searchd_collection::Error::Engine(e) => ServerError::Index(e),
+            other => ServerError::Collection(other),
+        })?;
+        if let Some(m) = model {
+            check_model(m, coll.model(), p).map_err(ServerError::Config)?;
+        }
+        Ok(Box::new(LocalBackend::new(Arc::new(coll), pool.clone())))
+    }
 }
 
 fn load(

@@ -11,7 +11,10 @@
 //!   the whole budget, the rest only three quarters of it, so big uploads leave room for
 //!   small requests. A request that cannot reserve gets `503
 //!   overloaded` with `Retry-After: 1` and the connection is closed; so many slow uploads
-//!   cannot hold more than the budget, whatever their number.
+//!   cannot hold more than the budget, whatever their number. A body that could never
+//!   reserve its bytes, even with nothing else in flight (larger than three quarters of the
+//!   budget), gets `413 body_too_large` naming `--max-pending-bytes` instead: a 503 tells
+//!   clients to retry, and that one would be retried forever.
 //! - **Connections** (`--max-connections`): past the cap, a connection is served by a
 //!   minimal HTTP/1.1 responder (no keep-alive, 8 KiB header buffer, 1 s header timeout)
 //!   that answers `/health`, `/healthz`, `/ready`, `/readyz` normally and everything else
@@ -106,6 +109,40 @@ impl Limits {
         self.pending.load(Relaxed)
     }
 
+    /// The most a request of `total` bytes may hold of the budget: the whole budget for
+    /// the first [`SMALL_REQUEST`] bytes, three quarters of it beyond.
+    fn ceiling(&self, total: usize) -> usize {
+        if total <= SMALL_REQUEST {
+            self.max_pending
+        } else {
+            self.max_pending / 4 * 3
+        }
+    }
+
+    /// The largest body a request may have and still fit the budget when nothing else is
+    /// being read.
+    pub fn largest_body(&self) -> usize {
+        self.ceiling(usize::MAX)
+            .max(self.max_pending.min(SMALL_REQUEST))
+    }
+
+    /// The 413 of a body that can never fit the budget (`total`: its declared size, or
+    /// what had arrived of it when it went past, then `partial`).
+    pub fn never_fits(&self, total: usize, partial: bool) -> ApiError {
+        let room = self.largest_body();
+        // The budget whose three quarters hold `total`.
+        let needed = total.div_ceil(3).saturating_mul(4);
+        ApiError::new(
+            Code::BodyTooLarge,
+            format!(
+                "the request body ({}{total} bytes) is larger than one request may hold while it is read: {room} bytes, three quarters of the {} byte budget (serve --max-pending-bytes); raise --max-pending-bytes to at least {needed} bytes, or send smaller requests",
+                if partial { "at least " } else { "" },
+                self.max_pending
+            ),
+        )
+        .closing()
+    }
+
     /// Take `n` more bytes of the budget for a request that then holds `total` bytes, or
     /// refuse (and count the refusal). The first [`SMALL_REQUEST`] bytes of each request
     /// may use the whole budget; bytes beyond that only its first three quarters, so
@@ -114,11 +151,7 @@ impl Limits {
         if n == 0 {
             return true;
         }
-        let ceiling = if total <= SMALL_REQUEST {
-            self.max_pending
-        } else {
-            self.max_pending / 4 * 3
-        };
+        let ceiling = self.ceiling(total);
         let ok = self
             .pending
             .fetch_update(Relaxed, Relaxed, |p| {
@@ -288,13 +321,18 @@ pub(crate) async fn read_body(app: &App, req: Request, limit: usize) -> Result<B
         .closing()
     };
     if let Some(len) = declared {
-        if len > limit as u64 {
+        let never = len > limits.largest_body() as u64;
+        if len > limit as u64 || never {
             // Nothing read yet: a client waiting for 100 Continue sends nothing more; one
             // that is already sending gets its upload drained (within bounds) first.
             if !expects_continue && len <= DRAIN_MAX {
                 drain(&mut body, DRAIN_MAX).await;
             }
-            return Err(too_large());
+            return Err(if len > limit as u64 {
+                too_large()
+            } else {
+                limits.never_fits(len as usize, false)
+            });
         }
     }
     let Some(mut held) = Reservation::take(limits, declared.unwrap_or(0) as usize) else {
@@ -341,6 +379,10 @@ pub(crate) async fn read_body(app: &App, req: Request, limit: usize) -> Result<B
                 if total > limit {
                     drain(&mut body, DRAIN_MAX.saturating_sub(total as u64)).await;
                     return Err(too_large());
+                }
+                if total > limits.largest_body() {
+                    drain(&mut body, DRAIN_MAX.saturating_sub(total as u64)).await;
+                    return Err(limits.never_fits(total, true));
                 }
                 if !held.grow_to(total) {
                     return Err(limits.over_budget());

@@ -378,6 +378,27 @@ pub(crate) async fn delete_many(
     }
 }
 
+/// Refuse a snapshot path inside the directory of a live collection (this one's or
+/// another's): its start-up would take the snapshot for debris, and its own snapshots would
+/// copy it.
+fn outside_live_dirs(app: &App, out: &std::path::Path) -> Result<(), ApiError> {
+    for s in &app.slots {
+        let Some(w) = s.backend.load_full().and_then(|b| b.writer()) else {
+            continue;
+        };
+        if searchd_collection::paths::is_inside(out, w.dir()).unwrap_or(false) {
+            return Err(ApiError::invalid(format!(
+                "path {} is inside the collection directory {} (of collection {:?}); write snapshots outside it (by default they go to {}.snapshots beside it)",
+                out.display(),
+                w.dir().display(),
+                s.name,
+                w.dir().display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `POST /collections/{name}/snapshot`: written next to the collection
 /// (`DIR.snapshots/NAME-SEQ-UNIXMS`, so hard links work) unless `path` names a place
 /// inside the reload root.
@@ -406,19 +427,24 @@ pub(crate) async fn snapshot(
                     .map_or(0, |d| d.as_millis());
                 let mut base = dir.clone().into_os_string();
                 base.push(".snapshots");
-                std::path::PathBuf::from(base).join(format!(
+                let out = std::path::PathBuf::from(base).join(format!(
                     "{}-{}-{ms}",
                     slot.name,
                     backend.version()
-                ))
+                ));
+                outside_live_dirs(&app, &out)?;
+                out
             }
             Some(Value::String(p)) => {
                 let p = std::path::PathBuf::from(p);
+                searchd_collection::paths::check_nul(&p)
+                    .map_err(|e| ApiError::invalid(format!("path: {e}")))?;
                 let root = app.cfg.reload_root.clone();
                 let abs = match &root {
                     Some(r) if p.is_relative() => r.join(&p),
                     _ => p.clone(),
                 };
+                outside_live_dirs(&app, &abs)?;
                 let parent = abs.parent().map(|x| x.to_path_buf()).unwrap_or_default();
                 let ok = match (&root, parent.canonicalize()) {
                     (Some(r), Ok(c)) => c.starts_with(r),

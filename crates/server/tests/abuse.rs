@@ -579,3 +579,140 @@ fn probes_aliases_route_labels_and_build_info() {
         s.stop().await.unwrap();
     });
 }
+
+/// A body under the body limit that can never fit the byte budget (the old defaults: a
+/// 64 MiB write limit over a 64 MiB budget, of which one large request may hold three
+/// quarters) is a 413 naming what to change, never a 503 that a client honouring
+/// Retry-After would retry forever. Scaled down: a 4 MiB budget and write limit, a body
+/// of 59/64 of it (the 59 MB upsert of the report).
+#[test]
+fn a_body_that_can_never_fit_the_budget_is_413_not_503() {
+    let f = fixture();
+    run(async {
+        let mut cfg = f.config();
+        cfg.max_pending_bytes = 4 << 20;
+        cfg.write_body_limit = 4 << 20;
+        let s = TestServer::start(cfg).await;
+        let c = client();
+        let big = (4usize << 20) / 64 * 59;
+        let body = format!("{{\"docs\": [], \"pad\": \"{}\"}}", "x".repeat(big - 23));
+        assert_eq!(body.len(), big);
+        for _ in 0..3 {
+            let got = post(&c, &url(&s, "/collections/default/docs"), &body).await;
+            assert_error(&got, 413, "body_too_large", "--max-pending-bytes");
+            assert!(got.1.get("retry-after").is_none(), "{:?}", got.1);
+        }
+        // Chunked, no length: found while reading, the same answer.
+        let addr = s.addr;
+        let reply = tokio::task::spawn_blocking(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            write!(c, "POST /collections/default/docs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
+            let chunk = vec![b' '; 64 << 10];
+            for _ in 0..59 {
+                write!(c, "{:x}\r\n", chunk.len()).unwrap();
+                if c.write_all(&chunk).is_err() {
+                    break;
+                }
+                let _ = c.write_all(b"\r\n");
+            }
+            let _ = c.write_all(b"0\r\n\r\n");
+            read_reply(&mut c)
+        })
+        .await
+        .unwrap();
+        let (st, _, v) = parse(&reply);
+        assert_eq!(
+            (st, v["error"]["code"].as_str()),
+            (413, Some("body_too_large")),
+            "{v}"
+        );
+        // A body that fits is read (and then judged on its content).
+        let small = format!(
+            "{{\"docs\": [], \"pad\": \"{}\"}}",
+            "x".repeat((2 << 20) - 24)
+        );
+        let got = post(&c, &url(&s, "/collections/default/docs"), &small).await;
+        assert_error(&got, 400, "invalid_argument", "unknown field");
+        s.stop().await.unwrap();
+    });
+}
+
+/// `POST /collections/{name}/delete` refuses a filter that matches by vacuity (a range with
+/// no bound, an empty bool) with a 400 that says how to delete everything; an explicit
+/// `match_all` still deletes everything, and reads keep Elasticsearch's reading of an
+/// empty range.
+#[test]
+fn delete_by_a_vacuous_filter_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let coll = live_collection(dir.path(), "coll", 30);
+    run(async {
+        let s = TestServer::start(live_config(&coll, "coll")).await;
+        let c = client();
+        let delete = url(&s, "/collections/coll/delete");
+        let count = |body: &'static str| {
+            let c = c.clone();
+            let u = url(&s, "/collections/coll/count");
+            async move {
+                let (st, _, v) = post(&c, &u, body).await;
+                assert_eq!(st, 200, "{v}");
+                v["count"].as_u64().unwrap()
+            }
+        };
+        for f in [
+            r#"{"range": {"price": {}}}"#,
+            r#"{"range": {"price": {"gte": null, "lt": null}}}"#,
+            r#"{"range": {"price": {"boost": 2}}}"#,
+            r#"{"bool": {}}"#,
+            r#"{"bool": {"must": [], "should": [], "must_not": []}}"#,
+            r#"{"bool": {"filter": {"range": {"price": {}}}}}"#,
+            r#"{"bool": {"must": [{"match_all": {}}, {"range": {"price": {}}}]}}"#,
+            r#"{"bool": {"should": [{"term": {"color": "red"}}, {"bool": {}}]}}"#,
+            r#"{"bool": {"must": {"bool": {"must": {"bool": {}}}}}}"#,
+            r#"{"bool": {"must_not": {"match_none": {}}}}"#,
+        ] {
+            let body = format!(r#"{{"filter": {f}, "wait": true}}"#);
+            let got = post(&c, &delete, &body).await;
+            assert_error(&got, 400, "invalid_argument", r#"{"match_all": {}}"#);
+        }
+        assert_eq!(count("{}").await, 30, "nothing was deleted");
+        // Reads: an empty range matches the documents that have the field.
+        assert_eq!(count(r#"{"filter": {"range": {"price": {}}}}"#).await, 20);
+        // Filters that constrain are accepted, with an empty range beside them too.
+        let got = post(&c, &delete, r#"{"filter": {"bool": {"must": [{"term": {"color": "red"}}, {"range": {"price": {}}}]}}, "wait": true}"#).await;
+        assert_eq!(
+            (got.0, got.2["deleted"].as_u64()),
+            (200, Some(10)),
+            "{:?}",
+            got.2
+        );
+        let got = post(
+            &c,
+            &delete,
+            r#"{"filter": {"range": {"price": {"gte": 20}}}, "wait": true}"#,
+        )
+        .await;
+        assert_eq!(
+            (got.0, got.2["deleted"].as_u64()),
+            (200, Some(3)),
+            "{:?}",
+            got.2
+        );
+        assert_eq!(count("{}").await, 17);
+        // Everything, said explicitly.
+        let got = post(
+            &c,
+            &delete,
+            r#"{"filter": {"match_all": {}}, "wait": true}"#,
+        )
+        .await;
+        assert_eq!(
+            (got.0, got.2["deleted"].as_u64()),
+            (200, Some(17)),
+            "{:?}",
+            got.2
+        );
+        assert_eq!(count("{}").await, 0);
+        s.stop().await.unwrap();
+    });
+}

@@ -498,3 +498,306 @@ async fn thousands_of_idle_connections_do_not_block_others() {
     drop(idle);
     s.stop().await.unwrap();
 }
+
+/// An upsert body of `ids`, each with the vector of document `ids[i] % 40` of the seeded
+/// data and a `color`.
+fn docs_body(ids: &[u64], color: &str, wait: bool) -> String {
+    let vecs = data(40, DIM, 3);
+    let docs: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let r = (id % 40) as usize;
+            serde_json::json!({"id": id, "vector": &vecs[r * DIM..(r + 1) * DIM],
+                               "fields": {"color": color}})
+        })
+        .collect();
+    serde_json::json!({"docs": docs, "wait": wait}).to_string()
+}
+
+async fn count(c: &reqwest::Client, s: &TestServer, name: &str) -> u64 {
+    let (st, _, v) = post(c, &url(s, &format!("/collections/{name}/count")), "{}").await;
+    assert_eq!(st, 200, "{v}");
+    v["count"].as_u64().unwrap()
+}
+
+async fn doc_status(c: &reqwest::Client, s: &TestServer, name: &str, id: u64) -> u16 {
+    c.get(url(s, &format!("/collections/{name}/docs/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Reload of a live collection keeps it live: acknowledged upserts stay visible, deleted
+/// documents stay gone, writes are accepted after; the same directory is reopened with its
+/// log replayed, another directory (blue/green: snapshot, restore, reload) is opened live
+/// and the old one closed (committed, its lock released).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_of_a_live_collection_keeps_it_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let blue = live_collection(dir.path(), "coll", 30);
+    let s = TestServer::start(live_config(&blue, "coll")).await;
+    let c = client();
+    let docs = url(&s, "/collections/coll/docs");
+    let reload = url(&s, "/admin/reload");
+    let body =
+        |p: &std::path::Path| serde_json::json!({"index": p, "collection": "coll"}).to_string();
+    // Three upserts and a delete, acknowledged (not waited for).
+    for id in [1000u64, 1001, 1002] {
+        let (st, _, v) = post(&c, &docs, &docs_body(&[id], "new", false)).await;
+        assert_eq!(
+            (st, v["status"].as_str()),
+            (200, Some("acknowledged")),
+            "{v}"
+        );
+    }
+    let (st, _, v) = post(&c, &url(&s, "/collections/coll/delete"), r#"{"ids": [5]}"#).await;
+    assert_eq!((st, v["deleted"].as_u64()), (200, Some(1)), "{v}");
+
+    // The same directory: reopened, the log replayed.
+    let (st, _, v) = post(&c, &reload, &body(&blue)).await;
+    assert_eq!(st, 200, "{v}");
+    for id in [1000u64, 1001, 1002] {
+        assert_eq!(
+            doc_status(&c, &s, "coll", id).await,
+            200,
+            "acknowledged {id} after reload"
+        );
+    }
+    assert_eq!(
+        doc_status(&c, &s, "coll", 5).await,
+        404,
+        "deleted 5 came back"
+    );
+    assert_eq!(count(&c, &s, "coll").await, 32);
+    let (st, _, v) = post(&c, &docs, &docs_body(&[2000], "after", true)).await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("applied")), "{v}");
+    assert_eq!(count(&c, &s, "coll").await, 33);
+    let (st, _, v) = post(
+        &c,
+        &url(&s, "/collections/coll/delete"),
+        r#"{"ids": [6], "wait": true}"#,
+    )
+    .await;
+    assert_eq!((st, v["deleted"].as_u64()), (200, Some(1)), "{v}");
+    assert_eq!(count(&c, &s, "coll").await, 32);
+    // Twice in a row: the first reopened collection lets go of the directory too.
+    let (st, _, v) = post(&c, &reload, &body(&blue)).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, _, v) = post(&c, &docs, &docs_body(&[2001], "after", true)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(count(&c, &s, "coll").await, 33);
+
+    // Blue/green: snapshot, restore into a new directory, reload to it.
+    let (st, _, v) = post(&c, &url(&s, "/collections/coll/snapshot"), "{}").await;
+    assert_eq!(st, 200, "{v}");
+    let green = dir.path().join("green");
+    searchd_collection::live::restore(
+        std::path::Path::new(v["path"].as_str().unwrap()),
+        &green,
+        &Default::default(),
+    )
+    .unwrap();
+    let (st, _, v) = post(&c, &reload, &body(&green)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["previous"], serde_json::json!(blue), "{v}");
+    assert_eq!(count(&c, &s, "coll").await, 33);
+    let (st, _, v) = post(&c, &docs, &docs_body(&[3000], "green", true)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(count(&c, &s, "coll").await, 34);
+    // The old directory was closed by the reload: committed and unlocked (another writer
+    // may open it), with every write it acknowledged.
+    let old = searchd_collection::live::LiveCollection::open(
+        &blue,
+        &Default::default(),
+        searchd_collection::live::LiveConfig {
+            background: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(old.read_only_reason(), None);
+    assert_eq!(old.view().len(), 33);
+    old.close().unwrap();
+    drop(old);
+    // And back to blue: live again.
+    let (st, _, v) = post(&c, &reload, &body(&blue)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(count(&c, &s, "coll").await, 33);
+    let (st, _, v) = post(&c, &docs, &docs_body(&[4000], "blue", true)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(count(&c, &s, "coll").await, 34);
+    let st = get_json(&c, &url(&s, "/stats")).await;
+    assert_eq!(st["reloads"], 4, "{st}");
+    s.stop().await.unwrap();
+}
+
+/// Snapshot paths: a NUL byte is a 400 (not a 500), a place inside a live collection's
+/// directory a 400 (the collection would delete it as debris at its next start, and a
+/// snapshot there would copy itself); relative paths and `..` keep their rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_paths_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let coll = live_collection(&root, "coll", 20);
+    let mut cfg = live_config(&coll, "coll");
+    cfg.reload_root = Some(root.clone());
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let snap = url(&s, "/collections/coll/snapshot");
+    let at = |p: &str| serde_json::json!({ "path": p }).to_string();
+    for p in [
+        format!("{}/snap\u{0}x", root.display()),
+        format!("{}/a\u{0}b/snap", root.display()),
+        "rel\u{0}x".to_string(),
+    ] {
+        let got = post(&c, &snap, &at(&p)).await;
+        assert_error(&got, 400, "invalid_argument", "NUL");
+    }
+    let before: Vec<_> = std::fs::read_dir(&coll)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    for p in [
+        coll.join("snap").display().to_string(),
+        coll.join("seg-000000").join("snap").display().to_string(),
+        "coll/snap".to_string(),
+        "other/../coll/snap".to_string(),
+        format!("{}/./snap", coll.display()),
+    ] {
+        let got = post(&c, &snap, &at(&p)).await;
+        assert_error(&got, 400, "invalid_argument", "inside the collection");
+    }
+    let after: Vec<_> = std::fs::read_dir(&coll)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(before, after, "nothing was written into the collection");
+    // `..` out of the root: 403, as before.
+    let got = post(&c, &snap, &at("../elsewhere")).await;
+    assert_error(&got, 403, "forbidden", "reload root");
+    // Relative to the root, and `..` that stays inside it: accepted.
+    let (st, _, v) = post(&c, &snap, &at("s1")).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["path"], serde_json::json!(root.join("s1")), "{v}");
+    let (st, _, v) = post(&c, &snap, &at("coll/../s2")).await;
+    assert_eq!(st, 200, "{v}");
+    // No path: next to the collection.
+    let (st, _, v) = post(&c, &snap, "{}").await;
+    assert_eq!(st, 200, "{v}");
+    assert!(
+        v["path"].as_str().unwrap().contains("coll.snapshots"),
+        "{v}"
+    );
+    s.stop().await.unwrap();
+}
+
+/// Writes keep coming while the collection they go to is reloaded in place: each is
+/// acknowledged (200) or refused for a moment (503 with Retry-After, nothing logged), never
+/// 409, and every acknowledged one is there after the reloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_during_a_reload_in_place_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let coll = live_collection(dir.path(), "coll", 20);
+    let s = TestServer::start(live_config(&coll, "coll")).await;
+    let c = client();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..2u64 {
+        let (c, u, stop) = (c.clone(), url(&s, "/collections/coll/docs"), stop.clone());
+        writers.push(tokio::spawn(async move {
+            let (mut acked, mut refused) = (Vec::new(), 0);
+            let mut id = 10_000 * (w + 1);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let got = post(&c, &u, &docs_body(&[id], "w", false)).await;
+                match got.0 {
+                    200 => acked.push(id),
+                    503 => {
+                        assert_eq!(got.2["error"]["code"], "not_ready", "{}", got.2);
+                        assert!(got.1.get("retry-after").is_some());
+                        refused += 1;
+                    }
+                    other => panic!("write {id}: {other} {}", got.2),
+                }
+                id += 1;
+            }
+            (acked, refused)
+        }));
+    }
+    let reload = url(&s, "/admin/reload");
+    let body = serde_json::json!({"index": &coll}).to_string();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let (st, _, v) = post(&c, &reload, &body).await;
+        assert_eq!(st, 200, "{v}");
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = Vec::new();
+    for w in writers {
+        let (a, _) = w.await.unwrap();
+        acked.extend(a);
+    }
+    assert!(
+        acked.len() > 10,
+        "the writers ran ({} acknowledged)",
+        acked.len()
+    );
+    // Visible within the refresh interval.
+    let want = 20 + acked.len() as u64;
+    let t = Instant::now();
+    while count(&c, &s, "coll").await != want {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "acknowledged writes missing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for id in acked {
+        assert_eq!(
+            doc_status(&c, &s, "coll", id).await,
+            200,
+            "acknowledged {id}"
+        );
+    }
+    s.stop().await.unwrap();
+}
+
+/// A collection that failed to open at start is served once a reload opens it (live).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_serves_a_collection_that_failed_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = live_collection(dir.path(), "a", 10);
+    let b = live_collection(dir.path(), "b", 12);
+    let m = b.join("collection.json");
+    let good = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, good.replacen("\"wal_seq\": 0", "\"wal_seq\": 5", 1)).unwrap();
+    let mut cfg = live_config(&a, "a");
+    cfg.more = vec![("b".into(), searchd_server::IndexSource::Path(b.clone()))];
+    let s = TestServer::start_unready(cfg).await;
+    let c = client();
+    let t = Instant::now();
+    while get_json(&c, &url(&s, "/stats")).await["collections"]["b"]["state"] != "failed" {
+        assert!(t.elapsed() < Duration::from_secs(20), "b never failed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = c.get(url(&s, "/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    std::fs::write(&m, &good).unwrap();
+    let body = serde_json::json!({"index": &b, "collection": "b"}).to_string();
+    let (st, _, v) = post(&c, &url(&s, "/admin/reload"), &body).await;
+    assert_eq!(st, 200, "{v}");
+    let r = c.get(url(&s, "/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(count(&c, &s, "b").await, 12);
+    let (st, _, v) = post(
+        &c,
+        &url(&s, "/collections/b/docs"),
+        &docs_body(&[99], "x", true),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(count(&c, &s, "b").await, 13);
+    s.stop().await.unwrap();
+}

@@ -1301,6 +1301,9 @@ impl Inner {
         v: serde_json::Value,
         wait: bool,
     ) -> Result<Receipt, BackendError> {
+        let parsed = SdFilter::parse_at(&v, &self.schema, "filter")
+            .map_err(|e| BackendError::Invalid(e.to_string()))?;
+        crate::backend::refuse_vacuous(&parsed)?;
         let filter = self.parse_filter(Some(&v), "filter")?.unwrap_or_default();
         let deadline = Instant::now() + WRITE_TIMEOUT;
         let n = self.count(Some(filter.clone()), deadline).await?;

@@ -207,3 +207,43 @@ pub async fn get_json(c: &reqwest::Client, url: &str) -> serde_json::Value {
     assert_eq!(r.status(), 200, "GET {url}");
     r.json().await.unwrap()
 }
+
+/// A collection directory `dir/name` of `n` documents with ids `0..n`: seeded vectors of
+/// [`DIM`] (`vec`), a keyword `color` (red, blue, green in turn) and a float `price` on two
+/// documents in three (every third has none). Served from it, it is a live collection.
+pub fn live_collection(dir: &Path, name: &str, n: usize) -> PathBuf {
+    use std::io::Write as _;
+    let docs = dir.join(format!("{name}.jsonl"));
+    let mut f = std::fs::File::create(&docs).unwrap();
+    let vecs = data(n, DIM, 3);
+    for i in 0..n {
+        let color = ["red", "blue", "green"][i % 3];
+        let mut o = serde_json::json!({
+            "id": i,
+            "vec": &vecs[i * DIM..(i + 1) * DIM],
+            "color": color,
+        });
+        if i % 3 != 2 {
+            o["price"] = serde_json::json!(i as f64 + 0.5);
+        }
+        writeln!(f, "{o}").unwrap();
+    }
+    drop(f);
+    let out = dir.join(name);
+    let mut c = searchd_collection::ingest::IngestConfig::new(&docs, &out);
+    c.reader.vector_field = Some("vec".into());
+    c.build.threads = 1;
+    c.build.kind = IndexKind::Flat;
+    c.lexical = None;
+    searchd_collection::ingest::ingest(&c, None, &|_| {}).unwrap();
+    out
+}
+
+/// A server of the one collection `name` at `dir` (live: it takes writes).
+pub fn live_config(dir: &Path, name: &str) -> ServerConfig {
+    let mut c = ServerConfig::new(IndexSource::Path(dir.to_path_buf()));
+    c.name = Some(name.into());
+    c.threads = 2;
+    c.drain_timeout = Duration::from_secs(10);
+    c
+}
