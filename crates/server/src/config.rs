@@ -282,6 +282,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1_000, value_name = "DOCS")]
     pub flat_max: usize,
 
+    /// The merger rewrites a segment once this share of its rows is deleted (minor graph
+    /// segments, under a tenth of the largest, at 0.1 or this if lower). 1 keeps deleted
+    /// rows in large segments until they are merged for another reason.
+    #[arg(long, default_value_t = 0.3, value_name = "RATIO")]
+    pub vacuum_ratio: f64,
+
     /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
     /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON).
     #[arg(long, default_value_t = DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
@@ -636,6 +642,13 @@ impl ServerConfig {
         cfg.live.optimizer_threads = args.optimizer_threads;
         cfg.live.optimizer_nice = args.optimizer_nice;
         cfg.live.flat_max = args.flat_max;
+        if !(args.vacuum_ratio > 0.0 && args.vacuum_ratio <= 1.0) {
+            return Err(ServerError::Config(format!(
+                "--vacuum-ratio must be in (0, 1], got {}",
+                args.vacuum_ratio
+            )));
+        }
+        cfg.live.vacuum_ratio = args.vacuum_ratio;
         cfg.write_body_limit = args.write_body_limit;
         if args.max_connections == 0 {
             return Err(ServerError::Config(
