@@ -67,7 +67,10 @@ fn http(port: u16, method: &str, path: &str, body: &str) -> std::io::Result<(u16
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("no status in {text:?}")))?;
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()
@@ -218,7 +221,8 @@ fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Repor
     ids.dedup();
     let mut got: HashMap<u64, Option<u64>> = HashMap::new();
     for chunk in ids.chunks(500) {
-        let body = serde_json::json!({ "ids": chunk.iter().map(|i| i.to_string()).collect::<Vec<_>>() });
+        let body =
+            serde_json::json!({ "ids": chunk.iter().map(|i| i.to_string()).collect::<Vec<_>>() });
         let (s, b) = http(port, "POST", "/c/_mget", &body.to_string()).unwrap();
         assert_eq!(s, 200, "{at}: _mget: {b}");
         let v: serde_json::Value = serde_json::from_str(&b).unwrap();
@@ -250,7 +254,8 @@ fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Repor
             // An id only the unacknowledged change wrote, and it did not land.
             if let Some(h) = got.get(&id).copied().flatten() {
                 r.resurrected += 1;
-                r.problems.push(format!("{at}: id {id} was never acknowledged, has {h}"));
+                r.problems
+                    .push(format!("{at}: id {id} was never acknowledged, has {h}"));
             }
             continue;
         };
@@ -273,8 +278,9 @@ fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Repor
             }
         };
         if r.problems.len() < 50 {
-            r.problems
-                .push(format!("{at}: id {id} {kind}: want {want:?}, have {have:?}"));
+            r.problems.push(format!(
+                "{at}: id {id} {kind}: want {want:?}, have {have:?}"
+            ));
         }
     }
     let (s, b) = http(port, "POST", "/collections/c/count", "{}").unwrap();
@@ -283,8 +289,10 @@ fn verify(port: u16, model: &mut Model, inflight: Option<&Change>, r: &mut Repor
     if v["count"].as_u64() != Some(live) {
         r.count_mismatches += 1;
         if r.problems.len() < 50 {
-            r.problems
-                .push(format!("{at}: count {} but {live} acknowledged", v["count"]));
+            r.problems.push(format!(
+                "{at}: count {} but {live} acknowledged",
+                v["count"]
+            ));
         }
     }
 }
@@ -330,7 +338,9 @@ fn run(plan: &Plan) -> Report {
         let killer = {
             let dead = dead.clone();
             let wait = match fp {
-                None => Duration::from_millis(plan.kill_ms.0 + rng.below(plan.kill_ms.1 - plan.kill_ms.0)),
+                None => Duration::from_millis(
+                    plan.kill_ms.0 + rng.below(plan.kill_ms.1 - plan.kill_ms.0),
+                ),
                 Some(_) => plan.failpoint_timeout,
             };
             std::thread::spawn(move || {
@@ -376,8 +386,10 @@ fn run(plan: &Plan) -> Report {
                         continue;
                     }
                     version += 1;
-                    docs.push(serde_json::json!({"id": id, "text": format!("doc {id} v{version}"),
-                        "vector": rng.vector(plan.dim), "fields": {"v": version}}));
+                    docs.push(
+                        serde_json::json!({"id": id, "text": format!("doc {id} v{version}"),
+                        "vector": rng.vector(plan.dim), "fields": {"v": version}}),
+                    );
                     ch.push((id, version));
                 }
                 let body = serde_json::json!({"docs": docs, "wait": rng.below(5) == 0});
@@ -436,7 +448,8 @@ fn run(plan: &Plan) -> Report {
                 Ok((s, b)) => {
                     // Not acknowledged: it may have been logged (a 5xx after the append).
                     r.inflight_ops += 1;
-                    r.problems.push(format!("kill {k}: write answered {s}: {b}"));
+                    r.problems
+                        .push(format!("kill {k}: write answered {s}: {b}"));
                     inflight = Some(change);
                     break;
                 }
@@ -598,7 +611,8 @@ fn long() {
             "flat_max": plan.flat_max, "seed": plan.seed, "failpoints": FAILPOINTS,
             "batches": [1, 10, 50], "delete_share": 0.2, "id_space": plan.docs * 3,
         });
-        v["passed"] = (r.lost == 0 && r.stale == 0 && r.resurrected == 0 && r.count_mismatches == 0).into();
+        v["passed"] =
+            (r.lost == 0 && r.stale == 0 && r.resurrected == 0 && r.count_mismatches == 0).into();
         std::fs::write(&out, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
     }
     check(&r);
