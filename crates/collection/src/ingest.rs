@@ -663,12 +663,7 @@ fn ingest_inner(
             }
             let meta = w.finish()?;
             events(Event::Progress { done: n as u64 });
-            Some(crate::LexicalSegment {
-                dir: "lexical".into(),
-                analyzer: meta.analyzer,
-                docs: meta.docs,
-                bytes: meta.bytes,
-            })
+            Some(crate::LexicalSegment::written(&seg_dir, "lexical", &meta)?)
         }
     };
     drop(texts);

@@ -37,8 +37,9 @@ pub mod sys;
 pub mod wal;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use searchd_engine::roaring::RoaringBitmap;
 use searchd_engine::{Index, LoadOptions, Metric, SearchError, SearchParams};
@@ -51,7 +52,7 @@ pub use searchd_docs::DocId;
 pub use searchd_fields::{
     Bucket, FieldType, FieldsConfig, Filter, FilterError, Order, Schema, SortBy, SortKey, SortValue,
 };
-pub use searchd_lexical::{Analyzer, LexicalConfig};
+pub use searchd_lexical::{Analyzer, Bm25Stats, LexicalConfig, LexicalQuery};
 
 /// File name of a collection's manifest.
 pub const MANIFEST: &str = "collection.json";
@@ -139,6 +140,59 @@ pub struct LexicalSegment {
     pub analyzer: Analyzer,
     pub docs: u64,
     pub bytes: u64,
+    /// Size and CRC32 of the index's `searchd-lexical.json`, which lists the size and CRC32
+    /// of each of its other files: together every lexical file is checked at open. Absent
+    /// in collections made before; they open (the lexical index then checks what it can).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<FileMeta>,
+}
+
+impl LexicalSegment {
+    /// The manifest entry of the lexical index just written in `sdir/dir`.
+    pub(crate) fn written(
+        sdir: &Path,
+        dir: &str,
+        meta: &searchd_lexical::LexicalMeta,
+    ) -> Result<LexicalSegment> {
+        Ok(LexicalSegment {
+            dir: dir.to_string(),
+            analyzer: meta.analyzer,
+            docs: meta.docs,
+            bytes: meta.bytes,
+            meta: Some(ingest::file_meta_of(
+                &sdir.join(dir).join(searchd_lexical::META_FILE),
+            )?),
+        })
+    }
+}
+
+/// Checks a file against its manifest entry: its size always, its CRC32 when `verify`.
+fn check_file(path: &Path, f: &FileMeta, verify: bool) -> Result<()> {
+    let md = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if md.len() != f.bytes {
+        return Err(Error::format(
+            path,
+            format!(
+                "size is {} bytes, the manifest says {}; the collection is truncated or corrupt",
+                md.len(),
+                f.bytes
+            ),
+        ));
+    }
+    if verify {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let crc = crc32fast::hash(&bytes);
+        if crc != f.crc32 {
+            return Err(Error::format(
+                path,
+                format!(
+                    "CRC32 is {crc:08x}, the manifest says {:08x}; the collection is corrupt",
+                    f.crc32
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `collection.json`.
@@ -301,7 +355,30 @@ pub struct Segment {
     fields: Option<searchd_fields::FieldIndex>,
     /// What filters see on a segment without field indexes (ids and match_all only).
     no_fields: searchd_fields::FieldIndex,
+    /// BM25 statistics of the deleted rows under the last deleted sets seen (see
+    /// [`Collection::bm25_stats`]).
+    deleted_stats: Mutex<Vec<DeletedStats>>,
 }
+
+/// What a segment's deleted rows hold, for BM25 statistics over live rows only: computed
+/// once per deleted set (a view's `Arc`, held here so its address stays unique), terms on
+/// demand.
+struct DeletedStats {
+    live: Arc<RoaringBitmap>,
+    deleted: RoaringBitmap,
+    /// Tokens of the deleted rows.
+    tokens: u64,
+    /// Deleted rows holding each term asked for so far.
+    doc_freqs: HashMap<String, u64>,
+}
+
+/// Deleted sets a segment keeps statistics for: the current view's, and the previous one's
+/// while searches on it finish.
+const DELETED_STATS_SETS: usize = 2;
+/// Terms whose deleted document frequency a segment keeps per deleted set; past this the
+/// map starts over (a query costs at most `min(deleted rows, document frequency)` per term
+/// to count again).
+const DELETED_STATS_TERMS: usize = 16_384;
 
 impl Segment {
     pub fn index(&self) -> &Index {
@@ -318,6 +395,65 @@ impl Segment {
     }
     pub fn fields(&self) -> Option<&searchd_fields::FieldIndex> {
         self.fields.as_ref()
+    }
+
+    /// BM25 statistics of `query` over this segment's rows in `live`
+    /// ([`Collection::bm25_stats`]).
+    fn live_stats(
+        &self,
+        lex: &searchd_lexical::LexicalIndex,
+        live: &Arc<RoaringBitmap>,
+        query: &LexicalQuery,
+    ) -> Result<Bm25Stats> {
+        let mut sets = self.deleted_stats.lock().unwrap_or_else(|e| e.into_inner());
+        let at = match sets.iter().position(|d| Arc::ptr_eq(&d.live, live)) {
+            Some(at) => at,
+            None => {
+                let mut deleted = RoaringBitmap::new();
+                deleted.insert_range(0..lex.len() as u32);
+                deleted -= live.as_ref();
+                let tokens = lex.tokens_of(deleted.iter());
+                if sets.len() >= DELETED_STATS_SETS {
+                    sets.remove(0);
+                }
+                sets.push(DeletedStats {
+                    live: Arc::clone(live),
+                    deleted,
+                    tokens,
+                    doc_freqs: HashMap::new(),
+                });
+                sets.len() - 1
+            }
+        };
+        let d = &mut sets[at];
+        let mut doc_freqs = Vec::with_capacity(query.len());
+        for term in query.terms() {
+            let all = lex.doc_freq(term)?;
+            let dead = match d.doc_freqs.get(term) {
+                Some(&n) => n,
+                None => {
+                    let n = if all == 0 {
+                        0
+                    } else {
+                        let deleted = &d.deleted;
+                        lex.doc_freq_among(term, deleted.iter(), deleted.len(), &|r| {
+                            deleted.contains(r)
+                        })?
+                    };
+                    if d.doc_freqs.len() >= DELETED_STATS_TERMS {
+                        d.doc_freqs.clear();
+                    }
+                    d.doc_freqs.insert(term.to_string(), n);
+                    n
+                }
+            };
+            doc_freqs.push(all.saturating_sub(dead));
+        }
+        Ok(Bm25Stats {
+            docs: live.len(),
+            tokens: lex.tokens().saturating_sub(d.tokens),
+            doc_freqs,
+        })
     }
 }
 
@@ -380,6 +516,7 @@ impl Collection {
                 lexical: None,
                 fields: None,
                 no_fields: searchd_fields::FieldIndex::empty(n as u32),
+                deleted_stats: Mutex::new(Vec::new()),
             })],
             live: vec![None],
             seq: 0,
@@ -478,7 +615,11 @@ impl Segment {
             let lexical = match &meta.lexical {
                 None => None,
                 Some(lm) => {
-                    let lex = searchd_lexical::LexicalIndex::open(&sdir.join(&lm.dir))?;
+                    let ldir = sdir.join(&lm.dir);
+                    if let Some(f) = &lm.meta {
+                        check_file(&ldir.join(&f.name), f, opts.verify)?;
+                    }
+                    let lex = searchd_lexical::LexicalIndex::open_with(&ldir, opts.verify)?;
                     if lex.len() != docs || lex.meta().analyzer != lm.analyzer {
                         return Err(Error::format(
                             sdir.join(&lm.dir),
@@ -517,6 +658,7 @@ impl Segment {
                 lexical,
                 fields,
                 no_fields: searchd_fields::FieldIndex::empty(docs as u32),
+                deleted_stats: Mutex::new(Vec::new()),
             })
         }
     }
@@ -618,7 +760,10 @@ impl Collection {
     }
 
     /// BM25 top-`k` over all segments, best first (see [`searchd_lexical::LexicalIndex::search`]).
-    /// `allow` (segment, row) restricts the rows that may be returned.
+    /// `allow` (segment, row) restricts the rows that may be returned. Every segment scores
+    /// with the collection's statistics ([`Collection::bm25_stats`]), so a document's score
+    /// does not depend on which segment holds it, and equals its score in a fresh build of
+    /// the live documents.
     pub fn search_lexical(
         &self,
         query: &str,
@@ -626,10 +771,25 @@ impl Collection {
         allow: Option<&(dyn Fn(DocRef) -> bool + Sync)>,
     ) -> Result<LexicalResult> {
         self.check_lexical()?;
-        let mut out = LexicalResult::default();
+        let analyzer = self
+            .analyzer()
+            .ok_or_else(|| Error::Input("the collection has no lexical index".into()))?;
+        let q = LexicalQuery::new(analyzer, query);
+        let mut out = LexicalResult {
+            hits: Vec::new(),
+            terms: q.len(),
+            truncated: q.truncated(),
+        };
+        if k == 0 || q.is_empty() {
+            return Ok(out);
+        }
+        let stats = self.bm25_stats(&q)?;
         for (i, seg) in self.segments.iter().enumerate() {
             let Some(lex) = &seg.lexical else { continue };
             let live = self.live_rows(i);
+            if live.is_some_and(|b| b.is_empty()) {
+                continue;
+            }
             let seg_allow = move |row: u32| {
                 live.is_none_or(|b| b.contains(row))
                     && allow.is_none_or(|f| {
@@ -639,14 +799,13 @@ impl Collection {
                         })
                     })
             };
-            let r = lex.search(
-                query,
+            let r = lex.search_query(
+                &q,
                 k,
                 (allow.is_some() || live.is_some())
                     .then_some(&seg_allow as &(dyn Fn(u32) -> bool + Sync)),
+                Some(&stats),
             )?;
-            out.terms = out.terms.max(r.terms);
-            out.truncated |= r.truncated;
             out.hits
                 .extend(r.hits.into_iter().map(|(row, score)| DocHit {
                     doc: DocRef {
@@ -665,6 +824,33 @@ impl Collection {
             out.hits.truncate(k);
         }
         Ok(out)
+    }
+
+    /// The BM25 statistics of `query` over the whole collection, live documents only: the
+    /// documents, their tokens, and per query term the documents holding it, summed over
+    /// the segments. A segment without deletions reads them from its index (a term
+    /// dictionary lookup per term); one with deletions subtracts what its deleted rows
+    /// hold: their tokens (exact, from the lexical index's `len` column) once per deleted
+    /// set, and per term the deleted rows in its postings, counted once per deleted set
+    /// and kept (at most `min(deleted rows, document frequency)` steps).
+    ///
+    /// Deleted documents are left out, unlike Lucene and Elasticsearch (which count them
+    /// until a merge drops them): a live collection then ranks as a fresh build of the same
+    /// documents would, however its writes fell into segments.
+    pub fn bm25_stats(&self, query: &LexicalQuery) -> Result<Bm25Stats> {
+        let mut total = Bm25Stats {
+            doc_freqs: vec![0; query.len()],
+            ..Bm25Stats::default()
+        };
+        for (i, seg) in self.segments.iter().enumerate() {
+            let Some(lex) = &seg.lexical else { continue };
+            let part = match self.live.get(i).and_then(|l| l.as_ref()) {
+                None => lex.stats(query)?,
+                Some(live) => seg.live_stats(lex, live, query)?,
+            };
+            total.add(&part);
+        }
+        Ok(total)
     }
 
     /// Dense and lexical retrieval of the same query, fused: the first `window` (at least

@@ -109,12 +109,7 @@ fn write_into(sdir: &Path, docs: &[&NewDoc], spec: &SegmentSpec) -> Result<Parts
                 w.add(row as u32, d.text.as_deref().unwrap_or(""))?;
             }
             let meta = w.finish()?;
-            Some(LexicalSegment {
-                dir: "lexical".into(),
-                analyzer: meta.analyzer,
-                docs: meta.docs,
-                bytes: meta.bytes,
-            })
+            Some(LexicalSegment::written(sdir, "lexical", &meta)?)
         }
         Some(lcfg) => {
             // No document has text: an empty-text index keeps "every segment has a
@@ -125,12 +120,7 @@ fn write_into(sdir: &Path, docs: &[&NewDoc], spec: &SegmentSpec) -> Result<Parts
                 w.add(row as u32, "")?;
             }
             let meta = w.finish()?;
-            Some(LexicalSegment {
-                dir: "lexical".into(),
-                analyzer: meta.analyzer,
-                docs: meta.docs,
-                bytes: meta.bytes,
-            })
+            Some(LexicalSegment::written(sdir, "lexical", &meta)?)
         }
         None => None,
     };

@@ -4,15 +4,26 @@
 //! of its own (e.g. `seg-000000/lexical/`) and maps hits back to those rows:
 //!
 //! ```text
-//! DIR/searchd-lexical.json   {"schema": "searchd.lexical.v1", "format": 1, "analyzer", "docs", "bytes", "k1", "b"}
+//! DIR/searchd-lexical.json   {"schema": "searchd.lexical.v1", "format": 1, "analyzer", "docs", "bytes", "k1", "b",
+//!                             "files": [{"name", "bytes", "crc32"}, ...]}
 //! DIR/meta.json, DIR/*.idx … one tantivy index, merged into ONE segment
 //! ```
 //!
 //! The tantivy schema has a `text` field (indexed with term frequencies, no positions, not
-//! stored) analyzed by the crate's own [`Analyzer`], and a `row` u64 fast field. The index is
-//! sorted by `row` and rows are added densely in order, so tantivy's doc id *is* the row;
-//! [`LexicalIndex::open`] checks that against the `row` column once, and the search hot path
-//! never reads the column.
+//! stored) analyzed by the crate's own [`Analyzer`], a `row` u64 fast field and a `len` u64
+//! fast field (the row's exact number of tokens). The index is sorted by `row` and rows are
+//! added densely in order, so tantivy's doc id *is* the row; [`LexicalIndex::open`] checks
+//! that against the `row` column once, and the search hot path never reads the column.
+//!
+//! # Files checked at open
+//! `files` lists every file of the tantivy index (lock files aside) with its size and CRC32,
+//! taken when the writer finished. [`LexicalIndex::open_with`] refuses a missing file or one
+//! of another size, and with `verify` one whose CRC32 differs, naming the file, before
+//! tantivy reads anything: a flipped byte in the fieldnorms or postings is an error at open,
+//! never different rankings or a panic mid-search. Indexes written before the list existed
+//! (no `files`) are checked with tantivy's own per-file footer checksums instead (which do not
+//! cover tantivy's `meta.json` and `.managed.json`). [`META_FILE`] itself is checksummed by
+//! whoever records the index (a collection's manifest).
 //!
 //! # Scoring
 //! tantivy's BM25 with `k1 = 1.2`, `b = 0.75` (constants in tantivy 0.27, recorded in the meta):
@@ -22,6 +33,13 @@
 //! fieldnorm is exact below 40 tokens and quantized (roughly 1/8 relative steps) above, so
 //! scores of long documents differ slightly from exact BM25. The `(k1 + 1)` factor (which
 //! Lucene >= 8 drops) does not change rankings.
+//!
+//! `N`, `n_t` and `avgdl` are this index's own ([`LexicalIndex::search`]) or given by the
+//! caller ([`LexicalIndex::search_query`] with [`Bm25Stats`]): a collection of several
+//! segments sums them over its segments, counting only rows not deleted
+//! ([`LexicalIndex::doc_freq_among`], [`LexicalIndex::tokens_of`]), so a document scores the
+//! same whichever segment holds it. The `len` column makes the deleted rows' token counts
+//! exact; indexes written before it fall back to the fieldnorms (exact below 40 tokens).
 //!
 //! # Queries
 //! Query text is never parsed as a query language: it is cut to [`MAX_QUERY_CHARS`]
@@ -40,7 +58,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use analyzer::{tokenize, Analyzer, ENGLISH_STOP_WORDS, MAX_TOKEN_CHARS};
-pub use index::{LexicalHits, LexicalIndex};
+pub use index::{Bm25Stats, LexicalHits, LexicalIndex, LexicalQuery};
 pub use writer::LexicalWriter;
 
 /// Query text longer than this many characters is cut (on a character boundary) before it is
@@ -99,6 +117,18 @@ pub struct LexicalMeta {
     pub b: f32,
     /// [`FORMAT`].
     pub format: u32,
+    /// Every file of the tantivy index (lock files aside) with its size and CRC32; empty in
+    /// indexes written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<LexicalFile>,
+}
+
+/// One file of a lexical index, as [`META_FILE`] records it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct LexicalFile {
+    pub name: String,
+    pub bytes: u64,
+    pub crc32: u32,
 }
 
 /// tantivy 0.27's BM25 constants (`tantivy::query::bm25`, not public).
@@ -223,18 +253,61 @@ pub(crate) fn read_meta(dir: &Path) -> Result<LexicalMeta> {
     Ok(file.meta)
 }
 
-/// Bytes of the files directly in `dir`, [`META_FILE`] excluded.
-pub(crate) fn dir_bytes(dir: &Path) -> Result<u64> {
-    let mut total = 0;
+/// The files directly in `dir` that make the tantivy index: [`META_FILE`] (and its temp
+/// name) and tantivy's lock files (empty, left behind by the writer) excluded; sorted by name.
+pub(crate) fn index_files(dir: &Path) -> Result<Vec<LexicalFile>> {
+    let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
-        if entry.file_name() == META_FILE {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(META_FILE) || name.ends_with(".lock") {
             continue;
         }
-        let md = entry.metadata().map_err(|e| Error::io(&entry.path(), e))?;
-        if md.is_file() {
-            total += md.len();
+        let path = entry.path();
+        let md = entry.metadata().map_err(|e| Error::io(&path, e))?;
+        if !md.is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        out.push(LexicalFile {
+            name,
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(&bytes),
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Checks the files `meta` lists: present, of the recorded size, and (with `verify`) of the
+/// recorded CRC32. The error names the file.
+pub(crate) fn check_files(dir: &Path, files: &[LexicalFile], verify: bool) -> Result<()> {
+    for f in files {
+        let path = dir.join(&f.name);
+        let md = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
+        if md.len() != f.bytes {
+            return Err(Error::format(
+                &path,
+                format!(
+                    "size is {} bytes, {META_FILE} says {}; the lexical index is truncated or corrupt",
+                    md.len(),
+                    f.bytes
+                ),
+            ));
+        }
+        if verify {
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let crc = crc32fast::hash(&bytes);
+            if crc != f.crc32 {
+                return Err(Error::format(
+                    &path,
+                    format!(
+                        "CRC32 is {crc:08x}, {META_FILE} says {:08x}; the lexical index is corrupt",
+                        f.crc32
+                    ),
+                ));
+            }
         }
     }
-    Ok(total)
+    Ok(())
 }

@@ -7,15 +7,19 @@ use tantivy::indexer::{IndexWriterOptions, NoMergePolicy};
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
 };
+use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{Index, IndexSettings, IndexSortByField, IndexWriter, Order, TantivyDocument};
 
 use crate::{
-    dir_bytes, write_meta, Error, LexicalConfig, LexicalMeta, Result, BM25_B, BM25_K1, FORMAT,
+    index_files, write_meta, Error, LexicalConfig, LexicalMeta, Result, BM25_B, BM25_K1, FORMAT,
     MIN_HEAP_BYTES_PER_THREAD,
 };
 
 pub(crate) const TEXT_FIELD: &str = "text";
 pub(crate) const ROW_FIELD: &str = "row";
+/// The row's exact token count (the fieldnorm is quantized above 40 tokens): what a
+/// collection subtracts from the total when the row is deleted.
+pub(crate) const LEN_FIELD: &str = "len";
 
 /// tantivy allows at most this many indexing threads.
 const MAX_THREADS: usize = 8;
@@ -31,6 +35,9 @@ pub struct LexicalWriter {
     writer: IndexWriter<TantivyDocument>,
     text: Field,
     row: Field,
+    len: Field,
+    /// The documents' analyzer, to count each row's tokens.
+    counter: TextAnalyzer,
     next_row: u64,
     started: Instant,
 }
@@ -60,7 +67,7 @@ fn check_config(cfg: &LexicalConfig) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn schema(analyzer: crate::Analyzer) -> (Schema, Field, Field) {
+pub(crate) fn schema(analyzer: crate::Analyzer) -> (Schema, Field, Field, Field) {
     let mut b = Schema::builder();
     let indexing = TextFieldIndexing::default()
         .set_tokenizer(analyzer.tokenizer_name())
@@ -71,7 +78,8 @@ pub(crate) fn schema(analyzer: crate::Analyzer) -> (Schema, Field, Field) {
         TextOptions::default().set_indexing_options(indexing),
     );
     let row = b.add_u64_field(ROW_FIELD, NumericOptions::default().set_fast());
-    (b.build(), text, row)
+    let len = b.add_u64_field(LEN_FIELD, NumericOptions::default().set_fast());
+    (b.build(), text, row, len)
 }
 
 impl LexicalWriter {
@@ -91,7 +99,7 @@ impl LexicalWriter {
             }
             Err(e) => return Err(Error::io(dir, e)),
         }
-        let (schema, text, row) = schema(cfg.analyzer);
+        let (schema, text, row, len) = schema(cfg.analyzer);
         let settings = IndexSettings {
             // Sorting by row makes the merged segment's doc ids equal the rows whatever
             // order tantivy's threads and segments held them in.
@@ -124,6 +132,8 @@ impl LexicalWriter {
             writer,
             text,
             row,
+            len,
+            counter: cfg.analyzer.text_analyzer(),
             next_row: 0,
             started: Instant::now(),
         })
@@ -138,9 +148,17 @@ impl LexicalWriter {
                 got: row,
             });
         }
+        // The same analyzer tantivy runs on the field, so the same count it adds to the
+        // field's total (`LexicalIndex::open` checks the column's sum against it).
+        let mut tokens = 0u64;
+        let mut stream = self.counter.token_stream(text);
+        while stream.advance() {
+            tokens += 1;
+        }
         let mut doc = TantivyDocument::new();
         doc.add_text(self.text, text);
         doc.add_u64(self.row, u64::from(row));
+        doc.add_u64(self.len, tokens);
         self.writer
             .add_document(doc)
             .map_err(|e| Error::tantivy(&self.dir, e))?;
@@ -159,7 +177,8 @@ impl LexicalWriter {
     }
 
     /// Commits, merges everything into one tantivy segment (waiting for the merge), removes
-    /// the merged-away files and writes `searchd-lexical.json`.
+    /// the merged-away files and writes `searchd-lexical.json` with each file's size and
+    /// CRC32.
     pub fn finish(mut self) -> Result<LexicalMeta> {
         let dir = self.dir.clone();
         let t = |e| Error::tantivy(&dir, e);
@@ -179,13 +198,16 @@ impl LexicalWriter {
                 format!("merge left {} tantivy segments, expected one", after.len()),
             ));
         }
+        // The writer is gone (`wait_merging_threads` took it): no file changes after this.
+        let files = index_files(&dir)?;
         let meta = LexicalMeta {
             analyzer: self.cfg.analyzer,
             docs: self.next_row,
-            bytes: dir_bytes(&dir)?,
+            bytes: files.iter().map(|f| f.bytes).sum(),
             k1: BM25_K1,
             b: BM25_B,
             format: FORMAT,
+            files,
         };
         write_meta(&dir, &meta)?;
         tracing::debug!(

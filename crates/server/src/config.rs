@@ -289,6 +289,12 @@ pub struct ServeArgs {
     #[arg(long, default_value = "true", value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
     pub dynamic_mapping: String,
 
+    /// The merger rewrites a segment once this share of its rows is deleted (minor graph
+    /// segments, under a tenth of the largest, at 0.1 or this if lower). 1 keeps deleted
+    /// rows in large segments until they are merged for another reason.
+    #[arg(long, default_value_t = 0.3, value_name = "RATIO")]
+    pub vacuum_ratio: f64,
+
     /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
     /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON). One request
     /// may hold at most three quarters of --max-pending-bytes while it is read: a larger
@@ -653,6 +659,13 @@ impl ServerConfig {
         cfg.live.flat_max = args.flat_max;
         cfg.live.dynamic =
             searchd_collection::live::Dynamic::parse(&args.dynamic_mapping).unwrap_or_default();
+        if !(args.vacuum_ratio > 0.0 && args.vacuum_ratio <= 1.0) {
+            return Err(ServerError::Config(format!(
+                "--vacuum-ratio must be in (0, 1], got {}",
+                args.vacuum_ratio
+            )));
+        }
+        cfg.live.vacuum_ratio = args.vacuum_ratio;
         cfg.write_body_limit = args.write_body_limit;
         if args.max_connections == 0 {
             return Err(ServerError::Config(
