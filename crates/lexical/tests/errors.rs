@@ -304,9 +304,9 @@ fn a_damaged_file_is_refused_at_open_naming_it() {
             let mut bad = original.clone();
             bad[at] ^= 0x10;
             std::fs::write(path, &bad).unwrap();
-            let err = LexicalIndex::open_with(&dir, true).err().unwrap_or_else(|| {
-                panic!("a flipped byte at {at} of {name} was not detected")
-            });
+            let err = LexicalIndex::open_with(&dir, true)
+                .err()
+                .unwrap_or_else(|| panic!("a flipped byte at {at} of {name} was not detected"));
             assert!(matches!(err, Error::Format { .. }), "{name}: {err}");
             let msg = err.to_string();
             assert!(msg.contains(&name) && msg.contains("CRC32"), "{msg}");
