@@ -507,6 +507,106 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Whether a test that needs a user+mount namespace with a tmpfs may skip here: not under
+/// `CI=true`, where it must run (the CI machine has `unshare` and user namespaces).
+fn skip_without_namespaces(why: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true but {why}: the disk-full tests must run in CI");
+    }
+    eprintln!("skipped: {why}");
+}
+
+/// A 4 MiB tmpfs at `D/mnt` in a user and mount namespace of its own (`unshare`, so no root
+/// is needed): `sh` mounts it, copies the collection `src` in as `c`, runs `serves` (with
+/// `$1` the mount, `$3` the searchd binary, `$4` `D/server.pid`, `$5`... `ports`) and then
+/// stays, holding the mount, for a minute. `None` (after [`skip_without_namespaces`]) where
+/// `unshare` cannot run.
+fn on_tmpfs(d: &Path, src: &Path, serves: &str, ports: &[u16]) -> Option<Child> {
+    let mnt = d.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=4m searchd-test \"$1\" && cp -a \"$2\" \"$1/c\" || exit 97\n{serves}\nexec sleep 60"
+    );
+    let spawned = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg(script)
+        .arg("sh")
+        .arg(&mnt)
+        .arg(src)
+        .arg(bin())
+        .arg(d.join("server.pid"))
+        .args(ports.iter().map(|p| p.to_string()))
+        .env("SEARCHD_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
+    match spawned {
+        Ok(c) => Some(c),
+        Err(e) => {
+            skip_without_namespaces(&format!("cannot run unshare ({e})"));
+            None
+        }
+    }
+}
+
+/// Waits for `/ready` on `port`; `Err` with what the holder said if it exited first.
+fn ready_on_tmpfs(holder: &mut Child, port: u16) -> Result<(), String> {
+    let t = Instant::now();
+    loop {
+        if let Ok((200, _)) = http(port, "GET", "/ready", None) {
+            return Ok(());
+        }
+        if let Some(st) = holder.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = holder.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            return Err(format!("{st}: {}", err.trim()));
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "server on port {port} not ready"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The tmpfs as the process `pid` sees it (through its mount namespace), and its pid read
+/// from `file`.
+fn tmpfs_of(d: &Path, pidfile: &str) -> (i32, std::path::PathBuf) {
+    let pid: i32 = std::fs::read_to_string(d.join(pidfile))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mnt = d.join("mnt");
+    let inside = Path::new(&format!("/proc/{pid}/root")).join(mnt.strip_prefix("/").unwrap());
+    assert!(inside.join("c").is_dir(), "{}", inside.display());
+    (pid, inside)
+}
+
+/// A ballast file that takes every free byte of the file system `path` is on.
+fn fill_disk(path: &Path) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 1 << 16];
+    while f.write_all(&chunk).is_ok() {}
+    let small = [0u8; 512];
+    while f.write_all(&small).is_ok() {}
+}
+
+fn segment_dirs(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("seg-")
+        })
+        .count()
+}
+
 /// A disk that fills mid-write: the server runs on a 4 MiB tmpfs of its own (a user and
 /// mount namespace from `unshare`, so no root is needed), a ballast file takes every free
 /// byte, and writes must get 507 `insufficient_storage` (never a 500 or a hang), every write
@@ -520,69 +620,21 @@ fn a_full_disk_answers_507_loses_nothing_and_writes_resume() {
     let mut model = BTreeMap::new();
     let src = make_collection(d.path(), &mut rng, &mut model);
     let mnt = d.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let pidfile = d.path().join("server.pid");
     let port = free_port();
-    // sh mounts the tmpfs, copies the collection in, runs the server in the background and
-    // stays (holding the mount) for a minute after it dies, so the test can copy the
-    // directory out.
-    let script = r#"mount -t tmpfs -o size=4m searchd-test "$1" && cp -a "$2" "$1/c" || exit 97
-"$3" serve --collection "$1/c" --addr "127.0.0.1:$5" --threads 1 --refresh-ms 50 --commit-ms 200 &
+    // The server runs in the background; the holder stays after it dies, so the test can
+    // copy the directory out.
+    let serves = r#""$3" serve --collection "$1/c" --addr "127.0.0.1:$5" --threads 1 --refresh-ms 50 --commit-ms 200 &
 echo $! > "$4"
-wait
-exec sleep 60"#;
-    let mut holder = match Command::new("unshare")
-        .args([
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(&mnt)
-        .arg(&src)
-        .arg(bin())
-        .arg(&pidfile)
-        .arg(port.to_string())
-        .env("SEARCHD_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return skip_without_namespaces(&format!("cannot run unshare ({e})")),
+wait"#;
+    let Some(mut holder) = on_tmpfs(d.path(), &src, serves, &[port]) else {
+        return;
     };
-    let t = Instant::now();
-    loop {
-        if let Ok((200, _)) = http(port, "GET", "/ready", None) {
-            break;
-        }
-        if let Some(st) = holder.try_wait().unwrap() {
-            let mut err = String::new();
-            holder
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            return skip_without_namespaces(&format!(
-                "no user+mount namespace with a tmpfs here ({st}: {})",
-                err.trim()
-            ));
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "server not ready");
-        std::thread::sleep(Duration::from_millis(50));
+    if let Err(why) = ready_on_tmpfs(&mut holder, port) {
+        return skip_without_namespaces(&format!(
+            "no user+mount namespace with a tmpfs here ({why})"
+        ));
     }
-    let server: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // The server's view of the tmpfs, through its mount namespace.
-    let inside = Path::new(&format!("/proc/{server}/root")).join(mnt.strip_prefix("/").unwrap());
-    assert!(inside.join("c").is_dir(), "{}", inside.display());
+    let (server, inside) = tmpfs_of(d.path(), "server.pid");
 
     let upsert = |rng: &mut Rng, id: u64, color: &str| {
         let v = rng.vector();
@@ -592,13 +644,7 @@ exec sleep 60"#;
     };
     // Fill every free byte.
     let ballast = inside.join("ballast");
-    {
-        let mut f = std::fs::File::create(&ballast).unwrap();
-        let chunk = vec![0u8; 1 << 16];
-        while f.write_all(&chunk).is_ok() {}
-        let small = [0u8; 512];
-        while f.write_all(&small).is_ok() {}
-    }
+    fill_disk(&ballast);
     let mut full = None;
     for i in 0..2000u64 {
         let id = 1000 + i;
@@ -688,15 +734,6 @@ exec sleep 60"#;
     child.wait().unwrap();
 }
 
-/// Whether a test that needs a user+mount namespace with a tmpfs may skip here: not under
-/// `CI=true`, where it must run (the CI machine has `unshare` and user namespaces).
-fn skip_without_namespaces(why: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but {why}: the disk-full tests must run in CI");
-    }
-    eprintln!("skipped: {why}");
-}
-
 /// A restart while the disk is still full: acknowledged writes only in the write-ahead log
 /// (no refresh yet), a ballast file takes every free byte, SIGKILL, and the next `serve`
 /// on the same full disk must come up (applying the log needs a segment write, which fails
@@ -709,77 +746,23 @@ fn a_restart_on_a_full_disk_serves_every_acknowledged_write_read_only() {
     let mut rng = Rng(31);
     let mut model = BTreeMap::new();
     let src = make_collection(d.path(), &mut rng, &mut model);
-    let mnt = d.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let pidfile = d.path().join("server.pid");
     let (port1, port2) = (free_port(), free_port());
-    // sh mounts the tmpfs, copies the collection in and runs the server twice on it: the
-    // first is killed by the test, the second starts on the disk the test filled.
-    let script = r#"mount -t tmpfs -o size=4m searchd-test "$1" && cp -a "$2" "$1/c" || exit 97
-"$3" serve --collection "$1/c" --addr "127.0.0.1:$5" --threads 1 --refresh-ms 600000 --commit-ms 600000 &
+    // The first server is killed by the test; the second starts on the disk the test filled.
+    let serves = r#""$3" serve --collection "$1/c" --addr "127.0.0.1:$5" --threads 1 --refresh-ms 600000 --commit-ms 600000 &
 echo $! > "$4"
 wait
 "$3" serve --collection "$1/c" --addr "127.0.0.1:$6" --threads 1 &
 echo $! > "$4.2"
-wait
-exec sleep 60"#;
-    let mut holder = match Command::new("unshare")
-        .args([
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(&mnt)
-        .arg(&src)
-        .arg(bin())
-        .arg(&pidfile)
-        .arg(port1.to_string())
-        .arg(port2.to_string())
-        .env("SEARCHD_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return skip_without_namespaces(&format!("cannot run unshare ({e})")),
+wait"#;
+    let Some(mut holder) = on_tmpfs(d.path(), &src, serves, &[port1, port2]) else {
+        return;
     };
-    let wait_ready = |holder: &mut Child, port: u16| -> bool {
-        let t = Instant::now();
-        loop {
-            if let Ok((200, _)) = http(port, "GET", "/ready", None) {
-                return true;
-            }
-            if holder.try_wait().unwrap().is_some() {
-                return false;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "server on port {port} not ready"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    if !wait_ready(&mut holder, port1) {
-        let mut err = String::new();
-        holder
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+    if let Err(why) = ready_on_tmpfs(&mut holder, port1) {
         return skip_without_namespaces(&format!(
-            "no user+mount namespace with a tmpfs here ({})",
-            err.trim()
+            "no user+mount namespace with a tmpfs here ({why})"
         ));
     }
-    let pid_of = |p: &Path| -> i32 { std::fs::read_to_string(p).unwrap().trim().parse().unwrap() };
-    let server = pid_of(&pidfile);
-    let inside = Path::new(&format!("/proc/{server}/root")).join(mnt.strip_prefix("/").unwrap());
-    assert!(inside.join("c").is_dir(), "{}", inside.display());
+    let (server, inside) = tmpfs_of(d.path(), "server.pid");
     // Acknowledged upserts and deletes, in the log only (refreshes are 10 minutes away).
     let mut gone = Vec::new();
     for i in 0..30u64 {
@@ -805,47 +788,20 @@ exec sleep 60"#;
             model.insert(id, (color, v));
         }
     }
-    let wal_only = std::fs::read_dir(inside.join("c"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("seg-")
-        })
-        .count();
+    let wal_only = segment_dirs(&inside.join("c"));
     // Fill every free byte, then crash.
-    {
-        let mut f = std::fs::File::create(inside.join("ballast")).unwrap();
-        let chunk = vec![0u8; 1 << 16];
-        while f.write_all(&chunk).is_ok() {}
-        let small = [0u8; 512];
-        while f.write_all(&small).is_ok() {}
-    }
+    fill_disk(&inside.join("ballast"));
     assert!(Command::new("kill")
         .args(["-9", &server.to_string()])
         .status()
         .unwrap()
         .success());
     // The second server, on the full disk.
-    assert!(
-        wait_ready(&mut holder, port2),
-        "serve did not come up on a full disk (the holder exited: {:?})",
-        holder.try_wait()
-    );
-    let server2 = pid_of(&d.path().join("server.pid.2"));
-    let inside2 = Path::new(&format!("/proc/{server2}/root")).join(mnt.strip_prefix("/").unwrap());
-    let segs_after = std::fs::read_dir(inside2.join("c"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("seg-")
-        })
-        .count();
+    if let Err(why) = ready_on_tmpfs(&mut holder, port2) {
+        panic!("serve did not come up on a full disk: {why}");
+    }
+    let (server2, inside2) = tmpfs_of(d.path(), "server.pid.2");
+    let segs_after = segment_dirs(&inside2.join("c"));
     assert_eq!(
         segs_after, wal_only,
         "the writes were applied to the collection after all: the disk was not full"

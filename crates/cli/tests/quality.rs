@@ -40,6 +40,10 @@ fn model() -> Option<PathBuf> {
     match std::env::var_os("SEARCHD_TEST_MODEL") {
         Some(m) => Some(PathBuf::from(m)),
         None => {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "CI=true but SEARCHD_TEST_MODEL is not set: .ci/run installs the model (bash .ci/model.sh)"
+            );
             eprintln!("skipped: needs the model; set SEARCHD_TEST_MODEL=DIR (bash .ci/model.sh)");
             None
         }
