@@ -359,8 +359,9 @@ pub struct LiveCollection {
     /// The last committed view and the manifest written for it: a deleted set whose
     /// bitmap is the same `Arc` as then keeps its file (commits run under `gc_lock`).
     committed: Mutex<Option<(Arc<Collection>, Manifest)>>,
-    wake: (Mutex<bool>, Condvar),
-    stop: AtomicBool,
+    /// Shared with the optimizer threads, which wait on them without holding the collection.
+    wake: Arc<(Mutex<bool>, Condvar)>,
+    stop: Arc<AtomicBool>,
     thread: Mutex<Vec<std::thread::JoinHandle<()>>>,
     counters: Counters,
     /// The optimizer's recent steps with wall-clock times (`/stats` `live.events`), so a
@@ -786,8 +787,8 @@ impl LiveCollection {
             applied: Mutex::new(seq0),
             applied_cv: Condvar::new(),
             committed: Mutex::new(None),
-            wake: (Mutex::new(false), Condvar::new()),
-            stop: AtomicBool::new(false),
+            wake: Arc::new((Mutex::new(false), Condvar::new())),
+            stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(Vec::new()),
             counters: Counters::default(),
             events: Mutex::new(std::collections::VecDeque::new()),
@@ -825,6 +826,7 @@ impl LiveCollection {
                 let mut hs = Vec::new();
                 for merger in [false, true] {
                     let me = Arc::downgrade(&live);
+                    let (wake, stop) = (live.wake.clone(), live.stop.clone());
                     hs.push(
                         std::thread::Builder::new()
                             .name(
@@ -835,7 +837,7 @@ impl LiveCollection {
                                 }
                                 .into(),
                             )
-                            .spawn(move || optimizer_loop(me, merger))
+                            .spawn(move || optimizer_loop(me, wake, stop, merger))
                             .map_err(|e| Error::io(dir, e))?,
                     );
                 }
@@ -1177,7 +1179,7 @@ impl LiveCollection {
     }
 
     fn wake_optimizer(&self) {
-        let (m, cv) = &self.wake;
+        let (m, cv) = &*self.wake;
         *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
         cv.notify_one();
     }
@@ -2190,31 +2192,41 @@ pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
     Ok(docs)
 }
 
-fn optimizer_loop(me: std::sync::Weak<LiveCollection>, merger: bool) {
+/// The refresher's (or with `merger` the merger's) loop. It waits between steps holding only
+/// a `Weak` of the collection, so dropping the last handle elsewhere ends the collection (its
+/// `Drop` sets `stop`) and then this thread; it holds the collection only while it works.
+/// (Holding it across the wait kept the collection alive forever once the two threads took
+/// turns: each upgraded while the other held it.)
+fn optimizer_loop(
+    me: std::sync::Weak<LiveCollection>,
+    wake: Arc<(Mutex<bool>, Condvar)>,
+    stop: Arc<AtomicBool>,
+    merger: bool,
+) {
+    let tick = match me.upgrade() {
+        Some(_) if merger => Duration::from_millis(500),
+        Some(live) => live.cfg.refresh_interval.min(Duration::from_millis(200)),
+        None => return,
+    };
     let mut last_refresh = Instant::now();
     loop {
-        let Some(live) = me.upgrade() else { return };
-        if live.stop.load(Relaxed) {
+        if stop.load(Relaxed) {
             return;
         }
-        let tick = if merger {
-            Duration::from_millis(500)
-        } else {
-            live.cfg.refresh_interval.min(Duration::from_millis(200))
-        };
         if merger {
             std::thread::sleep(tick);
         } else {
-            let (m, cv) = &live.wake;
+            let (m, cv) = &*wake;
             let g = m.lock().unwrap_or_else(|p| p.into_inner());
             let (mut g, _) = cv
                 .wait_timeout_while(g, tick, |woken| !*woken)
                 .unwrap_or_else(|p| p.into_inner());
             *g = false;
         }
-        if live.stop.load(Relaxed) {
+        if stop.load(Relaxed) {
             return;
         }
+        let Some(live) = me.upgrade() else { return };
         if merger {
             if let Err(e) = live.graph_merge_step() {
                 tracing::warn!(error = %e, "merge failed; retried later");

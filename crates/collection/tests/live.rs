@@ -829,19 +829,33 @@ fn a_delete_racing_a_refresh_finds_the_document_it_deletes() {
     while t.elapsed() < std::time::Duration::from_secs(4) {
         let id = 1_000 + n;
         n += 1;
-        live.upsert(
-            vec![Doc {
-                id: DocId::Int(id),
-                vector: v.clone(),
-                text: None,
-                source: b"{}".to_vec(),
-            }],
-            false,
-        )
-        .unwrap();
+        // No background optimizer here: every refresh adds a segment, and past the write
+        // backpressure's limit a write is Busy; merge then, and write again.
+        let retry = |f: &dyn Fn() -> searchd_collection::Result<
+            searchd_collection::live::Receipt,
+        >| {
+            for _ in 0..20 {
+                match f() {
+                    Err(searchd_collection::Error::Busy(_)) => while live.optimize().unwrap() {},
+                    r => return r.unwrap(),
+                }
+            }
+            panic!("still busy after merging: {}", live.stats());
+        };
+        retry(&|| {
+            live.upsert(
+                vec![Doc {
+                    id: DocId::Int(id),
+                    vector: v.clone(),
+                    text: None,
+                    source: b"{}".to_vec(),
+                }],
+                false,
+            )
+        });
         // Spread the deletes over the refresher's cycle (its segment write takes ~1 ms).
         std::thread::sleep(std::time::Duration::from_micros(rng.below(1500)));
-        let r = live.delete(vec![DocId::Int(id)], false).unwrap();
+        let r = retry(&|| live.delete(vec![DocId::Int(id)], false));
         if r.deleted != 1 {
             missed += 1;
         }
@@ -999,4 +1013,57 @@ fn lexical_scores_of_a_live_collection_equal_a_fresh_build() {
     drop(live);
     let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
     same_lexical(&live.view(), &f2, "reopened");
+}
+
+/// A live collection with its optimizer threads running, dropped without `close()`, goes
+/// away (its threads wait holding only a `Weak`), and its directory opens again for writing
+/// with every acknowledged write. Before, the refresher and the merger each held the
+/// collection while they slept and took turns, so it never dropped: the lock on the
+/// directory and the memory stayed until the process exited.
+#[test]
+fn a_live_collection_dropped_without_close_goes_away() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(43);
+    let mut model = Model::new();
+    make_collection(d.path(), 20, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let cfg = LiveConfig {
+        background: true,
+        refresh_interval: std::time::Duration::from_millis(5),
+        commit_interval: std::time::Duration::from_millis(50),
+        ..LiveConfig::default()
+    };
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg.clone()).unwrap();
+    for id in 100..110u64 {
+        let v = vector(&mut rng);
+        let text = format!("word{id} common");
+        live.upsert(
+            vec![Doc {
+                id: DocId::Int(id),
+                vector: v.clone(),
+                text: Some(text.clone()),
+                source: source("red", &text),
+            }],
+            false,
+        )
+        .unwrap();
+        model.insert(id, (v, "red".to_string(), text));
+    }
+    // Both threads had time to take turns.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let weak = std::sync::Arc::downgrade(&live);
+    drop(live);
+    let t = std::time::Instant::now();
+    while weak.strong_count() > 0 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "the collection was not dropped 5 s after its last handle ({} left)",
+            weak.strong_count()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg).unwrap();
+    assert!(!live.is_read_only(), "{:?}", live.read_only_reason());
+    check(&live, &model, &mut rng, "reopened after a drop");
+    live.close().unwrap();
 }
