@@ -534,3 +534,49 @@ async fn a_damaged_collection_is_served_as_failed_while_the_others_serve() {
     );
     s.stop().await.unwrap();
 }
+
+/// An upsert over HTTP without a vector: the server embeds the document's text with its
+/// model (as a passage), so the stored vector is the embedder's output (a search by that
+/// vector finds the document first at cosine 1) and the text is in the lexical index. A
+/// document without text or vector is a 400 naming its place in the request (`docs[0]`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_without_a_vector_is_embedded_by_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let embed: Arc<dyn TextEmbed> = Arc::new(Hash {
+        checksum: "aa",
+        batches: AtomicUsize::new(0),
+    });
+    let s = TestServer::start(config(dir.path(), Some(embed))).await;
+    let u = &s.url;
+    let text = "quiet lanterns above the ferry";
+    let (st, v) = post(
+        &format!("{u}/collections/books/docs"),
+        json!({"docs": [{"id": "new-1", "text": text, "fields": {"year": 2001}}], "wait": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = post(
+        &format!("{u}/collections/books/search"),
+        json!({"vector": hash_vec(text), "k": 1}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["hits"][0]["id"], json!("new-1"), "{v}");
+    let score = v["hits"][0]["score"].as_f64().unwrap();
+    assert!((score - 1.0).abs() < 1e-4, "cosine {score}: {v}");
+    let (st, v) = post(
+        &format!("{u}/collections/books/search"),
+        json!({"text": "lanterns ferry", "mode": "lexical", "k": 3}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["hits"][0]["id"], json!("new-1"), "{v}");
+    let (st, v) = post(
+        &format!("{u}/collections/books/docs"),
+        json!({"docs": [{"id": "new-2", "fields": {"year": 2002}}]}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v.to_string().contains("docs[0]"), "{v}");
+    s.stop().await.unwrap();
+}

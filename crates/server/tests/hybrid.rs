@@ -529,3 +529,106 @@ async fn lexical_bad_and_edge_inputs() {
     }
     s.stop().await.unwrap();
 }
+
+fn es_ids(v: &Value) -> Vec<String> {
+    v["hits"]["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits.hits in {v}"))
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn es_scores(v: &Value) -> Vec<f64> {
+    v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_score"].as_f64().unwrap())
+        .collect()
+}
+
+/// The Elasticsearch-shaped `_search` scored searches answer as the native ones: a `match`
+/// on the text field is the native lexical search (ids and BM25 scores), `knn` (the query's
+/// vector) with a `match` fused by `rank.rrf` is the native hybrid search of the same text
+/// with the same RRF constant and window, and `from`/`size` page within `knn.k`. (The
+/// redesign of issue "One request path" moves both routes onto one pipeline; this pins what
+/// they answer today.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elasticsearch_match_and_knn_rrf_equal_the_native_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = server(make(dir.path(), Analyzer::Standard), None);
+    cfg.name = Some("c".into());
+    let s = TestServer::start(cfg).await;
+    let native = format!("{}/search", s.url);
+    let es = format!("{}/c/_search", s.url);
+    for q in [
+        "tide moon",
+        "salt harbor glass",
+        "anchor",
+        "storm night ship",
+    ] {
+        // match alone = lexical.
+        let (st, l) = post(&native, json!({"text": q, "mode": "lexical", "k": 10})).await;
+        assert_eq!(st, 200, "{l}");
+        let (st, e) = post(
+            &es,
+            json!({"query": {"match": {"text": q}}, "size": 10, "_source": false}),
+        )
+        .await;
+        assert_eq!(st, 200, "{e}");
+        assert!(!es_ids(&e).is_empty(), "{q}: match found nothing");
+        assert_eq!(es_ids(&e), ids(&l), "{q}: match vs lexical ids");
+        for (a, b) in es_scores(&e).iter().zip(scores(&l)) {
+            assert!((a - b).abs() < 1e-6, "{q}: match score {a} vs lexical {b}");
+        }
+        // knn + match + rank.rrf = hybrid RRF of the same text (the embedder gives the
+        // query vector the native route would compute).
+        for (c, window) in [(60u32, 30usize), (5, 50)] {
+            let (st, h) = post(
+                &native,
+                json!({"text": q, "mode": "hybrid", "k": 10,
+                       "fusion": {"method": "rrf", "k": c, "window": window}}),
+            )
+            .await;
+            assert_eq!(st, 200, "{h}");
+            let (st, e) = post(
+                &es,
+                json!({"knn": {"field": "vector", "query_vector": hash_vec(q), "k": 10,
+                               "num_candidates": 100},
+                       "query": {"match": {"text": q}},
+                       "rank": {"rrf": {"rank_constant": c, "rank_window_size": window}},
+                       "size": 10, "_source": false}),
+            )
+            .await;
+            assert_eq!(st, 200, "{e}");
+            assert_eq!(es_ids(&e), ids(&h), "{q}: knn+match rrf vs hybrid ids");
+            for (a, b) in es_scores(&e).iter().zip(scores(&h)) {
+                assert!((a - b).abs() < 1e-6, "{q}: rrf score {a} vs hybrid {b}");
+            }
+            // from/size page within the k fused hits.
+            let (st, p) = post(
+                &es,
+                json!({"knn": {"field": "vector", "query_vector": hash_vec(q), "k": 10,
+                               "num_candidates": 100},
+                       "query": {"match": {"text": q}},
+                       "rank": {"rrf": {"rank_constant": c, "rank_window_size": window}},
+                       "from": 3, "size": 4, "_source": false}),
+            )
+            .await;
+            assert_eq!(st, 200, "{p}");
+            let all = ids(&h);
+            assert_eq!(es_ids(&p), all[3.min(all.len())..7.min(all.len())].to_vec());
+        }
+    }
+    // knn and match without rank.rrf: refused with a message that says how to fuse them.
+    let (st, e) = post(
+        &es,
+        json!({"knn": {"field": "vector", "query_vector": hash_vec("tide"), "k": 5},
+               "query": {"match": {"text": "tide"}}}),
+    )
+    .await;
+    assert_eq!(st, 400, "{e}");
+    assert!(e.to_string().contains("rank"), "{e}");
+    s.stop().await.unwrap();
+}
