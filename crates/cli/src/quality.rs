@@ -437,13 +437,38 @@ pub fn run(
             searchd_collection::fusion::MAX_WINDOW
         )));
     }
-    let coll = Collection::open_any(collection, &LoadOptions::default()).map_err(|e| {
+    let err = |e: searchd_collection::Error| {
         if e.is_input() {
             CliError::Input(e.to_string())
         } else {
             CliError::Io(e.to_string())
         }
-    })?;
+    };
+    // A collection is opened as a server would read it: the last commit plus its
+    // write-ahead log (read-only, beside a server that may hold it), so writes acknowledged
+    // but not yet committed are evaluated too. A bare index directory is one segment.
+    let (_live, coll) = if searchd_collection::is_collection(collection) {
+        let cfg = searchd_collection::live::LiveConfig {
+            read_only: true,
+            background: false,
+            ..Default::default()
+        };
+        let live = searchd_collection::live::LiveCollection::open(
+            collection,
+            &LoadOptions::default(),
+            cfg,
+        )
+        .map_err(err)?;
+        let view = live.view();
+        (Some(live), view)
+    } else {
+        (
+            None,
+            std::sync::Arc::new(
+                Collection::open_any(collection, &LoadOptions::default()).map_err(err)?,
+            ),
+        )
+    };
     if modes.iter().any(LabMode::needs_lexical) {
         coll.check_lexical()
             .map_err(|e| CliError::Input(format!("--mode needs a lexical index: {e}")))?;
