@@ -80,22 +80,27 @@ fn docs(dir: &Path) -> PathBuf {
     path
 }
 
-#[test]
-fn lexical_quality_is_hand_computable() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = docs(dir.path());
-    let coll = dir.path().join("coll");
+/// `searchd ingest` of `docs` into `out` with a flat index; returns `out`.
+fn ingest_flat(docs: &Path, out: &Path) -> PathBuf {
     ok(&[
         "ingest",
         "--docs",
-        p(&d),
+        p(docs),
         "--out",
-        p(&coll),
+        p(out),
         "--vector-field",
         "vector",
         "--index",
         "flat",
     ]);
+    out.to_path_buf()
+}
+
+#[test]
+fn lexical_quality_is_hand_computable() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = docs(dir.path());
+    let coll = ingest_flat(&d, &dir.path().join("coll"));
     let qrels = dir.path().join("q.jsonl");
     write(
         &qrels,
@@ -193,18 +198,7 @@ fn lexical_quality_is_hand_computable() {
 fn bad_quality_lab_input_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = docs(dir.path());
-    let coll = dir.path().join("coll");
-    ok(&[
-        "ingest",
-        "--docs",
-        p(&d),
-        "--out",
-        p(&coll),
-        "--vector-field",
-        "vector",
-        "--index",
-        "flat",
-    ]);
+    let coll = ingest_flat(&d, &dir.path().join("coll"));
     let bare = dir.path().join("bare");
     ok(&[
         "ingest",
@@ -443,18 +437,7 @@ fn eval_reads_the_write_ahead_log_of_a_live_collection() {
     use searchd_collection::live::{Doc, LiveCollection, LiveConfig};
     let dir = tempfile::tempdir().unwrap();
     let d = docs(dir.path());
-    let coll = dir.path().join("coll");
-    ok(&[
-        "ingest",
-        "--docs",
-        p(&d),
-        "--out",
-        p(&coll),
-        "--vector-field",
-        "vector",
-        "--index",
-        "flat",
-    ]);
+    let coll = ingest_flat(&d, &dir.path().join("coll"));
     let live = LiveCollection::open(
         &coll,
         &searchd_engine::LoadOptions::default(),
