@@ -444,30 +444,18 @@ pub fn run(
             CliError::Io(e.to_string())
         }
     };
-    // A collection is opened as a server would read it: the last commit plus its
-    // write-ahead log (read-only, beside a server that may hold it), so writes acknowledged
-    // but not yet committed are evaluated too. A bare index directory is one segment.
+    // A collection is read as a server reads it: the last commit plus its write-ahead log
+    // (read-only, at one point of the log even while a server writes and commits it), so
+    // writes acknowledged but not yet committed are evaluated too. A bare index directory
+    // is one segment.
     let (_live, coll) = if searchd_collection::is_collection(collection) {
-        let cfg = searchd_collection::live::LiveConfig {
-            read_only: true,
-            background: false,
-            ..Default::default()
-        };
-        let live = searchd_collection::live::LiveCollection::open(
-            collection,
-            &LoadOptions::default(),
-            cfg,
-        )
-        .map_err(err)?;
-        let view = live.view();
-        (Some(live), view)
+        let docs =
+            searchd_collection::LiveDocs::open(collection, &LoadOptions::default()).map_err(err)?;
+        let view = docs.collection().clone();
+        (Some(docs), view)
     } else {
-        (
-            None,
-            std::sync::Arc::new(
-                Collection::open_any(collection, &LoadOptions::default()).map_err(err)?,
-            ),
-        )
+        let index = Collection::open_any(collection, &LoadOptions::default()).map_err(err)?;
+        (None, std::sync::Arc::new(index))
     };
     if modes.iter().any(LabMode::needs_lexical) {
         coll.check_lexical()
