@@ -592,30 +592,21 @@ async fn elasticsearch_match_and_knn_rrf_equal_the_native_searches() {
             )
             .await;
             assert_eq!(st, 200, "{h}");
-            let (st, e) = post(
-                &es,
+            let fused = |from: usize, size: usize| {
                 json!({"knn": {"field": "vector", "query_vector": hash_vec(q), "k": 10,
                                "num_candidates": 100},
                        "query": {"match": {"text": q}},
                        "rank": {"rrf": {"rank_constant": c, "rank_window_size": window}},
-                       "size": 10, "_source": false}),
-            )
-            .await;
+                       "from": from, "size": size, "_source": false})
+            };
+            let (st, e) = post(&es, fused(0, 10)).await;
             assert_eq!(st, 200, "{e}");
             assert_eq!(es_ids(&e), ids(&h), "{q}: knn+match rrf vs hybrid ids");
             for (a, b) in es_scores(&e).iter().zip(scores(&h)) {
                 assert!((a - b).abs() < 1e-6, "{q}: rrf score {a} vs hybrid {b}");
             }
             // from/size page within the k fused hits.
-            let (st, p) = post(
-                &es,
-                json!({"knn": {"field": "vector", "query_vector": hash_vec(q), "k": 10,
-                               "num_candidates": 100},
-                       "query": {"match": {"text": q}},
-                       "rank": {"rrf": {"rank_constant": c, "rank_window_size": window}},
-                       "from": 3, "size": 4, "_source": false}),
-            )
-            .await;
+            let (st, p) = post(&es, fused(3, 4)).await;
             assert_eq!(st, 200, "{p}");
             let all = ids(&h);
             assert_eq!(es_ids(&p), all[3.min(all.len())..7.min(all.len())].to_vec());
