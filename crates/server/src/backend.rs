@@ -70,6 +70,8 @@ pub struct SearchRequest {
     pub deadline: Instant,
     /// The admission place; the backend drops it when the work is done, before replying.
     pub permit: Option<Permit>,
+    /// Report what each segment contributed ([`SearchOutput::segments`]).
+    pub explain: bool,
 }
 
 /// One terms facet asked for.
@@ -156,6 +158,20 @@ pub struct SearchOutput {
     /// Documents that pass the filter (exact), when there was one.
     pub matched: Option<u64>,
     pub facets: Vec<FacetOutput>,
+    /// What each segment contributed, when the request asked to explain (empty otherwise,
+    /// and from backends without segments).
+    pub segments: Vec<SegmentExplain>,
+}
+
+/// One segment's part in a search (`"explain": true`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SegmentExplain {
+    /// The segment's name in the collection's manifest.
+    pub id: String,
+    /// Hits the segment offered to the merge.
+    pub candidates: u64,
+    /// How its filtered dense search ran (`exact`, `graph`, `graph_two_hop`), if filtered.
+    pub plan: Option<String>,
 }
 
 impl From<Vec<ScoredDoc>> for SearchOutput {
@@ -688,6 +704,7 @@ fn search_local(
         stages: found.stages,
         lexical_truncated: found.lexical_truncated,
         plan: found.plan.map(|p| p.to_string()),
+        segments: Vec::new(),
         matched: allow.as_ref().map(|m| m.len()),
         facets,
     })
@@ -883,6 +900,7 @@ impl SearchBackend for LocalBackend {
                 facets,
                 deadline,
                 permit,
+                explain: _,
             } = req;
             let out = self
                 .pool

@@ -509,10 +509,10 @@ impl ServerConfig {
         if threads == 0 {
             return Err(ServerError::Config("--threads must be at least 1".into()));
         }
-        if args.ef == 0 || args.ef > crate::api::MAX_EF {
+        if args.ef == 0 || args.ef > crate::wire::MAX_EF {
             return Err(ServerError::Config(format!(
                 "--ef must be between 1 and {}, got {}",
-                crate::api::MAX_EF,
+                crate::wire::MAX_EF,
                 args.ef
             )));
         }

@@ -23,12 +23,14 @@ use axum::response::{IntoResponse, Response};
 use searchd_collection::fusion::Fusion;
 use searchd_collection::DocId;
 
-use crate::api::{backend_error, json_response, refused, App};
-use crate::backend::{
-    FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput, SearchRequest, MAX_RESULT_WINDOW,
-};
+use crate::backend::{FacetOutput, FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::{ApiError, Code};
-use crate::reads::{backend_of, read_request, read_route, run_read};
+use crate::query::{
+    backend_error, backend_of, explain_json, perform_search, read_request, read_route, run_read,
+    Ask, CommonOptions, Mode, SearchSpec, COMMON_KEYS,
+};
+use crate::state::App;
+use crate::wire::json_response;
 
 /// The keys of a `_search` body this layer understands.
 const SEARCH_KEYS: &[&str] = &[
@@ -61,7 +63,6 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "indices_boost",
     "pit",
     "runtime_mappings",
-    "explain",
     "profile",
     "version",
     "seq_no_primary_term",
@@ -88,7 +89,7 @@ fn body_object(body: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>
         Ok(other) => Err(ApiError::invalid(format!(
             "the body must be a JSON object, got {other}"
         ))),
-        Err(e) => Err(crate::api::json_error(e, body)),
+        Err(e) => Err(crate::wire::json_error(e, body)),
     }
 }
 
@@ -241,8 +242,8 @@ fn parse_aggs(v: Option<&serde_json::Value>, path: &str) -> Result<Vec<FacetSpec
                 )));
             };
             let size = match t.get("size") {
-                Some(s) => usize_at(s, &format!("{at}.terms.size"), crate::api::MAX_FACET_SIZE)?,
-                None => crate::api::DEFAULT_FACET_SIZE,
+                Some(s) => usize_at(s, &format!("{at}.terms.size"), crate::wire::MAX_FACET_SIZE)?,
+                None => crate::wire::DEFAULT_FACET_SIZE,
             };
             out.push(FacetSpec {
                 name: name.clone(),
@@ -430,7 +431,8 @@ pub(crate) async fn search(
 ) -> Response {
     read_route(app, name, req, "_search", true, |app, slot, body, arrival| async move {
         let m = body_object(&body)?;
-        check_keys(&m, SEARCH_KEYS, "")?;
+        let keys: Vec<&str> = SEARCH_KEYS.iter().chain(COMMON_KEYS).copied().collect();
+        check_keys(&m, &keys, "")?;
         let backend = backend_of(&slot)?;
         let from = match m.get("from") {
             Some(v) => usize_at(v, "from", MAX_RESULT_WINDOW)?,
@@ -464,6 +466,11 @@ pub(crate) async fn search(
         if knn.is_none() && parts.text.is_none() {
             if m.contains_key("rank") {
                 return Err(ApiError::invalid("rank needs knn and a match query"));
+            }
+            if CommonOptions::parse(|key| m.get(key))?.rerank.is_some() {
+                return Err(ApiError::invalid(
+                    "rerank scores (query text, document text) pairs: it needs a match query",
+                ));
             }
             // A filter-only query: an exact sorted page.
             // The total is counted even when not shown: it is a bitmap's size.
@@ -541,6 +548,7 @@ pub(crate) async fn search(
                 return Err(unsupported("sort", "sorting a knn or match search by a field"));
             }
         }
+        let common = CommonOptions::parse(|key| m.get(key))?;
         let mut want = from + size;
         let mut ef = app.cfg.ef;
         let mut filter = parts.filter;
@@ -581,7 +589,7 @@ pub(crate) async fn search(
             };
             want = k_knn;
             if let Some(nc) = ko.get("num_candidates") {
-                ef = usize_at(nc, "knn.num_candidates", crate::api::MAX_EF)?.max(k_knn);
+                ef = usize_at(nc, "knn.num_candidates", crate::wire::MAX_EF)?.max(k_knn);
             }
             if let Some(kf) = ko.get("filter") {
                 filter = Some(match filter {
@@ -591,7 +599,9 @@ pub(crate) async fn search(
             }
             vector = Some(v);
         }
-        let query = match (vector, parts.text) {
+        let mut fusion = searchd_collection::fusion::DEFAULT_FUSION;
+        let mut window = searchd_collection::fusion::DEFAULT_WINDOW;
+        let (ask, mode) = match (vector, parts.text) {
             (Some(v), None) => {
                 if m.get("query").is_some() {
                     return Err(unsupported(
@@ -599,9 +609,9 @@ pub(crate) async fn search(
                         "knn together with a filter query (Elasticsearch ORs them); put the filter in knn.filter",
                     ));
                 }
-                QueryInput::Vector(v)
+                (Ask::Vector(v), Mode::Dense)
             }
-            (None, Some(t)) => QueryInput::Lexical(t),
+            (None, Some(t)) => (Ask::Text(t), Mode::Lexical),
             (Some(v), Some(t)) => {
                 let Some(rank) = m.get("rank").and_then(|r| r.get("rrf")) else {
                     return Err(unsupported(
@@ -615,37 +625,29 @@ pub(crate) async fn search(
                     Some(x) => usize_at(x, "rank.rrf.rank_constant", 1_000_000)? as u32,
                     None => searchd_collection::fusion::DEFAULT_RANK_CONSTANT,
                 };
-                let window = match ro.get("rank_window_size").or(ro.get("window_size")) {
-                    Some(x) => usize_at(x, "rank.rrf.rank_window_size", searchd_collection::fusion::MAX_WINDOW)?,
-                    None => searchd_collection::fusion::DEFAULT_WINDOW,
-                };
-                QueryInput::Hybrid {
-                    text: t,
-                    vector: v,
-                    fusion: Fusion::Rrf { rank_constant },
-                    window,
+                if let Some(x) = ro.get("rank_window_size").or(ro.get("window_size")) {
+                    window = usize_at(x, "rank.rrf.rank_window_size", searchd_collection::fusion::MAX_WINDOW)?;
                 }
+                fusion = Fusion::Rrf { rank_constant };
+                (Ask::TextAndVector { text: t, vector: v }, Mode::Hybrid)
             }
             (None, None) => unreachable!("handled above"),
         };
-        if matches!(query, QueryInput::Lexical(_) | QueryInput::Hybrid { .. }) {
-            backend.can_search_text().map_err(ApiError::invalid)?;
-        }
-        let permit = app.admission.try_admit().map_err(|r| refused(&app, r))?;
-        let out = backend
-            .search(SearchRequest {
-                query,
-                k: want.max(1),
-                ef,
-                oversample: app.cfg.oversample,
-                fields: source.wanted(),
-                filter,
-                facets: aggs,
-                deadline,
-                permit: Some(permit),
-            })
-            .await
-            .map_err(|e| backend_error(&app, e))?;
+        let spec = SearchSpec {
+            ask,
+            k: want.max(1),
+            ef,
+            fields: source.wanted(),
+            mode: Some(mode),
+            fusion,
+            window,
+            text_cut: false,
+            filter,
+            facets: aggs,
+            common,
+        };
+        let a = perform_search(&app, &slot, spec, deadline).await?;
+        let out = &a;
         let total = out.hits.len() as u64;
         let page: Vec<serde_json::Value> = out
             .hits
@@ -677,6 +679,9 @@ pub(crate) async fn search(
         });
         if !out.facets.is_empty() {
             v["aggregations"] = aggs_json(&out.facets);
+        }
+        if let Some(e) = explain_json(out) {
+            v["explain"] = e;
         }
         Ok(serde_json::to_vec(&v).unwrap_or_default())
     })

@@ -77,7 +77,7 @@
 //! last 60 s. `/metrics` is OpenMetrics text (which Prometheus reads) and is produced from
 //! the same counters.
 
-mod api;
+mod admin;
 pub mod backend;
 mod cache;
 mod config;
@@ -86,12 +86,18 @@ mod embedq;
 mod error;
 mod es;
 mod limits;
+mod native;
 mod net;
+mod observe;
 mod pool;
 pub mod qdrant;
+mod query;
 mod reads;
 mod rerank;
+mod router;
+mod state;
 mod stats;
+mod wire;
 mod writes;
 
 use std::future::Future;
@@ -111,7 +117,6 @@ pub use embedq::{TextEmbed, DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
 pub use pool::Permit;
 pub use rerank::{reorder as rerank_order, TextRerank, MAX_RERANK_TOP};
 
-pub use api::{DEFAULT_K, MAX_EF};
 pub use config::{
     available_cores, IndexSource, PartPlacementArg, QuerySource, ServeArgs, ServerConfig,
     VectorsPlacement, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE,
@@ -123,6 +128,7 @@ pub use limits::{
     SHUTDOWN_BODY_GRACE,
 };
 pub use net::{raise_nofile_limit, renice_current_thread};
+pub use wire::{DEFAULT_K, MAX_EF};
 
 /// User + system CPU seconds of this process so far (from /proc/self/stat).
 pub fn process_cpu_seconds() -> f64 {
@@ -202,7 +208,7 @@ where
         IndexSource::Path(p) => config::dir_name(p),
         _ => "default".into(),
     });
-    let mut slots = vec![Arc::new(api::Slot {
+    let mut slots = vec![Arc::new(state::Slot {
         name: first_name,
         backend: ArcSwapOption::empty(),
         generation: std::sync::atomic::AtomicU64::new(0),
@@ -214,18 +220,18 @@ where
                 "two collections are named {name:?}"
             )));
         }
-        slots.push(Arc::new(api::Slot {
+        slots.push(Arc::new(state::Slot {
             name: name.clone(),
             backend: ArcSwapOption::empty(),
             generation: std::sync::atomic::AtomicU64::new(0),
             failed: ArcSwapOption::empty(),
         }));
     }
-    let app = Arc::new(api::App {
+    let app = Arc::new(state::App {
         slots,
         queries: ArcSwapOption::empty(),
         queries_path,
-        cfg: api::Settings {
+        cfg: state::Settings {
             ef: config.ef,
             oversample: config.oversample,
             timeout: config.timeout,
@@ -384,7 +390,7 @@ fn describe(name: &str, info: &serde_json::Value) -> String {
 
 /// The one line that says the server is serving: where, what, and its limits.
 fn ready_line(
-    app: &api::App,
+    app: &state::App,
     addr: std::net::SocketAddr,
     served: &[String],
     queries: Option<usize>,

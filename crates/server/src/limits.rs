@@ -42,7 +42,6 @@ use axum::http::header;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 
-use crate::api::App;
 use crate::error::{ApiError, Code};
 
 /// Default `--max-connections`.
@@ -299,8 +298,12 @@ impl AsRef<[u8]> for Held {
 
 /// Read the whole body of `req` under the body limit, the read timeout, the byte budget and
 /// the shutdown grace (the content type was checked by the caller).
-pub(crate) async fn read_body(app: &App, req: Request, limit: usize) -> Result<Bytes, ApiError> {
-    let limits = &app.limits;
+pub(crate) async fn read_body(
+    limits: &Arc<Limits>,
+    read_timeout: Duration,
+    req: Request,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -339,7 +342,7 @@ pub(crate) async fn read_body(app: &App, req: Request, limit: usize) -> Result<B
         return Err(limits.over_budget());
     };
     let mut buf: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0) as usize);
-    let timeout = tokio::time::sleep(app.cfg.read_timeout);
+    let timeout = tokio::time::sleep(read_timeout);
     let aborted = limits.aborted();
     tokio::pin!(timeout, aborted);
     loop {
@@ -351,7 +354,7 @@ pub(crate) async fn read_body(app: &App, req: Request, limit: usize) -> Result<B
                     Code::RequestTimeout,
                     format!(
                         "the request body did not arrive within {} ms (serve --read-timeout-ms)",
-                        app.cfg.read_timeout.as_millis()
+                        read_timeout.as_millis()
                     ),
                 )
                 .closing())

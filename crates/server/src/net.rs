@@ -25,10 +25,11 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tower::Service;
 
-use crate::api::{App, Arrival};
 use crate::conn::{ConnState, Metered};
 use crate::error::{ApiError, Code, Tagged};
 use crate::limits::{Limits, OVERFLOW_MAX};
+use crate::state::{not_ready, App, Arrival};
+use crate::wire::json_response;
 
 /// Which routes count in `/stats` `requests` (the observability endpoints do not, so
 /// polling them does not change what they report).
@@ -179,10 +180,10 @@ async fn overflow(
     let probe = matches!(*req.method(), Method::GET | Method::HEAD);
     let resp = match req.uri().path() {
         "/health" | "/healthz" if probe => {
-            crate::api::json_response(StatusCode::OK, b"{\"status\":\"ok\"}".to_vec())
+            json_response(StatusCode::OK, b"{\"status\":\"ok\"}".to_vec())
         }
-        "/ready" | "/readyz" if probe => match crate::api::not_ready(&app) {
-            None => crate::api::json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec()),
+        "/ready" | "/readyz" if probe => match not_ready(&app) {
+            None => json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec()),
             Some(why) => ApiError::new(Code::NotReady, why).into_response(),
         },
         _ => app.limits.over_connections().into_response(),
@@ -222,7 +223,7 @@ pub(crate) async fn accept_loop<F: Future>(
     }
     let limits = app.limits.clone();
     let router =
-        crate::api::router(app.clone()).route_layer(axum::middleware::from_fn(label_route));
+        crate::router::router(app.clone()).route_layer(axum::middleware::from_fn(label_route));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     // half_close: a client that shuts down its sending side after the request

@@ -21,11 +21,12 @@ use searchd_collection::live::{Doc, Receipt};
 use searchd_collection::DocId;
 use serde_json::Value;
 
-use crate::api::{authorize, backend_error, json_error, json_response, read_body_limit, App};
 use crate::backend::{FieldsWanted, SearchBackend, WriteOp};
 use crate::embedq::EmbedFailure;
 use crate::error::{ApiError, Code};
-use crate::reads::backend_of;
+use crate::query::{backend_error, backend_of};
+use crate::state::App;
+use crate::wire::{authorize, json_error, json_response, read_body_limit};
 
 /// Most documents one upsert request may carry.
 pub const MAX_DOCS_PER_WRITE: usize = 10_000;

@@ -1537,7 +1537,7 @@ impl PagePlan {
             return Err(bad("must be the sort values of the last hit (a list)"));
         };
         let id = |x: &serde_json::Value| -> Result<DocId, BackendError> {
-            crate::api::doc_id("after", x).map_err(|_| bad("the last value must be a document id"))
+            crate::wire::doc_id("after", x).map_err(|_| bad("the last value must be a document id"))
         };
         match (self, a.as_slice()) {
             (PagePlan::ById, [i]) => Ok((None, Some(id(i)?))),

@@ -1,0 +1,117 @@
+//! Probes and figures: `/health`, `/ready`, `/stats`, `/metrics`.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::error::{ApiError, Code};
+use crate::state::{not_ready, App};
+use crate::stats::process_stats;
+use crate::wire::{json_response, v1_index_info};
+
+pub(crate) async fn health() -> Response {
+    json_response(StatusCode::OK, b"{\"status\":\"ok\"}".to_vec())
+}
+
+pub(crate) async fn ready(State(app): State<Arc<App>>) -> Response {
+    if let Some(why) = not_ready(&app) {
+        return ApiError::new(Code::NotReady, why).into_response();
+    }
+    if let Some(why) = app
+        .slots
+        .iter()
+        .find_map(|s| s.backend.load_full().and_then(|b| b.ready().err()))
+    {
+        return ApiError::new(Code::NotReady, why).into_response();
+    }
+    json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
+}
+
+pub(crate) async fn stats(State(app): State<Arc<App>>) -> Response {
+    let s = &app.stats;
+    let (latency, qps, _) = s.window();
+    let index = app.slots[0]
+        .backend
+        .load_full()
+        .map(|b| v1_index_info(&b.info()));
+    let collections: serde_json::Map<String, serde_json::Value> = app
+        .slots
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                match (s.backend.load_full(), s.failed.load_full()) {
+                    (Some(b), _) => b.info(),
+                    (None, Some(why)) => serde_json::json!({"state": "failed", "reason": *why}),
+                    (None, None) => serde_json::Value::Null,
+                },
+            )
+        })
+        .collect();
+    let v = serde_json::json!({
+        "uptime_s": s.uptime().as_secs_f64(),
+        "index": index,
+        "requests": s.totals(),
+        "collections": collections,
+        "embedder": app.embedder.as_ref().map(|b| serde_json::json!({"model": b.record, "batching": b.stats.json()})),
+        "reranker": app.reranker.as_ref().map(|r| r.info()),
+        "cache": app.cache.as_ref().map_or_else(|| serde_json::json!({"enabled": false}), |c| c.json()),
+        "stages": s.stages(),
+        "inflight": app.inflight(),
+        "queued": app.admission.queued(),
+        "admission": {
+            "shed_by_wait": app.admission.shed_by_wait(),
+            "completion_interval_ms": app.admission.completion_interval().map(|d| d.as_secs_f64() * 1e3),
+        },
+        "running": app.pool.running(),
+        "latency_ms": latency,
+        "qps_1m": qps,
+        "process": process_stats(),
+        "reloads": s.reloads.load(Relaxed),
+        "config": {
+            "threads": app.cfg.threads,
+            "max_inflight": app.cfg.max_inflight,
+            "queue": app.cfg.queue,
+            "max_queue_wait_ms": app.cfg.max_queue_wait.map(|d| d.as_millis() as u64),
+            "timeout_ms": app.cfg.timeout.as_millis() as u64,
+            "ef": app.cfg.ef,
+            "body_limit": app.cfg.body_limit,
+        },
+    });
+    json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()),
+    )
+}
+
+pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let text = crate::stats::render_metrics(
+        &app.stats,
+        app.inflight(),
+        app.admission.queued(),
+        &app.limits,
+        app.figures(),
+        app.cache.as_ref().map(|c| {
+            let k = c.counters();
+            [
+                k.hits.load(Relaxed),
+                k.misses.load(Relaxed),
+                k.inserts.load(Relaxed),
+                k.evictions.load(Relaxed),
+                c.bytes(),
+            ]
+        }),
+    );
+    let mut r = (StatusCode::OK, text).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    r
+}
+
+// ---------------------------------------------------------------------------------------
+// Request bodies

@@ -1,0 +1,684 @@
+//! The one query pipeline: every search (native and Elasticsearch routes) runs through
+//! [`perform_search`], every filtered read through [`run_read`], every cacheable reply
+//! through [`cached`].
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use searchd_collection::fusion::Fusion;
+use searchd_collection::DocId;
+use searchd_engine::SearchError;
+
+use crate::backend::{
+    select_fields, BackendError, FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput,
+    ReadRequest, ScoredDoc, SearchBackend, SearchRequest, SegmentExplain, StageTimes,
+};
+use crate::cache::ResponseCache;
+use crate::embedq::EmbedFailure;
+use crate::error::{ApiError, Code};
+use crate::rerank::{RerankFailure, MAX_RERANK_TOP};
+use crate::state::{App, Slot};
+use crate::stats::Stage;
+use crate::wire::{int_in, json_response, object, read_body};
+
+/// What a search asks for.
+pub(crate) enum Ask {
+    Vector(Vec<f32>),
+    /// A row of the server's query matrix (`serve --queries`).
+    Qidx(u64),
+    /// The stored vector of this document (left out of the hits).
+    Id(DocId),
+    /// A text: embedded, analysed or both, by mode.
+    Text(String),
+    /// A text and its vector, given together (Elasticsearch's `knn` with a `match` fused by
+    /// `rank.rrf`): hybrid without embedding.
+    TextAndVector {
+        text: String,
+        vector: Vec<f32>,
+    },
+}
+
+/// How a search retrieves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Dense,
+    Lexical,
+    Hybrid,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Dense => "dense",
+            Mode::Lexical => "lexical",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// One search, as every route hands it to [`perform_search`]: the routes translate their
+/// wire shapes into this and render the [`Answer`]; everything in between is here.
+pub(crate) struct SearchSpec {
+    pub ask: Ask,
+    pub k: usize,
+    pub ef: usize,
+    pub fields: FieldsWanted,
+    /// As asked; `None` picks the default for the query and collection.
+    pub mode: Option<Mode>,
+    pub fusion: Fusion,
+    /// Candidates from each side of a hybrid search.
+    pub window: usize,
+    /// The text was cut to [`crate::wire::MAX_TEXT_CHARS`].
+    pub text_cut: bool,
+    pub filter: Option<serde_json::Value>,
+    pub facets: Vec<FacetSpec>,
+    /// Options every search route accepts under the same keys ([`COMMON_KEYS`]).
+    pub common: CommonOptions,
+}
+
+/// Body keys every search route accepts with the same meaning (the native search body and
+/// Elasticsearch's `_search`): parsed once, by [`CommonOptions::parse`], and acted on once,
+/// in [`perform_search`]. A new search option is added here and nowhere else.
+pub(crate) const COMMON_KEYS: &[&str] = &["rerank", "explain"];
+
+/// The parsed [`COMMON_KEYS`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CommonOptions {
+    /// `"rerank": {"top": N}`: rerank the top N hits with the cross-encoder.
+    pub rerank: Option<usize>,
+    /// `"explain": true`: the reply carries the plan, per-stage times and per-segment counts.
+    pub explain: bool,
+}
+
+impl CommonOptions {
+    /// Parse the common keys of a search body; `get` looks a key up in it.
+    pub fn parse<'a>(
+        get: impl Fn(&str) -> Option<&'a serde_json::Value>,
+    ) -> Result<CommonOptions, ApiError> {
+        let rerank = match get("rerank") {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => None,
+            Some(v) => {
+                let o = object("rerank", v, &["top"])?;
+                match o.get("top") {
+                    None => {
+                        return Err(ApiError::invalid(
+                            "rerank needs \"top\": how many of the first hits to rerank",
+                        ))
+                    }
+                    Some(t) => Some(int_in("rerank.top", t, 1, MAX_RERANK_TOP as u64)?),
+                }
+            }
+        };
+        let explain = match get("explain") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "explain must be true or false, got {other}"
+                )))
+            }
+        };
+        Ok(CommonOptions { rerank, explain })
+    }
+
+    /// Checks of the options against the rest of the request that need no backend.
+    pub fn check(&self, ask: &Ask, k: usize) -> Result<(), ApiError> {
+        if let Some(top) = self.rerank {
+            if !matches!(ask, Ask::Text(_) | Ask::TextAndVector { .. }) {
+                return Err(ApiError::invalid(
+                    "rerank scores (query text, document text) pairs: it needs a \"text\" query",
+                ));
+            }
+            if top < k {
+                return Err(ApiError::invalid(format!(
+                    "rerank.top ({top}) must be at least k ({k}): the reply is the first k of the reranked hits"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a search answered, for the reply.
+pub(crate) struct Answer {
+    pub hits: Vec<ScoredDoc>,
+    pub mode: Mode,
+    pub embed_us: u64,
+    pub search_us: u64,
+    pub stages: StageTimes,
+    pub rerank_us: u64,
+    pub truncated: bool,
+    /// The query text was cut to the lexical limits.
+    pub lexical_truncated: bool,
+    /// The query text was cut to [`MAX_TEXT_CHARS`].
+    pub text_cut: bool,
+    /// Texts embedded together with this one (0 for vector queries).
+    pub embed_batch: usize,
+    pub plan: Option<String>,
+    pub matched: Option<u64>,
+    pub facets: Vec<FacetOutput>,
+    /// Present when the search asked for `"explain": true`.
+    pub explain: Option<Explained>,
+}
+
+pub(crate) fn backend_error(app: &App, e: BackendError) -> ApiError {
+    match e {
+        BackendError::Invalid(m) => ApiError::invalid(m),
+        BackendError::NotFound(m) => ApiError::new(Code::NotFound, m),
+        BackendError::Deadline { started } => deadline_error(app, !started),
+        BackendError::Overloaded(m) => ApiError::new(Code::Overloaded, m),
+        BackendError::Unavailable(m) => ApiError::new(Code::NotReady, m),
+        BackendError::Internal(m) => {
+            tracing::error!("backend failed: {m}");
+            ApiError::new(Code::Internal, m)
+        }
+        BackendError::Conflict(m) => ApiError::new(Code::Conflict, m),
+        BackendError::Storage(m) => {
+            tracing::error!("write refused: {m}");
+            ApiError::new(Code::InsufficientStorage, m)
+        }
+    }
+}
+
+/// The 503 of a request admission control refused.
+pub(crate) fn refused(app: &App, r: crate::pool::Refusal) -> ApiError {
+    match r {
+        crate::pool::Refusal::Full => overloaded(app),
+        crate::pool::Refusal::Wait { expected } => ApiError::new(
+            Code::Overloaded,
+            format!(
+                "the server is at capacity: the requests ahead would take about {} ms, over the {} ms queue-wait bound (--max-queue-wait-ms); retry later",
+                expected.as_millis(),
+                app.admission.max_wait().map_or(0, |d| d.as_millis())
+            ),
+        ),
+    }
+}
+
+pub(crate) fn overloaded(app: &App) -> ApiError {
+    ApiError::new(
+        Code::Overloaded,
+        format!(
+            "the server is at capacity ({} searches in flight, {} waiting); retry later",
+            app.cfg.max_inflight, app.cfg.queue
+        ),
+    )
+}
+
+/// The mode a text query runs in: as asked when the collection and server can, else the
+/// default (hybrid with a model and a lexical index, dense with a model only, lexical with
+/// a lexical index only).
+fn text_mode(
+    asked: Option<Mode>,
+    backend: &dyn SearchBackend,
+    has_model: bool,
+) -> Result<Mode, ApiError> {
+    let lexical = backend.can_search_text();
+    let no_model = "text queries in mode \"dense\" or \"hybrid\" need a model: start the server with --model DIR";
+    match asked {
+        Some(Mode::Dense) if !has_model => Err(ApiError::invalid(no_model)),
+        Some(Mode::Dense) => Ok(Mode::Dense),
+        Some(Mode::Lexical) => lexical.map(|_| Mode::Lexical).map_err(ApiError::invalid),
+        Some(Mode::Hybrid) => {
+            lexical.map_err(ApiError::invalid)?;
+            if has_model {
+                Ok(Mode::Hybrid)
+            } else {
+                Err(ApiError::invalid(no_model))
+            }
+        }
+        None => match (has_model, lexical.is_ok()) {
+            (true, true) => Ok(Mode::Hybrid),
+            (true, false) => Ok(Mode::Dense),
+            (false, true) => Ok(Mode::Lexical),
+            (false, false) => Err(ApiError::invalid(
+                "text queries need a model (start the server with --model DIR) or a collection with a lexical index",
+            )),
+        },
+    }
+}
+
+/// The stored text of a hit (for rerank): the string value of `field` in its fields.
+fn hit_text(fields: Option<&[u8]>, field: &str) -> String {
+    fields
+        .and_then(|f| serde_json::from_slice::<serde_json::Value>(f).ok())
+        .and_then(|v| v.get(field).and_then(|t| t.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Run one search: mode, capability and vector checks, admission, embedding, the backend's
+/// search, stage histograms, rerank; the [`Answer`] carries the stage times (and the
+/// explanation when asked). `deadline` counts from when the body had arrived.
+pub(crate) async fn perform_search(
+    app: &App,
+    slot: &Slot,
+    spec: SearchSpec,
+    deadline: Instant,
+) -> Result<Answer, ApiError> {
+    spec.common.check(&spec.ask, spec.k)?;
+    let backend = slot.backend_or_503()?;
+    let (_, dim, _) = backend.figures();
+    let mut embed_us = 0u64;
+    let mut truncated = false;
+    let mut embed_batch = 0usize;
+    // `text` is the query text of a text search; `given` a vector that came with it.
+    let (query, text, given) = match spec.ask {
+        Ask::Text(t) => (None, Some(t), None),
+        Ask::TextAndVector { text, vector } => (None, Some(text), Some(vector)),
+        other => (Some(other), None, None),
+    };
+    let mode = match (&text, &given) {
+        (Some(_), None) => text_mode(spec.mode, &**backend, app.embedder.is_some())?,
+        (Some(_), Some(_)) => {
+            backend.can_search_text().map_err(ApiError::invalid)?;
+            Mode::Hybrid
+        }
+        (None, _) => Mode::Dense,
+    };
+    // Rerank reads each hit's stored text; it needs the model and the field.
+    let rerank = match spec.common.rerank {
+        None => None,
+        Some(top) => {
+            let Some(reranker) = &app.reranker else {
+                return Err(ApiError::invalid(
+                    "rerank needs a cross-encoder: start the server with --rerank-model DIR",
+                ));
+            };
+            let Some(field) = backend.text_field() else {
+                return Err(ApiError::invalid(
+                    "rerank reads each hit's stored text, and this collection has no text field",
+                ));
+            };
+            Some((reranker, top, field))
+        }
+    };
+    let check_vector = |v: &[f32]| -> Result<(), ApiError> {
+        if v.len() != dim {
+            return Err(ApiError::invalid(
+                SearchError::Dimension {
+                    expected: dim,
+                    got: v.len(),
+                }
+                .to_string(),
+            ));
+        }
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            return Err(ApiError::invalid(format!(
+                "vector component {i} is not a finite number (float32 holds magnitudes up to 3.4e38)"
+            )));
+        }
+        Ok(())
+    };
+    if let Some(v) = &given {
+        check_vector(v)?;
+    }
+    let query = match query {
+        None => None,
+        Some(Ask::Vector(v)) => {
+            check_vector(&v)?;
+            Some(QueryInput::Vector(v))
+        }
+        Some(Ask::Qidx(q)) => {
+            let Some(m) = app.queries.load_full() else {
+                return Err(ApiError::invalid(
+                    "qidx needs a query matrix; this server was started without --queries",
+                ));
+            };
+            if q >= m.n() as u64 {
+                return Err(ApiError::invalid(format!(
+                    "qidx {q} is out of range: the query matrix has {} rows (0..={})",
+                    m.n(),
+                    m.n().saturating_sub(1)
+                )));
+            }
+            if m.dim() != dim {
+                return Err(ApiError::invalid(format!(
+                    "the query matrix has {} dimensions, the index has {dim}",
+                    m.dim()
+                )));
+            }
+            Some(QueryInput::Row(m, q as usize))
+        }
+        Some(Ask::Id(id)) => {
+            backend.can_search_by_id().map_err(ApiError::invalid)?;
+            Some(QueryInput::Stored(id))
+        }
+        Some(Ask::Text(_) | Ask::TextAndVector { .. }) => {
+            unreachable!("text was taken out above")
+        }
+    };
+    // Admission control: a place at once, or 503 at once. Text queries hold it while they
+    // are embedded (and reranked), so text and vector requests share one budget.
+    let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
+    let query = match (query, text.clone(), given) {
+        (Some(q), _, _) => q,
+        (None, Some(t), Some(vector)) => QueryInput::Hybrid {
+            text: t,
+            vector,
+            fusion: spec.fusion,
+            window: spec.window,
+        },
+        (None, Some(t), None) if mode == Mode::Lexical => QueryInput::Lexical(t),
+        (None, Some(t), None) => {
+            let Some(batcher) = &app.embedder else {
+                return Err(ApiError::invalid(
+                    "text queries need a model: start the server with --model DIR",
+                ));
+            };
+            let t0 = Instant::now();
+            let e = batcher
+                .embed(t.clone(), deadline)
+                .await
+                .map_err(|f| match f {
+                    EmbedFailure::Busy => overloaded(app),
+                    EmbedFailure::Deadline => deadline_error(app, true),
+                    EmbedFailure::Failed(m) => ApiError::new(Code::Internal, m),
+                })?;
+            embed_us = t0.elapsed().as_micros() as u64;
+            app.stats.record_stage(Stage::Embed, embed_us);
+            truncated = e.truncated;
+            embed_batch = e.batch;
+            if e.vector.len() != dim {
+                return Err(ApiError::invalid(format!(
+                    "the model makes {}-dimensional vectors, the collection has {dim}",
+                    e.vector.len()
+                )));
+            }
+            if mode == Mode::Hybrid {
+                QueryInput::Hybrid {
+                    text: t,
+                    vector: e.vector,
+                    fusion: spec.fusion,
+                    window: spec.window,
+                }
+            } else {
+                QueryInput::Vector(e.vector)
+            }
+        }
+        (None, None, _) => unreachable!("one query was given"),
+    };
+    let (k, fields) = match &rerank {
+        // Retrieve the reranked window, with every stored field (the text is read from
+        // them; the reply's fields are selected afterwards).
+        Some((_, top, _)) => (*top, FieldsWanted::All),
+        None => (spec.k, spec.fields.clone()),
+    };
+    let t1 = Instant::now();
+    let out = backend
+        .search(SearchRequest {
+            query,
+            k,
+            ef: spec.ef,
+            oversample: app.cfg.oversample,
+            fields,
+            filter: spec.filter,
+            facets: spec.facets,
+            deadline,
+            permit: Some(permit),
+            explain: spec.common.explain,
+        })
+        .await
+        .map_err(|e| backend_error(app, e))?;
+    let search_us = t1.elapsed().as_micros() as u64;
+    for (stage, us) in [
+        (Stage::Dense, out.stages.dense_us),
+        (Stage::Lexical, out.stages.lexical_us),
+        (Stage::Fuse, out.stages.fuse_us),
+    ] {
+        if us > 0 || (stage == Stage::Fuse && mode == Mode::Hybrid) {
+            app.stats.record_stage(stage, us);
+        }
+    }
+    let mut hits = out.hits;
+    let mut rerank_us = 0;
+    if let (Some((reranker, _, field)), Some(text)) = (rerank, text) {
+        // The admission place was released with the search; rerank is bounded by the
+        // reranker's one-at-a-time turn and the deadline instead.
+        let passages: Vec<String> = hits
+            .iter()
+            .map(|h| hit_text(h.fields.as_deref(), &field))
+            .collect();
+        let t2 = Instant::now();
+        let scores = reranker
+            .score(text, passages, deadline)
+            .await
+            .map_err(|f| match f {
+                RerankFailure::Deadline => ApiError::new(
+                    Code::DeadlineExceeded,
+                    format!(
+                        "the rerank stage could not finish within the deadline ({} ms)",
+                        app.cfg.timeout.as_millis()
+                    ),
+                ),
+                RerankFailure::Failed(m) => ApiError::new(Code::Internal, m),
+            })?;
+        rerank_us = t2.elapsed().as_micros() as u64;
+        app.stats.record_stage(Stage::Rerank, rerank_us);
+        if Instant::now() > deadline {
+            return Err(ApiError::new(
+                Code::DeadlineExceeded,
+                format!(
+                    "the rerank stage finished after the deadline ({} ms); lower rerank.top",
+                    app.cfg.timeout.as_millis()
+                ),
+            ));
+        }
+        hits = crate::rerank::reorder(hits, &scores)
+            .into_iter()
+            .take(spec.k)
+            .map(|(mut h, s)| {
+                h.score = s;
+                h.fields = match &spec.fields {
+                    FieldsWanted::All => h.fields,
+                    w => h.fields.as_deref().and_then(|f| select_fields(f, w)),
+                };
+                h
+            })
+            .collect();
+    }
+    Ok(Answer {
+        hits,
+        mode,
+        embed_us,
+        search_us,
+        stages: out.stages,
+        rerank_us,
+        truncated,
+        lexical_truncated: out.lexical_truncated,
+        text_cut: spec.text_cut,
+        embed_batch,
+        plan: out.plan,
+        matched: out.matched,
+        facets: out.facets,
+        explain: spec.common.explain.then_some(Explained {
+            k,
+            ef: spec.ef,
+            segments: out.segments,
+        }),
+    })
+}
+
+/// What `"explain": true` adds to an [`Answer`] beyond what every answer carries.
+pub(crate) struct Explained {
+    /// Hits asked of the backend (the rerank window when reranking).
+    pub k: usize,
+    pub ef: usize,
+    pub segments: Vec<SegmentExplain>,
+}
+
+/// The reply's `explain` object (CONTRACTS.md Version 3): the plan, the time of every
+/// stage, and what each segment contributed. Both search routes render it with this.
+pub(crate) fn explain_json(a: &Answer) -> Option<serde_json::Value> {
+    let e = a.explain.as_ref()?;
+    Some(serde_json::json!({
+        "mode": a.mode.name(),
+        "plan": a.plan,
+        "k": e.k,
+        "ef": e.ef,
+        "matched": a.matched,
+        "stages_us": {
+            "embed": a.embed_us,
+            "search": a.search_us,
+            "dense": a.stages.dense_us,
+            "lexical": a.stages.lexical_us,
+            "fuse": a.stages.fuse_us,
+            "rerank": a.rerank_us,
+        },
+        "segments": e.segments.iter().map(|s| serde_json::json!({
+            "id": s.id,
+            "candidates": s.candidates,
+            "plan": s.plan,
+        })).collect::<Vec<_>>(),
+    }))
+}
+
+pub(crate) fn deadline_error(app: &App, queued: bool) -> ApiError {
+    let ms = app.cfg.timeout.as_millis();
+    ApiError::new(
+        Code::DeadlineExceeded,
+        if queued {
+            format!("the request waited past its deadline ({ms} ms) before a search thread was free; it was not started")
+        } else {
+            format!("the search passed its deadline ({ms} ms) and was stopped")
+        },
+    )
+}
+
+/// Serve `compute` through the response cache (when it is on): a hit answers at once,
+/// without admission or work; a 200 miss is stored. The key is the collection, its
+/// generation, `route`, the query string and the canonical body.
+pub(crate) async fn cached<F, Fut>(
+    app: &App,
+    slot: &Slot,
+    route: &str,
+    uri: &Uri,
+    body: &[u8],
+    compute: F,
+) -> Response
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Vec<u8>, ApiError>>,
+{
+    let Some(cache) = &app.cache else {
+        return match compute().await {
+            Ok(b) => json_response(StatusCode::OK, b),
+            Err(e) => e.into_response(),
+        };
+    };
+    // Reloads bump the generation; writes change the backend's version (what a live
+    // collection's searches see): both are part of the key.
+    let version = slot.backend.load_full().map_or(0, |b| b.version());
+    let generation = slot.generation.load(Ordering::Acquire).wrapping_shl(40) ^ version;
+    let key = ResponseCache::key(&slot.name, generation, route, uri.query(), body);
+    if let Some(k) = &key {
+        if let Some(hit) = cache.get(k) {
+            let mut r = json_response(StatusCode::OK, hit.to_vec());
+            r.headers_mut()
+                .insert("x-searchd-cache", HeaderValue::from_static("hit"));
+            return r;
+        }
+    }
+    match compute().await {
+        Ok(b) => {
+            // A swap while computing makes the answer belong to the older generation,
+            // which its key already names: it can never be served for the new one.
+            if let Some(k) = key {
+                cache.insert(k, Bytes::from(b.clone()));
+            }
+            let mut r = json_response(StatusCode::OK, b);
+            r.headers_mut()
+                .insert("x-searchd-cache", HeaderValue::from_static("miss"));
+            r
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The slot's backend, or 503 while it loads.
+pub(crate) fn backend_of(slot: &Slot) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
+    slot.backend_or_503()
+}
+
+/// Run a read on the backend: admission first (503 at capacity), then the pool.
+pub(crate) async fn run_read(
+    app: &App,
+    backend: &dyn SearchBackend,
+    mut req: ReadRequest,
+) -> Result<ReadOutput, ApiError> {
+    let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
+    req.permit = Some(permit);
+    backend.read(req).await.map_err(|e| backend_error(app, e))
+}
+
+/// A read of everything with nothing asked for yet, deadline from `arrival`.
+pub(crate) fn read_request(app: &App, arrival: Instant) -> ReadRequest {
+    ReadRequest {
+        filter: None,
+        sort: None,
+        after: None,
+        from: 0,
+        size: 0,
+        fields: FieldsWanted::None,
+        total: false,
+        facets: Vec::new(),
+        deadline: arrival + app.cfg.timeout,
+        permit: None,
+    }
+}
+
+/// A collection read route: slot, body, then the cache around `f` (whose `Instant` is when
+/// the body had arrived). With
+/// `body_optional` a request without a body (Elasticsearch clients send GET without one)
+/// reads as an empty body instead of a missing Content-Type.
+pub(crate) async fn read_route<F, Fut>(
+    app: Arc<App>,
+    name: String,
+    req: Request,
+    route: &'static str,
+    body_optional: bool,
+    f: F,
+) -> Response
+where
+    F: FnOnce(Arc<App>, Arc<Slot>, Bytes, Instant) -> Fut,
+    Fut: Future<Output = Result<Vec<u8>, ApiError>>,
+{
+    let slot = match app.slot(&name) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let uri = req.uri().clone();
+    let has_body = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .is_some_and(|v| v != "0")
+        || req
+            .headers()
+            .contains_key(axum::http::header::TRANSFER_ENCODING);
+    let body = if body_optional && !has_body {
+        Bytes::new()
+    } else {
+        match read_body(&app, req).await {
+            Ok(b) => b,
+            Err(e) => return e.into_response(),
+        }
+    };
+    // Deadlines (and the reported times) start when the body has arrived: upload time is
+    // bounded by the read timeout, not the search deadline.
+    let arrival = Instant::now();
+    let app2 = app.clone();
+    let slot2 = slot.clone();
+    let body2 = body.clone();
+    cached(&app, &slot, route, &uri, &body, move || {
+        f(app2, slot2, body2, arrival)
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------
+// POST /collections/{name}/count

@@ -1,0 +1,60 @@
+//! One `Router` from every route module (CONTRACTS.md "HTTP API").
+
+use std::sync::Arc;
+
+use axum::http::{Method, Uri};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::error::{ApiError, Code};
+use crate::state::App;
+use crate::{admin, es, native, observe, reads, writes};
+
+pub(crate) fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/search", post(native::search))
+        .route("/collections", get(native::collections))
+        .route("/collections/{name}", get(native::collection_info))
+        .route(
+            "/collections/{name}/search",
+            post(native::collection_search),
+        )
+        .route(
+            "/collections/{name}/docs/{id}",
+            get(native::get_doc).delete(writes::delete_one),
+        )
+        .route("/collections/{name}/docs", post(writes::upsert))
+        .route("/collections/{name}/delete", post(writes::delete_many))
+        .route("/collections/{name}/snapshot", post(writes::snapshot))
+        .route("/collections/{name}/count", post(reads::count))
+        .route("/collections/{name}/facet", post(reads::facet))
+        .route("/collections/{name}/scroll", post(reads::scroll))
+        .route("/{name}/_search", get(es::search).post(es::search))
+        .route("/{name}/_count", get(es::count).post(es::count))
+        .route("/{name}/_doc/{id}", get(es::get_doc))
+        .route("/{name}/_mget", get(es::mget).post(es::mget))
+        .route("/health", get(observe::health))
+        .route("/healthz", get(observe::health))
+        .route("/ready", get(observe::ready))
+        .route("/readyz", get(observe::ready))
+        .route("/stats", get(observe::stats))
+        .route("/metrics", get(observe::metrics))
+        .route("/admin/reload", post(admin::reload))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(app)
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        Code::NotFound,
+        format!("no route for {method} {}", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        Code::MethodNotAllowed,
+        format!("{} does not accept {method}", uri.path()),
+    )
+}

@@ -1,0 +1,157 @@
+//! Shared state of one server: the served collections (slots), settings, admission,
+//! pools, embedder, reranker, stats, limits and the response cache.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use searchd_engine::LoadOptions;
+use searchd_vecio::Vectors;
+
+use crate::backend::SearchBackend;
+use crate::embedq::Batcher;
+use crate::error::{ApiError, Code};
+use crate::pool::{Admission, Pool};
+use crate::rerank::Reranker;
+use crate::stats::{IndexFigures, Stats};
+
+/// When the request's headers had been read (its deadline counts from here).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival(pub Instant);
+
+/// Settings the handlers need.
+pub(crate) struct Settings {
+    pub ef: usize,
+    pub oversample: Option<f32>,
+    pub timeout: Duration,
+    pub body_limit: usize,
+    pub read_timeout: Duration,
+    pub admin_token: Option<String>,
+    pub reload_root: Option<PathBuf>,
+    pub load: LoadOptions,
+    pub max_inflight: usize,
+    pub queue: usize,
+    pub max_queue_wait: Option<std::time::Duration>,
+    pub threads: usize,
+    pub write_body_limit: usize,
+    /// How collections opened by `/admin/reload` take writes (as at start-up).
+    pub live: searchd_collection::live::LiveConfig,
+}
+
+/// One served collection: its name and its backend, swapped whole on reload.
+pub(crate) struct Slot {
+    pub name: String,
+    pub backend: ArcSwapOption<Box<dyn SearchBackend>>,
+    /// Bumped by every swap of the backend (and every write): part of each cache key, so a
+    /// cached reply can never outlive the data it was computed from.
+    pub generation: std::sync::atomic::AtomicU64,
+    /// Why the collection could not be opened at start (a damaged file, a gap in its log):
+    /// it answers 503 naming the reason while the other collections serve.
+    pub failed: ArcSwapOption<String>,
+}
+
+impl Slot {
+    /// The slot's backend, or 503: still loading, or failed to open (with the reason).
+    pub fn backend_or_503(&self) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
+        if let Some(b) = self.backend.load_full() {
+            return Ok(b);
+        }
+        Err(match self.failed.load_full() {
+            Some(why) => ApiError::new(
+                Code::NotReady,
+                format!("collection {:?} failed to open: {why}", self.name),
+            ),
+            None => ApiError::new(
+                Code::NotReady,
+                "the collection is still loading; retry shortly",
+            ),
+        })
+    }
+}
+
+/// What `/ready` says: `None` when every collection is open, else why not (collections
+/// that failed to open are named with their reasons).
+pub(crate) fn not_ready(app: &App) -> Option<String> {
+    let failed: Vec<String> = app
+        .slots
+        .iter()
+        .filter_map(|s| s.failed.load_full().map(|w| format!("{}: {w}", s.name)))
+        .collect();
+    if !failed.is_empty() {
+        return Some(format!(
+            "{} failed to open (the others serve): {}",
+            if failed.len() == 1 {
+                "a collection"
+            } else {
+                "collections"
+            },
+            failed.join("; ")
+        ));
+    }
+    if app.slots.iter().all(|s| s.backend.load().is_some()) {
+        None
+    } else {
+        Some("the index is still loading".into())
+    }
+}
+
+/// Shared state of one server.
+pub(crate) struct App {
+    /// Served collections; the first is the default behind the v1 routes.
+    pub slots: Vec<Arc<Slot>>,
+    pub queries: ArcSwapOption<Vectors>,
+    /// Where the query matrix came from, for messages.
+    pub queries_path: Option<PathBuf>,
+    pub cfg: Settings,
+    pub admission: Admission,
+    pub pool: Arc<Pool>,
+    pub embedder: Option<Batcher>,
+    pub reranker: Option<Reranker>,
+    pub stats: Arc<Stats>,
+    /// Byte budget, connection cap, shutdown of uploads, the one-reload-at-a-time flag.
+    pub limits: Arc<crate::limits::Limits>,
+    /// The response cache (`serve --cache-bytes`); `None` when off.
+    pub cache: Option<crate::cache::ResponseCache>,
+}
+
+impl App {
+    pub fn inflight(&self) -> usize {
+        self.admission.inflight()
+    }
+
+    pub fn slot(&self, name: &str) -> Result<Arc<Slot>, ApiError> {
+        self.slots
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::NotFound,
+                    format!(
+                        "no collection named {name:?} (served: {})",
+                        self.slots
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+    }
+
+    pub(crate) fn figures(&self) -> IndexFigures {
+        match self.slots[0].backend.load_full() {
+            Some(b) => {
+                let (n, dim, bytes) = b.figures();
+                IndexFigures {
+                    loaded: true,
+                    n,
+                    dim: dim as u64,
+                    bytes,
+                }
+            }
+            None => IndexFigures::default(),
+        }
+    }
+}
