@@ -623,3 +623,123 @@ async fn elasticsearch_match_and_knn_rrf_equal_the_native_searches() {
     assert!(e.to_string().contains("rank"), "{e}");
     s.stop().await.unwrap();
 }
+
+/// One pipeline behind both search routes (issue "One request path"): a common option
+/// (`explain`, `rerank`) given to `POST /search` and to `POST /{name}/_search` is acted on
+/// the same way, and Elasticsearch searches count in the stage histograms of `/stats`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_and_rerank_work_alike_through_the_native_and_elasticsearch_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(Overlap {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let mut cfg = server(make(dir.path(), Analyzer::Standard), Some(model));
+    cfg.name = Some("c".into());
+    let s = TestServer::start(cfg).await;
+    let native = format!("{}/search", s.url);
+    let es = format!("{}/c/_search", s.url);
+    let stats = || async { common::get_json(&client(), &format!("{}/stats", s.url)).await };
+    let count = |st: &Value, stage: &str| st["stages"][stage]["count"].as_u64().unwrap_or(0);
+    let q = "tide moon salt";
+
+    // explain: the same object, with the same keys and plan, on both routes.
+    let (st, n) = post(
+        &native,
+        json!({"text": q, "mode": "lexical", "k": 5, "explain": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{n}");
+    let (st, e) = post(
+        &es,
+        json!({"query": {"match": {"text": q}}, "size": 5, "_source": false, "explain": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{e}");
+    assert_eq!(es_ids(&e), ids(&n));
+    for x in [&n["explain"], &e["explain"]] {
+        assert_eq!(x["mode"], "lexical", "{x}");
+        assert_eq!(x["k"], 5, "{x}");
+        for stage in ["embed", "search", "dense", "lexical", "fuse", "rerank"] {
+            assert!(x["stages_us"][stage].is_u64(), "{stage}: {x}");
+        }
+        assert!(x["segments"].is_array(), "{x}");
+    }
+    // A filtered dense search explains its plan and how many documents passed.
+    let filter = json!({"range": {"n": {"lt": 40}}});
+    let (st, n) = post(
+        &native,
+        json!({"vector": hash_vec(q), "k": 5, "filter": filter, "explain": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{n}");
+    let (st, e) = post(
+        &es,
+        json!({"knn": {"field": "vector", "query_vector": hash_vec(q), "k": 5, "filter": filter},
+               "size": 5, "_source": false, "explain": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{e}");
+    assert_eq!(es_ids(&e), ids(&n));
+    for x in [&n["explain"], &e["explain"]] {
+        assert_eq!(x["mode"], "dense", "{x}");
+        assert_eq!(x["matched"], 40, "{x}");
+        assert!(x["plan"].is_string(), "{x}");
+    }
+    assert_eq!(n["explain"]["plan"], e["explain"]["plan"]);
+    // Without explain (or explain false), neither reply has it; a non-boolean is a 400.
+    let (_, n) = post(&native, json!({"text": q, "k": 5, "explain": false})).await;
+    assert!(n.get("explain").is_none(), "{n}");
+    let (_, e) = post(&es, json!({"query": {"match": {"text": q}}})).await;
+    assert!(e.get("explain").is_none(), "{e}");
+    for url in [&native, &es] {
+        let body = if url == &native {
+            json!({"text": q, "explain": "yes"})
+        } else {
+            json!({"query": {"match": {"text": q}}, "explain": "yes"})
+        };
+        let (st, v) = post(url, body).await;
+        assert_eq!(st, 400, "{v}");
+        assert!(v.to_string().contains("explain must be true or false"), "{v}");
+    }
+
+    // rerank: the same hits and scores through both routes; ES searches count in /stats.
+    let before = stats().await;
+    let (st, n) = post(
+        &native,
+        json!({"text": q, "mode": "lexical", "k": 5, "rerank": {"top": 20}}),
+    )
+    .await;
+    assert_eq!(st, 200, "{n}");
+    let (st, e) = post(
+        &es,
+        json!({"query": {"match": {"text": q}}, "size": 5, "_source": false,
+               "rerank": {"top": 20}}),
+    )
+    .await;
+    assert_eq!(st, 200, "{e}");
+    assert_eq!(es_ids(&e), ids(&n));
+    for (a, b) in es_scores(&e).iter().zip(scores(&n)) {
+        assert!((a - b).abs() < 1e-6, "rerank score {a} vs {b}");
+    }
+    // A rerank window below the page is refused on both routes with one message.
+    let (st, v) = post(
+        &es,
+        json!({"query": {"match": {"text": q}}, "size": 10, "rerank": {"top": 5}}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v.to_string().contains("must be at least k"), "{v}");
+    let after = stats().await;
+    assert_eq!(count(&after, "rerank"), count(&before, "rerank") + 2);
+    assert_eq!(count(&after, "lexical"), count(&before, "lexical") + 2);
+    // ES knn alone records a dense stage.
+    let (st, _) = post(
+        &es,
+        json!({"knn": {"field": "vector", "query_vector": hash_vec(q), "k": 3}}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    assert_eq!(count(&stats().await, "dense"), count(&after, "dense") + 1);
+    s.stop().await.unwrap();
+}
