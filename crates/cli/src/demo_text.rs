@@ -205,7 +205,9 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
     let pb = crate::util::bar(n as u64, "ingest");
     let report = ingest::ingest(
         &cfg,
-        model.as_ref().map(|m| m as &dyn ingest::Embed),
+        model
+            .as_ref()
+            .map(|m| m as &dyn searchd_collection::embed::TextEmbedder),
         &|e| {
             if let ingest::Event::Progress { done } = e {
                 pb.set_position(done.min(n as u64));
@@ -268,7 +270,7 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
     )));
     let model = model.map(Arc::new);
     if let Some(m) = &model {
-        scfg.embedder = Some(m.clone() as Arc<dyn searchd_server::TextEmbed>);
+        scfg.embedder = Some(m.clone() as Arc<dyn searchd_server::TextEmbedder>);
     }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = rt.spawn(searchd_server::serve(scfg, listener, async move {

@@ -49,26 +49,26 @@ impl ModelAdapter {
     }
 }
 
-impl searchd_collection::ingest::Embed for ModelAdapter {
+/// The workspace's one embedder seam (ingest, the server's queries and live upserts).
+impl searchd_collection::embed::TextEmbedder for ModelAdapter {
     fn record(&self) -> ModelRecord {
         ModelAdapter::record(self)
     }
-    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<f32>, String> {
+    fn embed(
+        &self,
+        texts: &[&str],
+        kind: searchd_collection::embed::TextKind,
+    ) -> Result<searchd_collection::embed::Embedded, String> {
+        let kind = match kind {
+            searchd_collection::embed::TextKind::Query => TextKind::Query,
+            searchd_collection::embed::TextKind::Passage => TextKind::Passage,
+        };
         self.0
-            .embed(texts, TextKind::Passage)
-            .map(|e| e.vectors)
-            .map_err(|e| e.to_string())
-    }
-}
-
-impl searchd_server::TextEmbed for ModelAdapter {
-    fn record(&self) -> ModelRecord {
-        ModelAdapter::record(self)
-    }
-    fn embed_queries(&self, texts: &[&str]) -> Result<(Vec<f32>, Vec<bool>), String> {
-        self.0
-            .embed(texts, TextKind::Query)
-            .map(|e| (e.vectors, e.truncated))
+            .embed(texts, kind)
+            .map(|e| searchd_collection::embed::Embedded {
+                vectors: e.vectors,
+                truncated: e.truncated,
+            })
             .map_err(|e| e.to_string())
     }
 }
@@ -406,7 +406,9 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
     let progress = Progress::new();
     let report = ingest::ingest(
         &cfg,
-        model.as_ref().map(|m| m as &dyn ingest::Embed),
+        model
+            .as_ref()
+            .map(|m| m as &dyn searchd_collection::embed::TextEmbedder),
         &|e| progress.event(e),
     );
     progress.done();
@@ -577,7 +579,7 @@ pub fn serve_reranker(
 pub fn serve_embedder(
     model: Option<&std::path::Path>,
     threads: Option<usize>,
-) -> CmdResult<Option<Arc<dyn searchd_server::TextEmbed>>> {
+) -> CmdResult<Option<Arc<dyn searchd_server::TextEmbedder>>> {
     match model {
         None => Ok(None),
         Some(dir) => {

@@ -29,17 +29,9 @@ use searchd_docs::{DocId, DocReader, ReaderConfig, StoreWriter};
 use searchd_engine::BuildConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::embed::{TextEmbedder, TextKind};
 use crate::error::{Error, Result};
 use crate::{FileMeta, IdKind, Manifest, ModelRecord, SegmentMeta, FORMAT, MANIFEST, SCHEMA};
-
-/// A text embedder, as ingest needs it (the `searchd` binary adapts `searchd-embed` to it;
-/// tests use small deterministic ones).
-pub trait Embed: Send + Sync {
-    /// Identity of the model, recorded in the collection.
-    fn record(&self) -> ModelRecord;
-    /// Embed passages (documents, not queries): `texts.len() * dim` floats, row-major.
-    fn embed_passages(&self, texts: &[&str]) -> std::result::Result<Vec<f32>, String>;
-}
 
 /// What to ingest and how. Defaults (see [`IngestConfig::new`]): fields as
 /// [`ReaderConfig::default`], HNSW M=16 ef_construction=200 cosine, a checkpoint every
@@ -277,7 +269,7 @@ fn has_chunks(work: &Path) -> bool {
 /// work worth resuming); otherwise it is removed, so a failed run leaves nothing behind.
 pub fn ingest(
     cfg: &IngestConfig,
-    embedder: Option<&dyn Embed>,
+    embedder: Option<&dyn TextEmbedder>,
     events: &(dyn Fn(Event) + Sync),
 ) -> Result<IngestReport> {
     let result = ingest_inner(cfg, embedder, events);
@@ -292,7 +284,7 @@ pub fn ingest(
 
 fn ingest_inner(
     cfg: &IngestConfig,
-    embedder: Option<&dyn Embed>,
+    embedder: Option<&dyn TextEmbedder>,
     events: &(dyn Fn(Event) + Sync),
 ) -> Result<IngestReport> {
     let start = Instant::now();
@@ -614,7 +606,10 @@ fn ingest_inner(
                     let mut v = vec![0f32; (hi - lo) * d];
                     for part in order.chunks(cfg.batch) {
                         let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
-                        let out = emb.embed_passages(&batch).map_err(Error::Embed)?;
+                        let out = emb
+                            .embed(&batch, TextKind::Passage)
+                            .map_err(Error::Embed)?
+                            .vectors;
                         if out.len() != batch.len() * d {
                             return Err(Error::Embed(format!(
                                 "the embedder returned {} values for {} texts of {d} dimensions",

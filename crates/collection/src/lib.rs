@@ -23,6 +23,7 @@
 //!
 //! [`ingest`] makes collections from JSONL or Parquet, with checkpoints.
 
+pub mod embed;
 mod error;
 pub mod export;
 pub mod failpoint;

@@ -4,7 +4,8 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use searchd_collection::ingest::{checkpoint_dir, ingest, Embed, Event, IngestConfig};
+use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
+use searchd_collection::ingest::{checkpoint_dir, ingest, Event, IngestConfig};
 use searchd_collection::{Collection, DocId, IdKind, ModelRecord};
 use searchd_engine::{IndexKind, LoadOptions, SearchParams};
 
@@ -40,7 +41,7 @@ fn hash_vec(text: &str) -> Vec<f32> {
     v
 }
 
-impl Embed for HashEmbedder {
+impl TextEmbedder for HashEmbedder {
     fn record(&self) -> ModelRecord {
         ModelRecord {
             name: "hash-test".into(),
@@ -53,12 +54,16 @@ impl Embed for HashEmbedder {
             passage_prefix: None,
         }
     }
-    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<f32>, String> {
+    fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Embedded, String> {
+        assert_eq!(kind, TextKind::Passage, "ingest embeds passages");
         let c = self.calls.fetch_add(1, Ordering::SeqCst);
         if Some(c) == self.fail_at {
             return Err("simulated crash".into());
         }
-        Ok(texts.iter().flat_map(|t| hash_vec(t)).collect())
+        Ok(Embedded {
+            vectors: texts.iter().flat_map(|t| hash_vec(t)).collect(),
+            truncated: vec![false; texts.len()],
+        })
     }
 }
 
@@ -315,7 +320,7 @@ fn ingest_err(lines: &[&str], setup: impl Fn(&mut IngestConfig), model: bool) ->
     let mut c = config(&docs, &out);
     setup(&mut c);
     let emb = HashEmbedder::new(None);
-    let e = ingest(&c, model.then_some(&emb as &dyn Embed), &quiet).unwrap_err();
+    let e = ingest(&c, model.then_some(&emb as &dyn TextEmbedder), &quiet).unwrap_err();
     assert!(e.is_input(), "{e} is bad input");
     assert!(!out.exists(), "nothing written for {lines:?}");
     e.to_string()

@@ -9,8 +9,8 @@ use searchd_engine::{Index, LoadOptions, Placement, VectorPlacement};
 use searchd_vecio::Vectors;
 
 use crate::backend::SearchBackend;
-use crate::embedq::TextEmbed;
 use crate::ServerError;
+use searchd_collection::embed::TextEmbedder;
 
 /// Default `--addr`.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -361,7 +361,7 @@ pub struct ServerConfig {
     /// More collections, by name.
     pub more: Vec<(String, IndexSource)>,
     /// Embedder for text queries.
-    pub embedder: Option<Arc<dyn TextEmbed>>,
+    pub embedder: Option<Arc<dyn TextEmbedder>>,
     /// Cross-encoder for `rerank` (none: rerank requests are refused with 400).
     pub reranker: Option<Arc<dyn crate::rerank::TextRerank>>,
     /// Text queries: batching window and largest batch.

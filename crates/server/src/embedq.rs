@@ -18,15 +18,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use searchd_collection::embed::{TextEmbedder, TextKind};
 use searchd_collection::ModelRecord;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Semaphore};
 
-/// A text embedder as the server needs it (the `searchd` binary adapts `searchd-embed`).
-pub trait TextEmbed: Send + Sync + 'static {
-    fn record(&self) -> ModelRecord;
-    /// Embed query texts: `(vectors row-major, per text: was it truncated to the window)`.
-    fn embed_queries(&self, texts: &[&str]) -> Result<(Vec<f32>, Vec<bool>), String>;
-}
+/// Texts per embedder call when a live upsert's passages are embedded (ingest's default
+/// batch): one call per chunk, the deadline checked between chunks.
+pub const PASSAGE_CHUNK: usize = 256;
 
 /// Defaults of the batcher: a 2 ms window, batches of at most 32 texts.
 pub const DEFAULT_EMBED_WINDOW: Duration = Duration::from_millis(2);
@@ -63,6 +61,9 @@ pub(crate) struct BatchStats {
     /// Batches by size: 1, 2, 3-4, 5-8, 9-16, 17-32, 33+.
     pub by_size: [AtomicU64; 7],
     pub embed_us: AtomicU64,
+    /// Passages of live upserts embedded, and the time spent on them.
+    pub passages: AtomicU64,
+    pub passage_us: AtomicU64,
 }
 
 impl BatchStats {
@@ -82,6 +83,10 @@ impl BatchStats {
             "max_batch": self.max_batch.load(Ordering::Relaxed),
             "batch_sizes": sizes,
             "embed_ms_total": self.embed_us.load(Ordering::Relaxed) as f64 / 1e3,
+            "passages": {
+                "texts": self.passages.load(Ordering::Relaxed),
+                "embed_ms_total": self.passage_us.load(Ordering::Relaxed) as f64 / 1e3,
+            },
         })
     }
 }
@@ -91,11 +96,15 @@ pub(crate) struct Batcher {
     tx: crossbeam_channel::Sender<Item>,
     pub stats: Arc<BatchStats>,
     pub record: ModelRecord,
+    /// The model itself, for the passages of live upserts (embedded in chunks, one
+    /// request's passages at a time: [`Batcher::embed_passages`]).
+    model: Arc<dyn TextEmbedder>,
+    passage_turn: Semaphore,
 }
 
 impl Batcher {
     pub fn start(
-        embedder: Arc<dyn TextEmbed>,
+        embedder: Arc<dyn TextEmbedder>,
         window: Duration,
         max_batch: usize,
         capacity: usize,
@@ -103,6 +112,7 @@ impl Batcher {
         let (tx, rx) = crossbeam_channel::bounded::<Item>(capacity.max(1));
         let stats = Arc::new(BatchStats::default());
         let record = embedder.record();
+        let model = embedder.clone();
         let st = stats.clone();
         let max_batch = max_batch.max(1);
         std::thread::Builder::new()
@@ -121,7 +131,62 @@ impl Batcher {
                     run_batch(&*embedder, items, &st);
                 }
             })?;
-        Ok(Batcher { tx, stats, record })
+        Ok(Batcher {
+            tx,
+            stats,
+            record,
+            model,
+            passage_turn: Semaphore::new(1),
+        })
+    }
+
+    /// Embed the passages of one write (documents upserted without a vector) with the
+    /// passage prompt, as ingest does: in chunks of [`PASSAGE_CHUNK`] on a blocking thread,
+    /// one write's passages at a time (a second write waits for its turn, within
+    /// `deadline`), the deadline checked before each chunk. Row-major vectors.
+    pub async fn embed_passages(
+        &self,
+        texts: Vec<String>,
+        deadline: Instant,
+    ) -> Result<Vec<f32>, EmbedFailure> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let _turn = match tokio::time::timeout(left, self.passage_turn.acquire()).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(_)) => return Err(EmbedFailure::Failed("the embedder is closed".into())),
+            Err(_) => return Err(EmbedFailure::Deadline),
+        };
+        let model = self.model.clone();
+        let st = self.stats.clone();
+        let n = texts.len();
+        let job = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for chunk in texts.chunks(PASSAGE_CHUNK) {
+                if Instant::now() >= deadline {
+                    return Err(EmbedFailure::Deadline);
+                }
+                let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                let t = Instant::now();
+                let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    model.embed(&refs, TextKind::Passage)
+                }))
+                .unwrap_or_else(|_| Err("the embedder panicked".into()))
+                .map_err(EmbedFailure::Failed)?;
+                st.passage_us
+                    .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+                st.passages.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                out.extend_from_slice(&e.vectors);
+            }
+            Ok(out)
+        });
+        let out = job
+            .await
+            .map_err(|_| EmbedFailure::Failed("the embedder panicked".into()))??;
+        if n > 0 && out.len() % n != 0 {
+            return Err(EmbedFailure::Failed(
+                "the embedder returned a wrong number of values".into(),
+            ));
+        }
+        Ok(out)
     }
 
     /// Embed one query text under `deadline`.
@@ -144,7 +209,7 @@ impl Batcher {
     }
 }
 
-fn run_batch(embedder: &dyn TextEmbed, items: Vec<Item>, st: &BatchStats) {
+fn run_batch(embedder: &dyn TextEmbedder, items: Vec<Item>, st: &BatchStats) {
     let now = Instant::now();
     let mut live = Vec::with_capacity(items.len());
     for it in items {
@@ -164,7 +229,9 @@ fn run_batch(embedder: &dyn TextEmbed, items: Vec<Item>, st: &BatchStats) {
     let texts: Vec<&str> = live.iter().map(|i| i.text.as_str()).collect();
     let t = Instant::now();
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        embedder.embed_queries(&texts)
+        embedder
+            .embed(&texts, TextKind::Query)
+            .map(|e| (e.vectors, e.truncated))
     }))
     .unwrap_or_else(|_| Err("the embedder panicked".into()));
     st.embed_us

@@ -113,9 +113,10 @@ pub use backend::{
     BackendError, BoxFuture, Document, FieldsWanted, LocalBackend, QueryInput, ReadOutput,
     ReadRequest, ScoredDoc, SearchBackend, SearchOutput, SearchRequest, StageTimes, WriteOp,
 };
-pub use embedq::{TextEmbed, DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
+pub use embedq::{DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
 pub use pool::Permit;
 pub use rerank::{reorder as rerank_order, TextRerank, MAX_RERANK_TOP};
+pub use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
 
 pub use config::{
     available_cores, IndexSource, PartPlacementArg, QuerySource, ServeArgs, ServerConfig,
@@ -690,7 +691,7 @@ pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
 /// cross-encoder for rerank (`--rerank-model`).
 pub fn run_blocking_with(
     args: &ServeArgs,
-    embedder: Option<Arc<dyn TextEmbed>>,
+    embedder: Option<Arc<dyn TextEmbedder>>,
     reranker: Option<Arc<dyn TextRerank>>,
 ) -> Result<(), ServerError> {
     let mut config = ServerConfig::from_args(args)?;

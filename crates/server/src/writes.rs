@@ -200,11 +200,30 @@ async fn upsert_inner(
         incoming.push(parse_doc(d, i, text_field.as_deref())?);
     }
     let deadline = Instant::now() + app.cfg.timeout.max(Duration::from_secs(30));
+    // Documents without a vector are embedded together, with the passage prompt (as ingest
+    // embeds them), in one batch per request.
+    let missing: Vec<usize> = (0..incoming.len())
+        .filter(|&i| incoming[i].vector.is_none())
+        .collect();
+    let mut embedded = Vec::new();
+    if !missing.is_empty() {
+        let texts = missing
+            .iter()
+            .map(|&i| passage_text(app, &**backend, incoming[i].text.as_deref(), i))
+            .collect::<Result<Vec<String>, ApiError>>()?;
+        embedded = embed_passages(app, texts, deadline).await?;
+    }
+    let dim = if missing.is_empty() {
+        0
+    } else {
+        embedded.len() / missing.len()
+    };
+    let mut rows = embedded.chunks(dim.max(1));
     let mut out = Vec::with_capacity(incoming.len());
-    for (i, d) in incoming.into_iter().enumerate() {
+    for d in incoming {
         let vector = match d.vector {
             Some(v) => v,
-            None => embed_text(app, &**backend, d.text.as_deref(), i, deadline).await?,
+            None => rows.next().map(<[f32]>::to_vec).unwrap_or_default(),
         };
         out.push(Doc {
             id: d.id,
@@ -221,13 +240,14 @@ async fn upsert_inner(
     Ok(receipt_json(&r, t.elapsed()))
 }
 
-async fn embed_text(
+/// The text of `docs[i]`, which came without a vector, checked to be embeddable by the
+/// server's model into this collection's space.
+fn passage_text(
     app: &App,
     backend: &dyn SearchBackend,
     text: Option<&str>,
     i: usize,
-    deadline: Instant,
-) -> Result<Vec<f32>, ApiError> {
+) -> Result<String, ApiError> {
     let Some(text) = text else {
         return Err(ApiError::invalid(format!(
             "docs[{i}] has neither a vector nor text to embed"
@@ -239,22 +259,26 @@ async fn embed_text(
         )));
     };
     match backend.model() {
-        Some(m) if m.checksum == batcher.record.checksum => {
-            if m.passage_prefix != m.query_prefix {
-                return Err(ApiError::invalid(format!(
-                    "docs[{i}] has no vector: model {} embeds passages with another prefix than queries, which the server's query embedder does not do; give \"vector\"",
-                    m.name
-                )));
-            }
-        }
-        _ => {
-            return Err(ApiError::invalid(format!(
-                "docs[{i}] has no vector, and the collection's vectors were not made by the server's --model; give \"vector\""
-            )))
-        }
+        Some(m) if m.checksum == batcher.record.checksum => Ok(text.to_string()),
+        _ => Err(ApiError::invalid(format!(
+            "docs[{i}] has no vector, and the collection's vectors were not made by the server's --model; give \"vector\""
+        ))),
     }
-    match batcher.embed(text.to_string(), deadline).await {
-        Ok(e) => Ok(e.vector),
+}
+
+/// Embed one write's passages (every text checked by [`passage_text`]).
+async fn embed_passages(
+    app: &App,
+    texts: Vec<String>,
+    deadline: Instant,
+) -> Result<Vec<f32>, ApiError> {
+    let Some(batcher) = &app.embedder else {
+        return Err(ApiError::invalid(
+            "this server has no --model to embed texts",
+        ));
+    };
+    match batcher.embed_passages(texts, deadline).await {
+        Ok(v) => Ok(v),
         Err(EmbedFailure::Busy) => Err(ApiError::new(
             Code::Overloaded,
             "the embedder queue is full; retry",

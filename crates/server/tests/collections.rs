@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{client, get_json, split, TestServer};
-use searchd_collection::ingest::{ingest, Embed, IngestConfig};
+use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
+use searchd_collection::ingest::{ingest, IngestConfig};
 use searchd_collection::{DocId, ModelRecord};
 use searchd_server::{
     BackendError, BoxFuture, Document, FieldsWanted, IndexSource, QueryInput, ScoredDoc,
-    SearchBackend, SearchOutput, SearchRequest, ServerConfig, TextEmbed,
+    SearchBackend, SearchOutput, SearchRequest, ServerConfig,
 };
 use serde_json::{json, Value};
 
@@ -45,34 +46,56 @@ fn record(checksum: &str) -> ModelRecord {
     }
 }
 
-/// Hash "model"; texts of more than 6 words count as truncated.
+/// Hash "model"; texts of more than 6 words count as truncated. With `prefixed`, it
+/// prefixes queries with "query:" and passages with "passage:" (as instruction-tuned models
+/// do), so a passage and a query of the same text get different vectors.
 struct Hash {
     checksum: &'static str,
+    /// Query batches embedded.
     batches: AtomicUsize,
+    /// Passage batches embedded (ingest and live upserts).
+    passage_batches: AtomicUsize,
+    prefixed: bool,
 }
 
-impl Embed for Hash {
-    fn record(&self) -> ModelRecord {
-        record(self.checksum)
-    }
-    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<f32>, String> {
-        Ok(texts.iter().flat_map(|t| hash_vec(t)).collect())
+fn hash(checksum: &'static str) -> Hash {
+    Hash {
+        checksum,
+        batches: AtomicUsize::new(0),
+        passage_batches: AtomicUsize::new(0),
+        prefixed: false,
     }
 }
 
-impl TextEmbed for Hash {
+impl TextEmbedder for Hash {
     fn record(&self) -> ModelRecord {
-        record(self.checksum)
+        let mut r = record(self.checksum);
+        if self.prefixed {
+            r.query_prefix = Some("query: ".into());
+            r.passage_prefix = Some("passage: ".into());
+        }
+        r
     }
-    fn embed_queries(&self, texts: &[&str]) -> Result<(Vec<f32>, Vec<bool>), String> {
-        self.batches.fetch_add(1, Ordering::SeqCst);
-        Ok((
-            texts.iter().flat_map(|t| hash_vec(t)).collect(),
-            texts
+    fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Embedded, String> {
+        let prefix = match (self.prefixed, kind) {
+            (false, _) => "",
+            (true, TextKind::Query) => "query: ",
+            (true, TextKind::Passage) => "passage: ",
+        };
+        match kind {
+            TextKind::Query => self.batches.fetch_add(1, Ordering::SeqCst),
+            TextKind::Passage => self.passage_batches.fetch_add(1, Ordering::SeqCst),
+        };
+        Ok(Embedded {
+            vectors: texts
+                .iter()
+                .flat_map(|t| hash_vec(&format!("{prefix}{t}")))
+                .collect(),
+            truncated: texts
                 .iter()
                 .map(|t| t.split_whitespace().count() > 6)
                 .collect(),
-        ))
+        })
     }
 }
 
@@ -87,6 +110,16 @@ const TEXTS: [&str; 6] = [
 
 /// A collection of `TEXTS`; with `lexical`, also its BM25 index (the ingest default).
 fn make_collection(dir: &std::path::Path, name: &str, lexical: bool) -> std::path::PathBuf {
+    make_collection_with(dir, name, lexical, &hash("aa"))
+}
+
+/// [`make_collection`] embedded by `model`.
+fn make_collection_with(
+    dir: &std::path::Path,
+    name: &str,
+    lexical: bool,
+    model: &Hash,
+) -> std::path::PathBuf {
     let docs = dir.join(format!("{name}.jsonl"));
     let mut f = std::fs::File::create(&docs).unwrap();
     for (i, t) in TEXTS.iter().enumerate() {
@@ -110,19 +143,11 @@ fn make_collection(dir: &std::path::Path, name: &str, lexical: bool) -> std::pat
     if !lexical {
         c.lexical = None;
     }
-    ingest(
-        &c,
-        Some(&Hash {
-            checksum: "aa",
-            batches: AtomicUsize::new(0),
-        }),
-        &|_| {},
-    )
-    .unwrap();
+    ingest(&c, Some(model), &|_| {}).unwrap();
     out
 }
 
-fn config(dir: &std::path::Path, embed: Option<Arc<dyn TextEmbed>>) -> ServerConfig {
+fn config(dir: &std::path::Path, embed: Option<Arc<dyn TextEmbedder>>) -> ServerConfig {
     // books has a lexical index, poems has not.
     let a = make_collection(dir, "books", true);
     let b = make_collection(dir, "poems", false);
@@ -143,10 +168,7 @@ async fn post(url: &str, body: Value) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_search_docs_and_fields() {
     let dir = tempfile::tempdir().unwrap();
-    let embed = Arc::new(Hash {
-        checksum: "aa",
-        batches: AtomicUsize::new(0),
-    });
+    let embed = Arc::new(hash("aa"));
     let s = TestServer::start(config(dir.path(), Some(embed.clone()))).await;
     let u = &s.url;
 
@@ -362,10 +384,7 @@ async fn text_without_a_model_and_a_model_mismatch() {
 
     // Collections embedded by model "aa" refuse a server whose model is "bb".
     let dir = tempfile::tempdir().unwrap();
-    let other = Arc::new(Hash {
-        checksum: "bb",
-        batches: AtomicUsize::new(0),
-    });
+    let other = Arc::new(hash("bb"));
     let s = TestServer::start_unready(config(dir.path(), Some(other))).await;
     let err = s.join().await.unwrap_err().to_string();
     assert!(
@@ -542,10 +561,7 @@ async fn a_damaged_collection_is_served_as_failed_while_the_others_serve() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upsert_without_a_vector_is_embedded_by_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let embed: Arc<dyn TextEmbed> = Arc::new(Hash {
-        checksum: "aa",
-        batches: AtomicUsize::new(0),
-    });
+    let embed: Arc<dyn TextEmbedder> = Arc::new(hash("aa"));
     let s = TestServer::start(config(dir.path(), Some(embed))).await;
     let u = &s.url;
     let text = "quiet lanterns above the ferry";
@@ -578,5 +594,59 @@ async fn an_upsert_without_a_vector_is_embedded_by_the_server() {
     .await;
     assert_eq!(st, 400, "{v}");
     assert!(v.to_string().contains("docs[0]"), "{v}");
+    s.stop().await.unwrap();
+}
+
+/// Live upserts without vectors are embedded as ingest embeds: with the passage prompt of a
+/// model whose query and passage prompts differ, and in one embedder call per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upserts_are_embedded_with_the_passage_prompt_in_one_batch_per_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefixed = || Hash {
+        prefixed: true,
+        ..hash("pp")
+    };
+    let coll = make_collection_with(dir.path(), "notes", true, &prefixed());
+    let model = Arc::new(prefixed());
+    let mut cfg = ServerConfig::new(IndexSource::Path(coll));
+    cfg.name = Some("notes".into());
+    cfg.threads = 2;
+    cfg.embedder = Some(model.clone());
+    let s = TestServer::start(cfg).await;
+    let u = &s.url;
+    let texts = [
+        "quiet lanterns above the ferry",
+        "copper kettles in the rain",
+        "a map of the northern islands",
+    ];
+    let docs: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"id": format!("n{i}"), "text": t}))
+        .collect();
+    let before = model.passage_batches.load(Ordering::SeqCst);
+    let (st, v) = post(
+        &format!("{u}/collections/notes/docs"),
+        json!({"docs": docs, "wait": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        model.passage_batches.load(Ordering::SeqCst),
+        before + 1,
+        "three documents, one embedder call"
+    );
+    for (i, t) in texts.iter().enumerate() {
+        // The stored vector is the passage embedding (what ingest would have stored).
+        let (st, v) = post(
+            &format!("{u}/collections/notes/search"),
+            json!({"vector": hash_vec(&format!("passage: {t}")), "k": 1}),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["hits"][0]["id"], json!(format!("n{i}")), "{v}");
+        let score = v["hits"][0]["score"].as_f64().unwrap();
+        assert!((score - 1.0).abs() < 1e-4, "cosine {score}: {v}");
+    }
     s.stop().await.unwrap();
 }

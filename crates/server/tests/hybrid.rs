@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use common::{client, TestServer};
 use rand::{RngExt, SeedableRng};
-use searchd_collection::ingest::{ingest, Embed, IngestConfig};
+use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
+use searchd_collection::ingest::{ingest, IngestConfig};
 use searchd_collection::{Analyzer, LexicalConfig, ModelRecord};
-use searchd_server::{IndexSource, ServerConfig, TextEmbed, TextRerank};
+use searchd_server::{IndexSource, ServerConfig, TextRerank};
 use serde_json::{json, Value};
 
 const DIM: usize = 16;
@@ -53,23 +54,15 @@ fn record() -> ModelRecord {
         passage_prefix: None,
     }
 }
-impl Embed for Hash {
+impl TextEmbedder for Hash {
     fn record(&self) -> ModelRecord {
         record()
     }
-    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<f32>, String> {
-        Ok(texts.iter().flat_map(|t| hash_vec(t)).collect())
-    }
-}
-impl TextEmbed for Hash {
-    fn record(&self) -> ModelRecord {
-        record()
-    }
-    fn embed_queries(&self, texts: &[&str]) -> Result<(Vec<f32>, Vec<bool>), String> {
-        Ok((
-            texts.iter().flat_map(|t| hash_vec(t)).collect(),
-            vec![false; texts.len()],
-        ))
+    fn embed(&self, texts: &[&str], _kind: TextKind) -> Result<Embedded, String> {
+        Ok(Embedded {
+            vectors: texts.iter().flat_map(|t| hash_vec(t)).collect(),
+            truncated: vec![false; texts.len()],
+        })
     }
 }
 
@@ -700,7 +693,10 @@ async fn explain_and_rerank_work_alike_through_the_native_and_elasticsearch_rout
         };
         let (st, v) = post(url, body).await;
         assert_eq!(st, 400, "{v}");
-        assert!(v.to_string().contains("explain must be true or false"), "{v}");
+        assert!(
+            v.to_string().contains("explain must be true or false"),
+            "{v}"
+        );
     }
 
     // rerank: the same hits and scores through both routes; ES searches count in /stats.
