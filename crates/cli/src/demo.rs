@@ -72,10 +72,10 @@ pub struct DemoArgs {
     #[arg(
         long,
         value_enum,
-        default_value_t = searchd_server::qdrant::BackendKind::Local,
+        default_value_t = searchd_server::BackendKind::Local,
         hide_possible_values = true
     )]
-    pub backend: searchd_server::qdrant::BackendKind,
+    pub backend: searchd_server::BackendKind,
 }
 
 /// `--n` of the local demo when not given.
@@ -85,8 +85,8 @@ impl DemoArgs {
     /// `--n`, or the backend's default.
     pub fn n(&self) -> usize {
         self.n.unwrap_or(match self.backend {
-            searchd_server::qdrant::BackendKind::Local => LOCAL_DEMO_N,
-            searchd_server::qdrant::BackendKind::Qdrant => crate::demo_qdrant::QDRANT_DEMO_N,
+            searchd_server::BackendKind::Local => LOCAL_DEMO_N,
+            searchd_server::BackendKind::Qdrant => crate::demo_qdrant::QDRANT_DEMO_N,
         })
     }
 }
@@ -109,7 +109,7 @@ pub(crate) fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
 }
 
 pub fn demo(a: &DemoArgs) -> CmdResult {
-    if a.backend == searchd_server::qdrant::BackendKind::Qdrant {
+    if a.backend == searchd_server::BackendKind::Qdrant {
         return crate::demo_qdrant::demo_qdrant(a);
     }
     if a.text {

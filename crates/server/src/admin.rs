@@ -135,23 +135,23 @@ fn check_swap(
         }
     }
     if let Some(batcher) = &app.embedder {
-        crate::check_model(&batcher.record, model, std::path::Path::new(shown))
+        crate::open::check_model(&batcher.record, model, std::path::Path::new(shown))
             .map_err(|e| ApiError::invalid(format!("{e}; refusing to swap")))?;
     }
     Ok(())
 }
 
-/// Open `dir` as start-up does ([`crate::open_path`]): a collection directory live, a bare
+/// Open `dir` as start-up does ([`crate::open::open_path`]): a collection directory live, a bare
 /// index directory fixed.
 fn open_dir(
     app: &App,
     dir: &std::path::Path,
     shown: &str,
 ) -> Result<Box<dyn SearchBackend>, ApiError> {
-    crate::open_path(dir, &app.cfg.load, &app.cfg.live, &app.pool, None).map_err(|e| {
+    crate::open::open_path(dir, &app.cfg.load, &app.cfg.live, &app.pool, None).map_err(|e| {
         let why = match e {
-            crate::ServerError::Index(e) => e.to_string(),
-            crate::ServerError::Collection(e) => e.to_string(),
+            crate::error::ServerError::Index(e) => e.to_string(),
+            crate::error::ServerError::Collection(e) => e.to_string(),
             other => other.to_string(),
         };
         ApiError::invalid(format!(

@@ -973,3 +973,63 @@ fn pool_outcome<T>(out: Result<Result<T, BackendError>, JobFailure>) -> Result<T
         )),
     }
 }
+
+/// A shared backend is a backend (the forwarding impl `IndexSource::Backend` serves).
+impl SearchBackend for Arc<dyn SearchBackend> {
+    fn info(&self) -> serde_json::Value {
+        (**self).info()
+    }
+    fn figures(&self) -> (u64, usize, u64) {
+        (**self).figures()
+    }
+    fn model(&self) -> Option<ModelRecord> {
+        (**self).model()
+    }
+    fn can_search_by_id(&self) -> Result<(), String> {
+        (**self).can_search_by_id()
+    }
+    fn can_search_text(&self) -> Result<(), String> {
+        (**self).can_search_text()
+    }
+    fn text_field(&self) -> Option<String> {
+        (**self).text_field()
+    }
+    fn ready(&self) -> Result<(), String> {
+        (**self).ready()
+    }
+    fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
+        (**self).read(req)
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
+        (**self).search(req)
+    }
+    fn get(
+        &self,
+        id: searchd_collection::DocId,
+        fields: FieldsWanted,
+    ) -> BoxFuture<'_, Result<Document, BackendError>> {
+        (**self).get(id, fields)
+    }
+    fn write(
+        &self,
+        op: WriteOp,
+        wait: bool,
+    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+        (**self).write(op, wait)
+    }
+    fn snapshot(&self, out: std::path::PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
+        (**self).snapshot(out)
+    }
+    fn version(&self) -> u64 {
+        (**self).version()
+    }
+    fn live_stats(&self) -> Option<serde_json::Value> {
+        (**self).live_stats()
+    }
+    fn close(&self) {
+        (**self).close()
+    }
+    fn writer(&self) -> Option<Arc<searchd_collection::live::LiveCollection>> {
+        (**self).writer()
+    }
+}

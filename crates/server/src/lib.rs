@@ -31,7 +31,7 @@
 //!   which is freed by the last of them. One reload opens an index at a time (a second
 //!   gets `409 conflict` at once); when the handler is dropped (its connection failed)
 //!   before the open finished, the opened index is freed without being swapped. A
-//!   collection directory opens live ([`open_path`], as at start). Reloading the directory
+//!   collection directory opens live ([`open::open_path`], as at start). Reloading the directory
 //!   a live collection already writes closes it, serves its last view (writes 503) until
 //!   nothing holds it and its lock is free, then opens it again with its log replayed; a
 //!   swapped-out live collection is closed and let go before the reply (blue/green).
@@ -89,6 +89,7 @@ mod limits;
 mod native;
 mod net;
 mod observe;
+mod open;
 mod pool;
 pub mod qdrant;
 mod query;
@@ -101,12 +102,9 @@ mod wire;
 mod writes;
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use searchd_collection::{Collection, ModelRecord};
-use searchd_vecio::Vectors;
 use tokio::net::TcpListener;
 
 pub use backend::{
@@ -119,9 +117,10 @@ pub use rerank::{reorder as rerank_order, TextRerank, MAX_RERANK_TOP};
 pub use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
 
 pub use config::{
-    available_cores, IndexSource, PartPlacementArg, QuerySource, ServeArgs, ServerConfig,
-    VectorsPlacement, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE,
-    DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
+    available_cores, BackendKind, IndexSource, PartPlacementArg, QdrantServeArgs, QuerySource,
+    ServeArgs, ServerConfig, VectorsPlacement, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF,
+    DEFAULT_IO_NICE, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, INFLIGHT_PER_THREAD,
+    QUEUE_PER_THREAD,
 };
 pub use error::{Code, ServerError};
 pub use limits::{
@@ -275,7 +274,8 @@ where
             let pool = app.pool.clone();
             let model = app.embedder.as_ref().map(|b| b.record.clone());
             let loaded =
-                tokio::task::spawn_blocking(move || load(&config, pool, model.as_ref())).await;
+                tokio::task::spawn_blocking(move || open::load(&config, pool, model.as_ref()))
+                    .await;
             match loaded {
                 Ok(Ok((backends, queries))) => {
                     app.queries.store(queries.clone());
@@ -347,12 +347,6 @@ where
     }
 }
 
-/// Each collection's backend or why it failed to open, and the query matrix.
-type Loaded = (
-    Vec<Result<Box<dyn SearchBackend>, ServerError>>,
-    Option<Arc<Vectors>>,
-);
-
 fn plural(n: usize, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
@@ -418,202 +412,6 @@ fn ready_line(
         plural(served.len(), "collection"),
         served.join("; ")
     )
-}
-
-/// Check that a collection was embedded by the server's model (text queries would be
-/// meaningless otherwise). Collections without a model record (vectors given) pass.
-pub(crate) fn check_model(
-    server: &ModelRecord,
-    coll: Option<&ModelRecord>,
-    path: &Path,
-) -> Result<(), String> {
-    match coll {
-        Some(m) if m.checksum != server.checksum || m.dim != server.dim => Err(format!(
-            "{} was embedded with model {} (checksum {}, {} dimensions), but the server's --model is {} (checksum {}, {} dimensions)",
-            path.display(),
-            m.name,
-            m.checksum,
-            m.dim,
-            server.name,
-            server.checksum,
-            server.dim
-        )),
-        _ => Ok(()),
-    }
-}
-
-impl SearchBackend for Arc<dyn SearchBackend> {
-    fn info(&self) -> serde_json::Value {
-        (**self).info()
-    }
-    fn figures(&self) -> (u64, usize, u64) {
-        (**self).figures()
-    }
-    fn model(&self) -> Option<ModelRecord> {
-        (**self).model()
-    }
-    fn can_search_by_id(&self) -> Result<(), String> {
-        (**self).can_search_by_id()
-    }
-    fn can_search_text(&self) -> Result<(), String> {
-        (**self).can_search_text()
-    }
-    fn text_field(&self) -> Option<String> {
-        (**self).text_field()
-    }
-    fn ready(&self) -> Result<(), String> {
-        (**self).ready()
-    }
-    fn read(
-        &self,
-        req: backend::ReadRequest,
-    ) -> BoxFuture<'_, Result<backend::ReadOutput, BackendError>> {
-        (**self).read(req)
-    }
-    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
-        (**self).search(req)
-    }
-    fn get(
-        &self,
-        id: searchd_collection::DocId,
-        fields: FieldsWanted,
-    ) -> BoxFuture<'_, Result<Document, BackendError>> {
-        (**self).get(id, fields)
-    }
-    fn write(
-        &self,
-        op: backend::WriteOp,
-        wait: bool,
-    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
-        (**self).write(op, wait)
-    }
-    fn snapshot(&self, out: PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
-        (**self).snapshot(out)
-    }
-    fn version(&self) -> u64 {
-        (**self).version()
-    }
-    fn live_stats(&self) -> Option<serde_json::Value> {
-        (**self).live_stats()
-    }
-    fn close(&self) {
-        (**self).close()
-    }
-    fn writer(&self) -> Option<Arc<searchd_collection::live::LiveCollection>> {
-        (**self).writer()
-    }
-}
-
-fn open_source(
-    src: &IndexSource,
-    config: &ServerConfig,
-    pool: &Arc<pool::Pool>,
-    model: Option<&ModelRecord>,
-) -> Result<Box<dyn SearchBackend>, ServerError> {
-    let backend: Box<dyn SearchBackend> = match src {
-        IndexSource::Path(p) => open_path(p, &config.load, &config.live, pool, model)?,
-        IndexSource::Loaded(ix) => Box::new(LocalBackend::new(
-            Arc::new(Collection::from_shared_index(ix.clone())),
-            pool.clone(),
-        )),
-        IndexSource::Collection(c) => Box::new(LocalBackend::new(c.clone(), pool.clone())),
-        IndexSource::Backend(b) => Box::new(b.clone()),
-        #[cfg(feature = "qdrant")]
-        IndexSource::Qdrant(t) => qdrant::open(t, model)?,
-        #[cfg(not(feature = "qdrant"))]
-        IndexSource::Qdrant(_) => {
-            return Err(ServerError::Config(
-                "this searchd was built without the `qdrant` feature".into(),
-            ))
-        }
-    };
-    Ok(backend)
-}
-
-/// Open a directory as start-up and `/admin/reload` both do: a collection directory as a
-/// live collection (its log replayed; writable unless `live.read_only` or another process
-/// holds its lock), a bare index directory as a fixed one. A live directory is never served
-/// as a static view of its last commit. With `model`, the collection must have been
-/// embedded by it.
-pub(crate) fn open_path(
-    p: &Path,
-    load: &searchd_engine::LoadOptions,
-    live: &searchd_collection::live::LiveConfig,
-    pool: &Arc<pool::Pool>,
-    model: Option<&ModelRecord>,
-) -> Result<Box<dyn SearchBackend>, ServerError> {
-    if searchd_collection::is_collection(p) {
-        let live =
-            searchd_collection::live::LiveCollection::open(p, load, live.clone()).map_err(|e| {
-                match e {
-                    searchd_collection::Error::Engine(e) => ServerError::Index(e),
-                    other => ServerError::Collection(other),
-                }
-            })?;
-        if let Some(m) = model {
-            if let Err(e) = check_model(m, live.view().model(), p) {
-                // Closed, not only dropped: its optimizer threads would keep it alive.
-                let _ = live.close();
-                return Err(ServerError::Config(e));
-            }
-        }
-        if let Some(r) = live.read_only_reason() {
-            tracing::info!(path = %p.display(), "collection is read-only: {r}");
-        }
-        let rec = live.recovery();
-        if rec.replayed > 0 || rec.cut.is_some() {
-            tracing::info!(path = %p.display(), replayed = rec.replayed, cut = ?rec.cut, "write-ahead log applied");
-        }
-        Ok(Box::new(LocalBackend::live(live, pool.clone())))
-    } else {
-        let coll = Collection::open_any(p, load).map_err(|e| match e {
-            searchd_collection::Error::Engine(e) => ServerError::Index(e),
-            other => ServerError::Collection(other),
-        })?;
-        if let Some(m) = model {
-            check_model(m, coll.model(), p).map_err(ServerError::Config)?;
-        }
-        Ok(Box::new(LocalBackend::new(Arc::new(coll), pool.clone())))
-    }
-}
-
-fn load(
-    config: &ServerConfig,
-    pool: Arc<pool::Pool>,
-    model: Option<&ModelRecord>,
-) -> Result<Loaded, ServerError> {
-    let queries = match &config.queries {
-        None => None,
-        Some(QuerySource::Loaded(v)) => Some(v.clone()),
-        Some(QuerySource::Path(p)) => Some(Arc::new(searchd_vecio::read_vectors(p)?)),
-    };
-    // One collection that cannot open (a damaged file, a gap in its log) is served as
-    // failed while the others serve; the server stops only when none opens.
-    let mut backends = vec![open_source(&config.index, config, &pool, model)];
-    for (_, src) in &config.more {
-        backends.push(open_source(src, config, &pool, model));
-    }
-    if backends.iter().all(|b| b.is_err()) {
-        return Err(backends
-            .swap_remove(0)
-            .err()
-            .unwrap_or_else(|| ServerError::Config("no collection could be opened".into())));
-    }
-    if let (Some(q), Some(Ok(first))) = (&queries, backends.first()) {
-        let dim = first.figures().1;
-        if q.dim() != dim {
-            let path = match &config.queries {
-                Some(QuerySource::Path(p)) => p.clone(),
-                _ => "(query matrix)".into(),
-            };
-            return Err(ServerError::QueryDim {
-                path,
-                queries: q.dim(),
-                index: dim,
-            });
-        }
-    }
-    Ok((backends, queries))
 }
 
 /// Resolve `addr` (`host:port`; a name such as `localhost:8080` is looked up) and bind.

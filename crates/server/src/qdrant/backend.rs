@@ -34,7 +34,7 @@ use crate::backend::{
     QueryInput, ReadOutput, ReadRequest, ScoredDoc, SearchBackend, SearchOutput, SearchRequest,
     SortedDoc, StageTimes, WriteOp, MAX_RESULT_WINDOW,
 };
-use crate::ServerError;
+use crate::error::ServerError;
 
 /// Payload key of a string document id.
 pub const ID_KEY: &str = "_id";
