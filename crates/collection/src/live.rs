@@ -43,11 +43,18 @@ use searchd_docs::DocId;
 use searchd_engine::roaring::RoaringBitmap;
 use searchd_engine::{BuildConfig, IndexKind, LoadOptions, Metric, Quantization};
 
+use crate::collection::{is_collection, Collection};
 use crate::error::{Error, Result};
-use crate::segwrite::{sync_tree, write_segment, NewDoc, SegmentSpec};
+use crate::files::sync_tree;
+use crate::files::FileMeta;
+use crate::manifest::{IdKind, Manifest, FORMAT_LIVE, MANIFEST, SCHEMA};
+use crate::rows::DocRef;
+use crate::segment::Segment;
+use crate::segwrite::{write_segment, NewDoc, SegmentSpec};
+use crate::validate::{add_fields, check_docs, check_fields, DocRules};
 use crate::wal::{Fsync, Recovery, Wal};
-use crate::{Collection, DocRef, FileMeta, Manifest, Segment, FORMAT_LIVE, MANIFEST};
 
+pub use crate::manifest::Dynamic;
 pub use crate::segwrite::NewDoc as Doc;
 
 /// How a live collection behaves. Defaults in [`LiveConfig::default`].
@@ -85,41 +92,6 @@ pub struct LiveConfig {
     /// What upserts do with top-level fields the mapping does not have (default
     /// [`Dynamic::True`], as Elasticsearch's `dynamic`).
     pub dynamic: Dynamic,
-}
-
-/// Elasticsearch's `dynamic` mapping setting for fields that upserts bring. A collection
-/// made with one (`ingest --dynamic-mapping`, kept in its manifest) keeps it; for the others
-/// [`LiveConfig::dynamic`] (`serve --dynamic-mapping`) applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dynamic {
-    /// A new field gets the type inferred from the first upsert that has it (as ingest
-    /// infers: keyword, integer, float, bool, datetime) and is indexed from then on (filters,
-    /// facets, sorting); later values that do not convert are refused (400).
-    #[default]
-    True,
-    /// New fields are stored (in `_source`), not indexed.
-    False,
-    /// A document with a field the mapping does not have is refused (400).
-    Strict,
-}
-
-impl Dynamic {
-    pub fn parse(s: &str) -> Option<Dynamic> {
-        match s {
-            "true" => Some(Dynamic::True),
-            "false" => Some(Dynamic::False),
-            "strict" => Some(Dynamic::Strict),
-            _ => None,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Dynamic::True => "true",
-            Dynamic::False => "false",
-            Dynamic::Strict => "strict",
-        }
-    }
 }
 
 impl Default for LiveConfig {
@@ -342,7 +314,7 @@ pub struct LiveCollection {
     text_field: Option<String>,
     /// The kind of ids the collection was made with: ids in writes are put in its form
     /// ([`canonical_id`]), so `"777"` and `777` are one document.
-    id_kind: crate::IdKind,
+    id_kind: IdKind,
     /// The mapping as it grows ([`Dynamic`]): fields added by upserts join it before their
     /// documents are logged; segments are written with it and views carry it.
     mapping: Mutex<Option<searchd_fields::Schema>>,
@@ -476,24 +448,6 @@ mod tempdir {
     }
 }
 
-/// Read a segment's deleted set file and return its alive rows.
-pub(crate) fn read_live(sdir: &Path, f: &FileMeta, rows: usize) -> Result<RoaringBitmap> {
-    let p = sdir.join(&f.name);
-    let b = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-    if b.len() as u64 != f.bytes || crc32fast::hash(&b) != f.crc32 {
-        return Err(Error::format(
-            &p,
-            "the deleted-rows file does not match its size or checksum in the manifest; the collection is corrupt",
-        ));
-    }
-    let deleted = RoaringBitmap::deserialize_from(&b[..])
-        .map_err(|e| Error::format(&p, format!("unreadable deleted-rows set: {e}")))?;
-    let mut live = RoaringBitmap::new();
-    live.insert_range(0..rows as u32);
-    live -= deleted;
-    Ok(live)
-}
-
 fn write_deleted(sdir: &Path, seq: u64, live: &RoaringBitmap, rows: usize) -> Result<FileMeta> {
     let mut deleted = RoaringBitmap::new();
     deleted.insert_range(0..rows as u32);
@@ -545,11 +499,15 @@ fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
     }
     crate::failpoint::hit("commit.before_manifest_rename");
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-    crate::wal::sync_dir(dir);
+    crate::files::sync_dir(dir);
     Ok(())
 }
 
-fn spec_of(m: &Manifest, cfg: &LiveConfig, analyzer: Option<crate::Analyzer>) -> SegmentSpec {
+fn spec_of(
+    m: &Manifest,
+    cfg: &LiveConfig,
+    analyzer: Option<searchd_lexical::Analyzer>,
+) -> SegmentSpec {
     let ix = &m.ingest["index"];
     let mut build = BuildConfig {
         metric: Metric::parse(&m.metric).unwrap_or(Metric::Cosine),
@@ -664,7 +622,7 @@ impl LiveCollection {
         cfg: LiveConfig,
         read_only_why: Option<String>,
     ) -> Result<Arc<LiveCollection>> {
-        if !crate::is_collection(dir) {
+        if !is_collection(dir) {
             return Err(Error::Input(format!(
                 "{} is not a collection directory (no {MANIFEST})",
                 dir.display()
@@ -926,56 +884,16 @@ impl LiveCollection {
         mapping: Option<&searchd_fields::Schema>,
     ) -> Result<Vec<(String, searchd_fields::FieldType)>> {
         let view = self.view();
-        let dim = view.dim();
-        let cosine = view.metric() == Metric::Cosine;
-        for (i, d) in docs.iter().enumerate() {
-            let at = format!("docs[{i}]");
-            if d.vector.len() != dim {
-                return Err(Error::Input(format!(
-                    "{at}.vector has {} dimensions, the collection has {dim}",
-                    d.vector.len()
-                )));
-            }
-            if let Some(j) = d.vector.iter().position(|x| !x.is_finite()) {
-                return Err(Error::Input(format!(
-                    "{at}.vector[{j}] is not a finite number"
-                )));
-            }
-            if cosine
-                && d.vector
-                    .iter()
-                    .map(|&x| (x as f64) * (x as f64))
-                    .sum::<f64>()
-                    == 0.0
-            {
-                return Err(Error::Input(format!(
-                    "{at}.vector is all zeros: it has no direction under cosine"
-                )));
-            }
-        }
-        match mapping {
-            None => {
-                for (i, d) in docs.iter().enumerate() {
-                    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&d.source)
-                        .map_err(|e| {
-                            Error::Input(format!("docs[{i}]: fields are not a JSON object: {e}"))
-                        })?;
-                }
-                Ok(Vec::new())
-            }
-            Some(m) => {
-                let (r, new) = check_fields(m, self.text_field.as_deref(), docs);
-                r?;
-                if self.dynamic == Dynamic::Strict && !new.is_empty() {
-                    let names: Vec<&str> = new.iter().map(|(n, _)| n.as_str()).collect();
-                    return Err(Error::Input(format!(
-                        "field(s) {} are not in the mapping and dynamic mapping is strict (serve --dynamic-mapping)",
-                        names.join(", ")
-                    )));
-                }
-                Ok(new)
-            }
-        }
+        check_docs(
+            docs,
+            &DocRules {
+                dim: view.dim(),
+                cosine: view.metric() == Metric::Cosine,
+                mapping,
+                text_field: self.text_field.as_deref(),
+                dynamic: self.dynamic,
+            },
+        )
     }
 
     /// The segment spec with the mapping as it is now.
@@ -1464,7 +1382,7 @@ impl LiveCollection {
         let m = self.manifest_for(view, &self.dir)?;
         timer.lap("deleted_sets");
         for s in &m.segments {
-            crate::wal::sync_dir(&self.dir.join(&s.name));
+            crate::files::sync_dir(&self.dir.join(&s.name));
         }
         timer.lap("sync_dirs");
         crate::failpoint::hit("commit.after_deleted_sets");
@@ -1888,7 +1806,7 @@ impl LiveCollection {
             return Err(e);
         }
         std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
-        crate::wal::sync_dir(out.parent().unwrap_or(Path::new(".")));
+        crate::files::sync_dir(out.parent().unwrap_or(Path::new(".")));
         Ok(seq)
     }
 
@@ -1958,13 +1876,13 @@ impl Drop for LiveCollection {
 fn unreachable_manifest() -> Manifest {
     // A live collection always has a manifest (open checks it); this keeps the code total.
     Manifest {
-        schema: crate::SCHEMA.into(),
+        schema: SCHEMA.into(),
         format: FORMAT_LIVE,
         name: String::new(),
         dim: 0,
         metric: "cosine".into(),
         docs: 0,
-        id_kind: crate::IdKind::Int,
+        id_kind: IdKind::Int,
         text_field: None,
         model: None,
         fields: Vec::new(),
@@ -1976,69 +1894,6 @@ fn unreachable_manifest() -> Manifest {
         dynamic: None,
         crc32: None,
     }
-}
-
-/// Check the stored fields of `docs` against `mapping`: each is a JSON object whose mapped
-/// fields convert to their types. Also returns the fields they bring that the mapping has
-/// neither indexed nor skipped, with the types inferred from these documents (fields with
-/// mixed value types stay unindexed, as at ingest).
-fn check_fields(
-    mapping: &searchd_fields::Schema,
-    text_field: Option<&str>,
-    docs: &[NewDoc],
-) -> (Result<()>, Vec<(String, searchd_fields::FieldType)>) {
-    let mut w = searchd_fields::FieldsWriter::new(searchd_fields::FieldsConfig {
-        declared: mapping
-            .fields
-            .iter()
-            .map(|f| (f.name.clone(), f.ty))
-            .collect(),
-        skip: text_field
-            .into_iter()
-            .map(str::to_string)
-            .chain(mapping.skipped.iter().map(|s| s.name.clone()))
-            .collect(),
-    });
-    for (i, d) in docs.iter().enumerate() {
-        let at = format!("docs[{i}]");
-        let map: serde_json::Map<String, serde_json::Value> =
-            match serde_json::from_slice(&d.source) {
-                Ok(m) => m,
-                Err(e) => {
-                    return (
-                        Err(Error::Input(format!(
-                            "{at}: fields are not a JSON object: {e}"
-                        ))),
-                        Vec::new(),
-                    )
-                }
-            };
-        if let Err(e) = w.add(i as u32, &map) {
-            return (Err(Error::Input(format!("{at}.fields: {e}"))), Vec::new());
-        }
-    }
-    (Ok(()), w.inferred())
-}
-
-/// Add fields (from [`check_fields`]) to the mapping, keeping it sorted by name.
-fn add_fields(m: &mut searchd_fields::Schema, new: Vec<(String, searchd_fields::FieldType)>) {
-    if new.is_empty() {
-        return;
-    }
-    for (name, ty) in new {
-        if m.get(&name).is_none() && m.skipped(&name).is_none() {
-            tracing::info!(field = %name, r#type = %ty, "dynamic mapping: a new field is indexed");
-            m.fields.push(searchd_fields::FieldSpec {
-                name,
-                ty,
-                array: false,
-                docs: 0,
-                values: 0,
-                declared: true,
-            });
-        }
-    }
-    m.fields.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
 /// Rebuild pending operations from a collapsed batch (a refresh that failed).
@@ -2084,13 +1939,13 @@ fn note_ids(map: &mut HashMap<DocId, bool>, op: &Op) {
 /// spells one (`"777"`, as Elasticsearch clients always send ids) is that integer, and in
 /// a collection of string ids an integer is its decimal string. Mixed collections keep ids
 /// as given (either form may already exist there).
-pub fn canonical_id(kind: crate::IdKind, id: DocId) -> DocId {
+pub fn canonical_id(kind: IdKind, id: DocId) -> DocId {
     match (kind, id) {
-        (crate::IdKind::Int, DocId::Str(s)) => match s.parse::<u64>() {
+        (IdKind::Int, DocId::Str(s)) => match s.parse::<u64>() {
             Ok(v) if v.to_string() == s => DocId::Int(v),
             _ => DocId::Str(s),
         },
-        (crate::IdKind::Str, DocId::Int(v)) => DocId::Str(v.to_string()),
+        (IdKind::Str, DocId::Int(v)) => DocId::Str(v.to_string()),
         (_, id) => id,
     }
 }
@@ -2188,7 +2043,7 @@ pub fn restore(snapshot: &Path, out: &Path, opts: &LoadOptions) -> Result<u64> {
         return Err(e);
     }
     std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
-    crate::wal::sync_dir(out.parent().unwrap_or(Path::new(".")));
+    crate::files::sync_dir(out.parent().unwrap_or(Path::new(".")));
     Ok(docs)
 }
 
