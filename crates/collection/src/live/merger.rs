@@ -1,6 +1,6 @@
-//! Merges: the refresher's flat merges and the merger's graph builds and vacuums, each
-//! reading a view, building the merged segment without any lock, then swapping it in with
-//! the rows deleted meanwhile carried over.
+//! Merges: the refresher's flat merges and the merger's graph builds and vacuums (what to
+//! merge is [`merge_policy`]'s choice), each reading a view, building the merged segment
+//! without any lock, then swapping it in with the rows deleted meanwhile carried over.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use searchd_engine::roaring::RoaringBitmap;
 
+use super::merge_policy::{self, MergeParams, SegStat};
 use super::ops::text_of;
 use super::optimizer::Timer;
 use super::{alive_rows, seg_names, unreachable_manifest, LiveCollection};
@@ -114,93 +115,18 @@ impl LiveCollection {
         inner.claimed.retain(|c| !names.contains(c));
     }
 
+    /// [`merge_policy::pick_flat_merge`] over the view's segments.
     fn pick_flat_merge(&self, v: &Collection, claimed: &dyn Fn(usize) -> bool) -> Vec<usize> {
-        let alive = |i: usize| alive_rows(v, i);
-        let mut small: Vec<usize> = (0..v.segments.len())
-            .filter(|&i| v.segments[i].len() < self.cfg.flat_max && !claimed(i))
-            .collect();
-        if small.len() < self.cfg.merge_factor.max(2) {
-            return Vec::new();
-        }
-        small.sort_by_key(|&i| alive(i));
-        let mut pick = Vec::new();
-        let mut total = 0;
-        for i in small {
-            if total + alive(i) >= self.cfg.flat_max {
-                break;
-            }
-            total += alive(i);
-            pick.push(i);
-        }
-        if pick.len() < 2 {
-            pick.clear();
-        }
-        pick.sort_unstable();
-        pick
+        let (segs, claimed) = policy_inputs(v, claimed);
+        merge_policy::pick_flat_merge(&segs, &claimed, &MergeParams::of(&self.cfg))
     }
+
+    /// [`merge_policy::pick_merge`] over the view's segments.
     fn pick_merge(&self, v: &Collection, claimed: &dyn Fn(usize) -> bool) -> Vec<usize> {
-        let n = v.segments.len();
-        let alive = |i: usize| alive_rows(v, i);
-        let small: Vec<usize> = (0..n)
-            .filter(|&i| v.segments[i].len() < self.cfg.flat_max && !claimed(i))
-            .collect();
-        let small_docs: usize = small.iter().map(|&i| alive(i)).sum();
-        let mut pick: Vec<usize> = Vec::new();
-        if small.len() >= 2 && small_docs >= self.cfg.flat_max {
-            pick.extend(&small);
-        }
-        // Minor graph segments (at least `flat_max` rows, each under a tenth of the largest)
-        // are vacuumed sooner: once their deleted rows take them below the planner's
-        // near-unfiltered share, each search scans their live rows exactly instead of
-        // walking their graph (a 5,390-row graph with 863 deleted rows: ~4,500 sequential
-        // distances, about as much as the whole 1M walk). Rewriting a minor segment is
-        // cheap; rewriting the large one is not, so it keeps `vacuum_ratio`.
-        let largest = (0..n).map(|i| v.segments[i].len()).max().unwrap_or(0);
-        let is_minor = |len: usize| len >= self.cfg.flat_max && len * 10 < largest;
-        let minor_ratio = (1.0 - searchd_engine::NEAR_UNFILTERED).min(self.cfg.vacuum_ratio);
-        for i in 0..n {
-            let len = v.segments[i].len();
-            if len > 0 && !pick.contains(&i) && !claimed(i) {
-                let dead = len - alive(i);
-                let ratio = if is_minor(len) {
-                    minor_ratio
-                } else {
-                    self.cfg.vacuum_ratio
-                };
-                if dead > 0 && dead as f64 >= ratio * len as f64 {
-                    pick.push(i);
-                    // Take the small segments along: one rewrite instead of several.
-                    for &j in &small {
-                        if !pick.contains(&j) {
-                            pick.push(j);
-                        }
-                    }
-                }
-            }
-        }
-        // Minor graph segments (each under a tenth of the largest) cost a graph search each
-        // per query: three or more become one.
-        if pick.is_empty() {
-            let minor: Vec<usize> = (0..n)
-                .filter(|&i| is_minor(v.segments[i].len()) && !claimed(i))
-                .collect();
-            if minor.len() >= 3 {
-                pick.extend(minor);
-            }
-        }
-        if pick.is_empty() && n > self.cfg.max_segments {
-            let mut by_size: Vec<usize> = (0..n).filter(|&i| !claimed(i)).collect();
-            by_size.sort_by_key(|&i| alive(i));
-            pick.extend(by_size.into_iter().take(self.cfg.merge_factor.max(2)));
-        }
-        pick.sort_unstable();
-        pick.dedup();
-        // A single segment with nothing deleted is not worth rewriting.
-        if pick.len() == 1 && alive(pick[0]) == v.segments[pick[0]].len() {
-            pick.clear();
-        }
-        pick
+        let (segs, claimed) = policy_inputs(v, claimed);
+        merge_policy::pick_merge(&segs, &claimed, &MergeParams::of(&self.cfg))
     }
+
     fn merge(&self, v0: &Collection, pick: &[usize], kind: &'static str, nice: i32) -> Result<()> {
         let t = Instant::now();
         let mut timer = Timer::new();
@@ -351,4 +277,17 @@ impl LiveCollection {
         timer.lap("drop_old");
         Ok(moved)
     }
+}
+
+/// The merge policy's inputs from a view: each segment's rows and alive rows, and which
+/// segments another merge claimed.
+fn policy_inputs(v: &Collection, claimed: &dyn Fn(usize) -> bool) -> (Vec<SegStat>, Vec<bool>) {
+    let n = v.segments.len();
+    let segs = (0..n)
+        .map(|i| SegStat {
+            len: v.segments[i].len(),
+            alive: alive_rows(v, i),
+        })
+        .collect();
+    (segs, (0..n).map(claimed).collect())
 }

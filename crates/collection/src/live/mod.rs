@@ -34,6 +34,7 @@
 //! carrying over rows deleted while it ran.
 
 mod commit;
+mod merge_policy;
 mod merger;
 mod open;
 mod ops;
