@@ -2,7 +2,7 @@
 //! server embeds queries (batched) and the passages of live upserts through it, and the
 //! `searchd` binary adapts `searchd-embed`'s model to it once.
 
-use crate::ModelRecord;
+use crate::manifest::ModelRecord;
 
 /// Which side of retrieval a text is on: models with instruction prompts prefix queries
 /// and passages differently (`searchd-embed` reads the prefixes from the model directory).

@@ -26,9 +26,11 @@ use std::sync::Arc;
 use searchd_docs::DocId;
 use searchd_engine::{LoadOptions, SearchError};
 
+use crate::collection::{is_collection, Collection};
 use crate::error::{Error, Result};
 use crate::live::{LiveCollection, LiveConfig};
-use crate::{Collection, DocRef};
+use crate::manifest::MANIFEST;
+use crate::rows::DocRef;
 
 /// Opens of [`LiveDocs::open`] before it gives up on a directory whose writer keeps
 /// committing.
@@ -139,11 +141,11 @@ impl LiveDocs {
             flat_max: usize::MAX,
             ..LiveConfig::default()
         };
-        if !crate::is_collection(dir) {
+        if !is_collection(dir) {
             return Err(Error::Input(format!(
                 "{} is not a collection directory (no {})",
                 dir.display(),
-                crate::MANIFEST
+                MANIFEST
             )));
         }
         // What the last attempt met: an open that failed (a file a commit dropped while it

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use crate::{DocHit, DocRef};
+use crate::rows::{DocHit, DocRef};
 
 /// Default RRF rank constant (Elasticsearch's `rank_constant`).
 pub const DEFAULT_RANK_CONSTANT: u32 = 60;

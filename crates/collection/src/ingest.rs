@@ -31,7 +31,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::embed::{TextEmbedder, TextKind};
 use crate::error::{Error, Result};
-use crate::{FileMeta, IdKind, Manifest, ModelRecord, SegmentMeta, FORMAT, MANIFEST, SCHEMA};
+use crate::files::{file_meta_of, sync_dir, FileMeta};
+use crate::manifest::{
+    FieldsSegment, IdKind, LexicalSegment, Manifest, ModelRecord, SegmentMeta, FORMAT, MANIFEST,
+    SCHEMA,
+};
 
 /// What to ingest and how. Defaults (see [`IngestConfig::new`]): fields as
 /// [`ReaderConfig::default`], HNSW M=16 ef_construction=200 cosine, a checkpoint every
@@ -62,7 +66,7 @@ pub struct IngestConfig {
     pub field_indexes: Option<searchd_fields::FieldsConfig>,
     /// The collection's dynamic mapping setting, recorded in its manifest (default: none
     /// recorded; the server's applies).
-    pub dynamic: Option<crate::live::Dynamic>,
+    pub dynamic: Option<crate::manifest::Dynamic>,
 }
 
 /// Default `checkpoint_every`.
@@ -231,25 +235,6 @@ fn read_chunk(path: &Path, rows: usize, dim: usize) -> Option<Vec<f32>> {
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
     )
-}
-
-pub(crate) fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
-pub(crate) fn file_meta_of(path: &Path) -> Result<FileMeta> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    Ok(FileMeta {
-        name: path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned(),
-        bytes: bytes.len() as u64,
-        crc32: crc32fast::hash(&bytes),
-    })
 }
 
 fn has_chunks(work: &Path) -> bool {
@@ -658,7 +643,7 @@ fn ingest_inner(
             }
             let meta = w.finish()?;
             events(Event::Progress { done: n as u64 });
-            Some(crate::LexicalSegment::written(&seg_dir, "lexical", &meta)?)
+            Some(LexicalSegment::written(&seg_dir, "lexical", &meta)?)
         }
     };
     drop(texts);
@@ -739,7 +724,7 @@ fn ingest_inner(
             docs: n as u64,
             files,
             lexical: lexical_meta.clone(),
-            fields: fields_meta.as_ref().map(|m| crate::FieldsSegment {
+            fields: fields_meta.as_ref().map(|m| FieldsSegment {
                 dir: "fields".into(),
                 bytes: m.bytes,
                 files: m

@@ -2,7 +2,8 @@
 //! (new documents) and its optimizer (merged or vacuumed segments) both do. The files are
 //! those `ingest` writes ([`crate`] docs); the directory is written under a temporary name
 //! and renamed, so a segment directory is whole or absent. Nothing here syncs: a segment
-//! becomes durable when the manifest that lists it is committed ([`sync_tree`] first).
+//! becomes durable when the manifest that lists it is committed
+//! ([`crate::files::sync_tree`] first).
 
 use std::path::Path;
 
@@ -10,7 +11,8 @@ use searchd_docs::{DocId, StoreWriter};
 use searchd_engine::{BuildConfig, IndexKind};
 
 use crate::error::{Error, Result};
-use crate::{FieldsSegment, FileMeta, LexicalSegment, SegmentMeta};
+use crate::files::{file_meta_of, FileMeta};
+use crate::manifest::{FieldsSegment, LexicalSegment, SegmentMeta};
 
 /// One document of a new segment.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,7 +157,7 @@ fn write_into(sdir: &Path, docs: &[&NewDoc], spec: &SegmentSpec) -> Result<Parts
             other => Error::Engine(other),
         })?;
     let (ids_bytes, ids_crc) = crate::ids::write(&sdir.join("ids.bin"), &ids)?;
-    let store_meta = crate::ingest::file_meta_of(&sdir.join("docs.bin"))?;
+    let store_meta = file_meta_of(&sdir.join("docs.bin"))?;
     Ok((
         vec![
             FileMeta {
@@ -168,18 +170,4 @@ fn write_into(sdir: &Path, docs: &[&NewDoc], spec: &SegmentSpec) -> Result<Parts
         lexical,
         fields,
     ))
-}
-
-/// fsync every file under `path` and the directories themselves (a segment before the
-/// manifest that lists it is committed).
-pub(crate) fn sync_tree(path: &Path) -> Result<()> {
-    let md = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if md.is_dir() {
-        for e in std::fs::read_dir(path).map_err(|e| Error::io(path, e))? {
-            let e = e.map_err(|e| Error::io(path, e))?;
-            sync_tree(&e.path())?;
-        }
-    }
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    f.sync_all().map_err(|e| Error::io(path, e))
 }

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{Error, Result};
+use crate::files::sync_dir;
 
 const MAGIC: &[u8; 8] = b"SDWAL001";
 const HEADER: u64 = 8;
@@ -517,12 +518,6 @@ fn create_log(path: &Path) -> Result<File> {
     f.write_all_at(MAGIC, 0).map_err(|e| Error::io(path, e))?;
     f.sync_all().map_err(|e| Error::io(path, e))?;
     Ok(f)
-}
-
-pub(crate) fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 /// Group commit: writers wait here for a sync that covers their record; one of them runs
