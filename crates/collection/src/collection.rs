@@ -57,6 +57,17 @@ impl std::fmt::Display for HybridError {
 impl std::error::Error for HybridError {}
 
 /// An opened collection (or a bare index seen as one). `Send + Sync`.
+/// What one segment did in a traced search ([`Collection::search_traced`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentRun {
+    /// The segment's directory name (`seg-000000`).
+    pub name: String,
+    /// Hits it offered to the merge.
+    pub candidates: usize,
+    /// The plan its filtered search ran (`None` without a filter, or when skipped).
+    pub plan: Option<searchd_engine::FilterPlan>,
+}
+
 pub struct Collection {
     pub(crate) dir: PathBuf,
     pub(crate) manifest: Option<Manifest>,
@@ -109,6 +120,7 @@ impl Collection {
             metric: index.metric(),
             manifest: None,
             segments: vec![Arc::new(Segment {
+                name: "index".into(),
                 index,
                 ids: ids::IdMap::rows(n),
                 store: None,
@@ -473,6 +485,20 @@ impl Collection {
         exclude: Option<DocRef>,
         allow: Option<&Matches>,
     ) -> std::result::Result<(Vec<DocHit>, Option<searchd_engine::FilterPlan>), SearchError> {
+        self.search_traced(query, params, exclude, allow, None)
+    }
+
+    /// [`Collection::search_filtered`] that also reports, when `trace` is given, what each
+    /// segment did (`"explain": true`): its name, the hits it offered to the merge and the
+    /// plan it ran. Segments skipped (nothing alive or nothing passing) report 0 and no plan.
+    pub fn search_traced(
+        &self,
+        query: &[f32],
+        params: &SearchParams<'_>,
+        exclude: Option<DocRef>,
+        allow: Option<&Matches>,
+        mut trace: Option<&mut Vec<SegmentRun>>,
+    ) -> std::result::Result<(Vec<DocHit>, Option<searchd_engine::FilterPlan>), SearchError> {
         let mut all: Vec<DocHit> = Vec::with_capacity(params.k * self.segments.len());
         let mut plan = None;
         for (i, seg) in self.segments.iter().enumerate() {
@@ -485,18 +511,41 @@ impl Collection {
                 p.filter = Some(&not_self);
             }
             // A filter's rows are alive rows already ([`Collection::matches`]).
-            match (allow, self.live_rows(i)) {
+            let skip = match (allow, self.live_rows(i)) {
                 (Some(m), _) => match m.segment(i) {
-                    Some(rows) if !rows.is_empty() => p.allow = Some(rows),
-                    _ => continue,
+                    Some(rows) if !rows.is_empty() => {
+                        p.allow = Some(rows);
+                        false
+                    }
+                    _ => true,
                 },
-                (None, Some(live)) if live.is_empty() => continue,
-                (None, Some(live)) => p.allow = Some(live),
-                (None, None) => {}
+                (None, Some(live)) if live.is_empty() => true,
+                (None, Some(live)) => {
+                    p.allow = Some(live);
+                    false
+                }
+                (None, None) => false,
+            };
+            if skip {
+                if let Some(t) = trace.as_deref_mut() {
+                    t.push(SegmentRun {
+                        name: seg.name.clone(),
+                        candidates: 0,
+                        plan: None,
+                    });
+                }
+                continue;
             }
             let (hits, used) = seg.index.search_with_plan(query, &p)?;
             if allow.is_some() && plan.is_none() {
                 plan = Some(used);
+            }
+            if let Some(t) = trace.as_deref_mut() {
+                t.push(SegmentRun {
+                    name: seg.name.clone(),
+                    candidates: hits.len(),
+                    plan: allow.map(|_| used),
+                });
             }
             all.extend(hits.into_iter().map(|h| DocHit {
                 doc: DocRef {

@@ -43,7 +43,9 @@ pub mod sys;
 pub mod validate;
 pub mod wal;
 
-pub use collection::{is_collection, Collection, HybridError, HybridResult, LexicalResult};
+pub use collection::{
+    is_collection, Collection, HybridError, HybridResult, LexicalResult, SegmentRun,
+};
 pub use error::{Error, Result};
 pub use export::{LiveDoc, LiveDocs};
 pub use files::FileMeta;

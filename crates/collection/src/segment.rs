@@ -18,6 +18,8 @@ use crate::manifest::SegmentMeta;
 /// One immutable segment: an index, the ids of its rows, and (for collections) their
 /// stored fields.
 pub struct Segment {
+    /// Its directory name in the collection (`seg-000000`; `index` for a bare index).
+    pub(crate) name: String,
     pub(crate) index: Arc<Index>,
     pub(crate) ids: ids::IdMap,
     pub(crate) store: Option<searchd_docs::StoreReader>,
@@ -221,6 +223,7 @@ impl Segment {
                 }
             };
             Ok(Segment {
+                name: meta.name.clone(),
                 index: Arc::new(index),
                 ids,
                 store: Some(store),

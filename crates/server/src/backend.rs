@@ -14,7 +14,8 @@ use std::time::Instant;
 use searchd_collection::fusion::Fusion;
 use searchd_collection::live::{Doc as LiveDoc, LiveCollection};
 use searchd_collection::{
-    Collection, DocHit, DocId, DocRef, FilterError, HybridError, Matches, ModelRecord, SortBy,
+    Collection, DocHit, DocId, DocRef, FilterError, HybridError, Matches, ModelRecord, SegmentRun,
+    SortBy,
 };
 use searchd_engine::{FilterPlan, SearchError, SearchParams};
 use searchd_vecio::Vectors;
@@ -510,6 +511,8 @@ struct Local<'a> {
     deadline: Instant,
     /// The filter's matching documents, when there is a filter.
     allow: Option<&'a Matches>,
+    /// Trace what each segment does (`"explain": true`).
+    explain: bool,
 }
 
 /// What [`Local::run`] found.
@@ -518,6 +521,8 @@ struct Found {
     stages: StageTimes,
     lexical_truncated: bool,
     plan: Option<FilterPlan>,
+    /// Per segment, when explaining a dense search.
+    segments: Vec<SegmentRun>,
 }
 
 impl Local<'_> {
@@ -536,9 +541,16 @@ impl Local<'_> {
         exclude: Option<DocRef>,
     ) -> Result<Found, BackendError> {
         let t = Instant::now();
+        let mut segments = Vec::new();
         let (hits, plan) = self
             .coll
-            .search_filtered(query, &self.params(k), exclude, self.allow)
+            .search_traced(
+                query,
+                &self.params(k),
+                exclude,
+                self.allow,
+                self.explain.then_some(&mut segments),
+            )
             .map_err(|e| storage_error(&e))?;
         Ok(Found {
             hits,
@@ -548,6 +560,7 @@ impl Local<'_> {
             },
             lexical_truncated: false,
             plan,
+            segments,
         })
     }
 
@@ -586,6 +599,7 @@ impl Local<'_> {
                     },
                     lexical_truncated: r.truncated,
                     plan: None,
+                    segments: Vec::new(),
                 })
             }
             QueryInput::Hybrid {
@@ -616,6 +630,7 @@ impl Local<'_> {
                     },
                     lexical_truncated: r.truncated,
                     plan: None,
+                    segments: Vec::new(),
                 })
             }
         }
@@ -681,6 +696,7 @@ fn search_local(
     fields: &FieldsWanted,
     filter: Option<&serde_json::Value>,
     facets: &[FacetSpec],
+    explain: bool,
 ) -> Result<SearchOutput, BackendError> {
     check_facets(coll, facets, "facets")?;
     let allow = matches_of(coll, filter, "filter")?;
@@ -691,6 +707,7 @@ fn search_local(
         oversample,
         deadline,
         allow: allow.as_ref(),
+        explain,
     };
     let found = local.run(query)?;
     let facets = if facets.is_empty() {
@@ -704,7 +721,15 @@ fn search_local(
         stages: found.stages,
         lexical_truncated: found.lexical_truncated,
         plan: found.plan.map(|p| p.to_string()),
-        segments: Vec::new(),
+        segments: found
+            .segments
+            .into_iter()
+            .map(|r| SegmentExplain {
+                id: r.name,
+                candidates: r.candidates as u64,
+                plan: r.plan.map(|p| p.to_string()),
+            })
+            .collect(),
         matched: allow.as_ref().map(|m| m.len()),
         facets,
     })
@@ -900,7 +925,7 @@ impl SearchBackend for LocalBackend {
                 facets,
                 deadline,
                 permit,
-                explain: _,
+                explain,
             } = req;
             let out = self
                 .pool
@@ -915,6 +940,7 @@ impl SearchBackend for LocalBackend {
                         &fields,
                         filter.as_ref(),
                         &facets,
+                        explain,
                     )
                 })
                 .await;

@@ -648,5 +648,18 @@ async fn upserts_are_embedded_with_the_passage_prompt_in_one_batch_per_request()
         let score = v["hits"][0]["score"].as_f64().unwrap();
         assert!((score - 1.0).abs() < 1e-4, "cosine {score}: {v}");
     }
+    // explain shows the segments a search went through: the ingested one and the one the
+    // upsert made visible, each with the hits it offered.
+    let (st, v) = post(
+        &format!("{u}/collections/notes/search"),
+        json!({"vector": hash_vec(&format!("passage: {}", texts[0])), "k": 3, "explain": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let segs = v["explain"]["segments"].as_array().unwrap();
+    assert!(segs.len() >= 2, "{v}");
+    let offered: u64 = segs.iter().map(|s| s["candidates"].as_u64().unwrap()).sum();
+    assert!(offered >= 3, "{v}");
+    assert!(segs.iter().all(|s| s["plan"].is_null()), "no filter, no plan: {v}");
     s.stop().await.unwrap();
 }

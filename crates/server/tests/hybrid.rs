@@ -678,6 +678,12 @@ async fn explain_and_rerank_work_alike_through_the_native_and_elasticsearch_rout
         assert_eq!(x["mode"], "dense", "{x}");
         assert_eq!(x["matched"], 40, "{x}");
         assert!(x["plan"].is_string(), "{x}");
+        // One segment (an ingested collection): it offered the 5 hits, with the plan.
+        let segs = x["segments"].as_array().unwrap();
+        assert_eq!(segs.len(), 1, "{x}");
+        assert!(segs[0]["id"].as_str().unwrap().starts_with("seg-"), "{x}");
+        assert_eq!(segs[0]["candidates"], 5, "{x}");
+        assert_eq!(segs[0]["plan"], x["plan"], "{x}");
     }
     assert_eq!(n["explain"]["plan"], e["explain"]["plan"]);
     // Without explain (or explain false), neither reply has it; a non-boolean is a 400.
