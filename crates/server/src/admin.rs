@@ -10,8 +10,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::backend::{LocalBackend, SearchBackend};
+use crate::backend::SearchBackend;
 use crate::error::{ApiError, Code};
+use crate::local::LocalBackend;
 use crate::state::{App, Slot};
 use crate::wire::{authorize, json_error, json_response, read_body, v1_index_info};
 

@@ -86,6 +86,7 @@ mod embedq;
 mod error;
 mod es;
 mod limits;
+mod local;
 mod native;
 mod net;
 mod observe;
@@ -108,10 +109,11 @@ use arc_swap::ArcSwapOption;
 use tokio::net::TcpListener;
 
 pub use backend::{
-    BackendError, BoxFuture, Document, FieldsWanted, LocalBackend, QueryInput, ReadOutput,
-    ReadRequest, ScoredDoc, SearchBackend, SearchOutput, SearchRequest, StageTimes, WriteOp,
+    BackendError, BoxFuture, Document, FieldsWanted, QueryInput, ReadOutput, ReadRequest,
+    ScoredDoc, SearchBackend, SearchOutput, SearchRequest, StageTimes, WriteOp,
 };
 pub use embedq::{DEFAULT_EMBED_BATCH, DEFAULT_EMBED_WINDOW};
+pub use local::LocalBackend;
 pub use pool::Permit;
 pub use rerank::{reorder as rerank_order, TextRerank, MAX_RERANK_TOP};
 pub use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};

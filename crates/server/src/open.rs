@@ -8,9 +8,10 @@ use std::sync::Arc;
 use searchd_collection::{Collection, ModelRecord};
 use searchd_vecio::Vectors;
 
-use crate::backend::{LocalBackend, SearchBackend};
+use crate::backend::SearchBackend;
 use crate::config::{IndexSource, QuerySource, ServerConfig};
 use crate::error::ServerError;
+use crate::local::LocalBackend;
 use crate::pool;
 
 /// Each collection's backend or why it failed to open, and the query matrix.

@@ -660,6 +660,9 @@ async fn upserts_are_embedded_with_the_passage_prompt_in_one_batch_per_request()
     assert!(segs.len() >= 2, "{v}");
     let offered: u64 = segs.iter().map(|s| s["candidates"].as_u64().unwrap()).sum();
     assert!(offered >= 3, "{v}");
-    assert!(segs.iter().all(|s| s["plan"].is_null()), "no filter, no plan: {v}");
+    assert!(
+        segs.iter().all(|s| s["plan"].is_null()),
+        "no filter, no plan: {v}"
+    );
     s.stop().await.unwrap();
 }
