@@ -24,7 +24,7 @@ use searchd_engine::Metric;
 use searchd_fields::{typed_values, FieldType, Schema, TypedValue};
 use tonic::transport::{Channel, Endpoint};
 
-use super::backend::{point_id, read_meta, vector_params, SearchdMeta, ID_KEY, META_KEY, SRC_KEY};
+use super::layout::{point_id, read_meta, vector_params, SearchdMeta, ID_KEY, META_KEY, SRC_KEY};
 
 /// `qdrant://HOST:PORT/NAME` (or `http(s)://HOST:PORT/NAME`) as (gRPC URL, collection).
 pub fn parse_target(s: &str) -> Result<(String, String), String> {

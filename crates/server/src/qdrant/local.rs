@@ -1,6 +1,6 @@
 //! A Qdrant server process on loopback, for tests, the demo and bench scripts: found
-//! through `QDRANT_BIN` or the workplace's `shared/qdrant/qdrant`, started on free ports in
-//! a directory of its own, stopped by its pid (and on drop).
+//! through `QDRANT_BIN` or a `qdrant` executable on `PATH`, started on free ports in a
+//! directory of its own, stopped by its pid (and on drop).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -8,21 +8,38 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Where the Qdrant binary is: `QDRANT_BIN`, `/work/shared/qdrant/qdrant`, or
-/// `../shared/qdrant/qdrant` from the repository root (or the current directory).
+/// Where the Qdrant binary is:
+///
+/// - the environment variable `QDRANT_BIN`, when set: that path if it is a file, else `None`
+///   (a wrong `QDRANT_BIN` is not silently replaced by another binary);
+/// - else the first `qdrant` on `PATH` that is an executable file;
+/// - else `None`.
 pub fn find_binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("QDRANT_BIN") {
         let p = PathBuf::from(p);
         return p.is_file().then_some(p);
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    [
-        PathBuf::from("/work/shared/qdrant/qdrant"),
-        repo.join("../shared/qdrant/qdrant"),
-        PathBuf::from("../shared/qdrant/qdrant"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join("qdrant"))
+        .find(|p| is_executable(p))
+}
+
+/// Whether `p` is a file this process may execute (any execute bit on Unix).
+fn is_executable(p: &Path) -> bool {
+    let Ok(m) = std::fs::metadata(p) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        m.is_file() && m.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        m.is_file()
+    }
 }
 
 fn free_port() -> std::io::Result<u16> {

@@ -37,11 +37,23 @@ pub mod admin;
 #[cfg(feature = "qdrant")]
 mod backend;
 #[cfg(feature = "qdrant")]
+mod conn;
+#[cfg(feature = "qdrant")]
 pub mod filter;
+#[cfg(feature = "qdrant")]
+mod layout;
 pub mod local;
+#[cfg(feature = "qdrant")]
+mod read;
+#[cfg(feature = "qdrant")]
+mod search;
+#[cfg(feature = "qdrant")]
+mod write;
 
 #[cfg(feature = "qdrant")]
-pub use backend::{open, point_id, QdrantBackend};
+pub use backend::{open, QdrantBackend};
+#[cfg(feature = "qdrant")]
+pub use layout::point_id;
 
 /// Default `--qdrant-channels`: HTTP/2 connections to Qdrant, requests spread round-robin.
 pub const DEFAULT_CHANNELS: usize = 2;
