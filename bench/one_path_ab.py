@@ -203,9 +203,13 @@ def main():
     ap.add_argument("--old-label", default="old")
     ap.add_argument("--new-label", default="new")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="make the collection and the bodies, measure nothing")
     a = ap.parse_args()
     model = model_dir()
     base, up = prepare(a.new)
+    if a.prepare_only:
+        return
     result = {"schema": "searchd.bench.one-path-ab.v1", "old": a.old_label, "new": a.new_label,
               "git": subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
                                     capture_output=True, text=True).stdout.strip(),
