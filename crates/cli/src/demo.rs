@@ -67,7 +67,7 @@ pub struct DemoArgs {
     pub model: Option<std::path::PathBuf>,
     /// The engine behind the demo's server: `local` (searchd's own, built in DIR) or
     /// `qdrant`: a Qdrant node started on free loopback ports (the binary from QDRANT_BIN
-    /// or ../shared/qdrant/qdrant; exit 2 when there is none), the vectors uploaded into it,
+    /// or a qdrant executable on PATH; exit 2 when there is none), the vectors uploaded into it,
     /// searchd serving it with `--backend qdrant`, reports in DIR/qdrant/.
     #[arg(
         long,

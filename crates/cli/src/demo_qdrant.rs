@@ -1,7 +1,7 @@
 //! `searchd demo --backend qdrant`: the vector demo with Qdrant as the engine.
 //!
 //! synthetic data -> exact ground truth -> a Qdrant node started on free loopback ports in
-//! a directory of its own (`QDRANT_BIN` or `../shared/qdrant/qdrant`) -> upload with the
+//! a directory of its own (`QDRANT_BIN` or a `qdrant` on `PATH`) -> upload with the
 //! ingest path (`searchd_server::qdrant::admin::ingest_points`), wait for green and indexed
 //! -> searchd `--backend qdrant` on a free loopback port, in this process -> warm-up +
 //! SLO-stopped capacity ramp with recall against the ground truth -> table,
@@ -43,7 +43,7 @@ pub fn demo_qdrant(a: &DemoArgs) -> CmdResult {
     }
     let Some(qbin) = find_binary() else {
         return Err(CliError::Input(
-            "demo --backend qdrant needs a Qdrant binary: set QDRANT_BIN to it, or put it at ../shared/qdrant/qdrant (relative to the current directory)".into(),
+            "demo --backend qdrant needs a Qdrant binary: set QDRANT_BIN to it, or put a qdrant executable on PATH".into(),
         ));
     };
     let dir = a.dir.join("qdrant");

@@ -8,7 +8,7 @@
 //! live directory and from the restored one: the same documents, versions and counts in the
 //! live server, the restored collection served, and the Qdrant points.
 //!
-//! The Qdrant binary comes from `QDRANT_BIN` or the workplace's `shared/qdrant/qdrant`;
+//! The Qdrant binary comes from `QDRANT_BIN` or a `qdrant` on `PATH` (`.ci/run` sets `QDRANT_BIN` to the workplace's `shared/qdrant/qdrant`);
 //! where neither exists the tests print `skipped:` and pass, except under `CI=true`, where
 //! they fail.
 
@@ -112,10 +112,10 @@ fn qdrant_binary(test: &str) -> Option<PathBuf> {
     if found.is_none() {
         assert!(
             std::env::var("CI").map_or(true, |v| v != "true"),
-            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put it at ../shared/qdrant/qdrant"
+            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put a qdrant executable on PATH"
         );
         println!(
-            "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put it at ../shared/qdrant/qdrant)"
+            "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put a qdrant executable on PATH)"
         );
     }
     found

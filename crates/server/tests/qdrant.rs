@@ -5,7 +5,7 @@
 //! create/append/recreate, writes not waited for becoming visible through the response
 //! cache, and the error mapping (reads and writes) when Qdrant stops and comes back.
 //!
-//! The binary comes from `QDRANT_BIN` or the workplace's `shared/qdrant/qdrant`; where
+//! The binary comes from `QDRANT_BIN` or a `qdrant` on `PATH` (`.ci/run` sets `QDRANT_BIN` to the workplace's `shared/qdrant/qdrant`); where
 //! neither exists the tests print `skipped:` and pass, except under `CI=true`, where they
 //! fail.
 
@@ -35,10 +35,10 @@ fn qdrant_or_skip(test: &str) -> Option<(LocalQdrant, tempfile::TempDir)> {
     let Some(bin) = find_binary() else {
         assert!(
             std::env::var("CI").map_or(true, |v| v != "true"),
-            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put it at ../shared/qdrant/qdrant"
+            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put a qdrant executable on PATH"
         );
         println!(
-            "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put it at ../shared/qdrant/qdrant)"
+            "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put a qdrant executable on PATH)"
         );
         return None;
     };
