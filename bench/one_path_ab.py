@@ -90,7 +90,7 @@ def prepare(new_bin):
             out.write(json.dumps(d) + "\n")
             texts.append(d["text"])
     base = os.path.join(WORK, "base")
-    if not os.path.exists(os.path.join(base, "manifest.json")):
+    if not os.path.exists(os.path.join(base, "collection.json")):
         run([new_bin, "ingest", "--docs", docs, "--vectors", os.path.join(DATA, "base.f16.npy"),
              "--out", base, "--name", "g", "--force", "--json", os.path.join(WORK, "ingest.json")])
     # Bodies of the filtered run.
@@ -118,9 +118,15 @@ def one_round(label, bin_, base, up, model, rnd, result):
     coll = os.path.join(WORK, f"coll-{label}-{rnd}")
     shutil.rmtree(coll, ignore_errors=True)
     shutil.copytree(base, coll)
+    # Text upserts need a collection embedded by the server's model: a copy of the 1,000
+    # passages ingest embedded (the upserts replace them, embedding the same texts again).
+    tcoll = os.path.join(WORK, f"text-{label}-{rnd}")
+    shutil.rmtree(tcoll, ignore_errors=True)
+    shutil.copytree(os.path.join(WORK, "ingest-1000"), tcoll)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    srv = subprocess.Popen([bin_, "serve", "--collection", f"g={coll}", "--model", model,
+    srv = subprocess.Popen([bin_, "serve", "--collection", f"g={coll}", "--collection", f"t={tcoll}",
+                            "--model", model,
                             "--queries", os.path.join(DATA, "queries.f16.npy"),
                             "--addr", f"127.0.0.1:{port}", "--ef", "64"],
                            stderr=open(os.path.join(WORK, f"serve-{label}-{rnd}.log"), "w"))
@@ -180,10 +186,10 @@ def one_round(label, bin_, base, up, model, rnd, result):
         wait_quiet()
         t = time.time()
         for i in range(0, 1000, 100):
-            post(url + "/collections/g/docs", {"docs": up[i:i + 100], "wait": i + 100 >= 1000})
+            post(url + "/collections/t/docs", {"docs": up[i:i + 100], "wait": i + 100 >= 1000})
         row["text_upsert_docs_per_s"] = 1000 / (time.time() - t)
         # Spot check: the first upserted passage is found by its own text.
-        hit = post(url + "/collections/g/search", {"text": up[0]["text"], "mode": "dense", "k": 1})
+        hit = post(url + "/collections/t/search", {"text": up[0]["text"], "mode": "dense", "k": 1})
         row["text_upsert_found"] = hit["hits"][0]["id"] == up[0]["id"]
     finally:
         srv.send_signal(signal.SIGTERM)
@@ -192,6 +198,7 @@ def one_round(label, bin_, base, up, model, rnd, result):
         except subprocess.TimeoutExpired:
             srv.kill()
         shutil.rmtree(coll, ignore_errors=True)
+        shutil.rmtree(tcoll, ignore_errors=True)
     print(json.dumps(row), flush=True)
     result["rounds"].append(row)
 

@@ -99,7 +99,7 @@ pub(crate) struct Batcher {
     /// The model itself, for the passages of live upserts (embedded in chunks, one
     /// request's passages at a time: [`Batcher::embed_passages`]).
     model: Arc<dyn TextEmbedder>,
-    passage_turn: Semaphore,
+    passage_turn: Arc<Semaphore>,
 }
 
 impl Batcher {
@@ -136,7 +136,7 @@ impl Batcher {
             stats,
             record,
             model,
-            passage_turn: Semaphore::new(1),
+            passage_turn: Arc::new(Semaphore::new(1)),
         })
     }
 
@@ -150,7 +150,10 @@ impl Batcher {
         deadline: Instant,
     ) -> Result<Vec<f32>, EmbedFailure> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let _turn = match tokio::time::timeout(left, self.passage_turn.acquire()).await {
+        // The turn is moved into the blocking job: a write whose client leaves does not let
+        // a second write's passages start while its own are still being embedded.
+        let turn = match tokio::time::timeout(left, self.passage_turn.clone().acquire_owned()).await
+        {
             Ok(Ok(t)) => t,
             Ok(Err(_)) => return Err(EmbedFailure::Failed("the embedder is closed".into())),
             Err(_) => return Err(EmbedFailure::Deadline),
@@ -159,12 +162,17 @@ impl Batcher {
         let st = self.stats.clone();
         let n = texts.len();
         let job = tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            for chunk in texts.chunks(PASSAGE_CHUNK) {
+            let _turn = turn;
+            // Shortest first (by bytes, a proxy for tokens), as ingest embeds: texts of one
+            // call are padded to the longest, so similar lengths together waste least.
+            let mut order: Vec<usize> = (0..texts.len()).collect();
+            order.sort_by_key(|&i| texts[i].len());
+            let mut sorted = Vec::new();
+            for chunk in order.chunks(PASSAGE_CHUNK) {
                 if Instant::now() >= deadline {
                     return Err(EmbedFailure::Deadline);
                 }
-                let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                let refs: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
                 let t = Instant::now();
                 let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     model.embed(&refs, TextKind::Passage)
@@ -174,7 +182,21 @@ impl Batcher {
                 st.passage_us
                     .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                 st.passages.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                out.extend_from_slice(&e.vectors);
+                sorted.extend_from_slice(&e.vectors);
+            }
+            // Back to the request's order.
+            let dim = if order.is_empty() {
+                0
+            } else {
+                sorted.len() / order.len()
+            };
+            let mut out = vec![0f32; sorted.len()];
+            if dim > 0 && sorted.len() == dim * order.len() {
+                for (k, &i) in order.iter().enumerate() {
+                    out[i * dim..(i + 1) * dim].copy_from_slice(&sorted[k * dim..(k + 1) * dim]);
+                }
+            } else {
+                out = sorted;
             }
             Ok(out)
         });
