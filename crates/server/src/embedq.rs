@@ -160,7 +160,6 @@ impl Batcher {
         };
         let model = self.model.clone();
         let st = self.stats.clone();
-        let n = texts.len();
         let job = tokio::task::spawn_blocking(move || {
             let _turn = turn;
             // Shortest first (by bytes, a proxy for tokens), as ingest embeds: texts of one
@@ -184,31 +183,22 @@ impl Batcher {
                 st.passages.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                 sorted.extend_from_slice(&e.vectors);
             }
-            // Back to the request's order.
-            let dim = if order.is_empty() {
-                0
-            } else {
-                sorted.len() / order.len()
-            };
+            // Back to the request's order (a wrong count of values is the embedder's fault).
+            let n = order.len();
+            if n > 0 && sorted.len() % n != 0 {
+                return Err(EmbedFailure::Failed(
+                    "the embedder returned a wrong number of values".into(),
+                ));
+            }
+            let dim = sorted.len().checked_div(n).unwrap_or(0);
             let mut out = vec![0f32; sorted.len()];
-            if dim > 0 && sorted.len() == dim * order.len() {
-                for (k, &i) in order.iter().enumerate() {
-                    out[i * dim..(i + 1) * dim].copy_from_slice(&sorted[k * dim..(k + 1) * dim]);
-                }
-            } else {
-                out = sorted;
+            for (k, &i) in order.iter().enumerate() {
+                out[i * dim..(i + 1) * dim].copy_from_slice(&sorted[k * dim..(k + 1) * dim]);
             }
             Ok(out)
         });
-        let out = job
-            .await
-            .map_err(|_| EmbedFailure::Failed("the embedder panicked".into()))??;
-        if n > 0 && out.len() % n != 0 {
-            return Err(EmbedFailure::Failed(
-                "the embedder returned a wrong number of values".into(),
-            ));
-        }
-        Ok(out)
+        job.await
+            .map_err(|_| EmbedFailure::Failed("the embedder panicked".into()))?
     }
 
     /// Embed one query text under `deadline`.

@@ -93,16 +93,16 @@ impl<'de> Deserialize<'de> for SearchBody {
                         "fusion" => set!(fusion),
                         "filter" => set!(filter),
                         "facets" => set!(facets),
-                        common if COMMON_KEYS.contains(&common) => {
-                            if let Some(&name) = COMMON_KEYS.iter().find(|&&c| c == common) {
-                                if b.common.iter().any(|(n, _)| n == name) {
-                                    return Err(A::Error::duplicate_field(name));
-                                }
+                        other => {
+                            let Some(&name) = COMMON_KEYS.iter().find(|&&c| c == other) else {
+                                return Err(A::Error::unknown_field(other, &SEARCH_BODY_KEYS));
+                            };
+                            if b.common.iter().any(|(n, _)| n == name) {
+                                return Err(A::Error::duplicate_field(name));
                             }
                             let v: serde_json::Value = m.next_value()?;
                             b.common.push((key, v));
                         }
-                        other => return Err(A::Error::unknown_field(other, &SEARCH_BODY_KEYS)),
                     }
                 }
                 Ok(b)
