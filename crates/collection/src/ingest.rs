@@ -25,17 +25,17 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use searchd_docs::{DocId, DocReader, ReaderConfig, StoreWriter};
+use searchd_docs::{DocId, DocReader, ReaderConfig};
 use searchd_engine::BuildConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::embed::{TextEmbedder, TextKind};
 use crate::error::{Error, Result};
-use crate::files::{file_meta_of, sync_dir, FileMeta};
+use crate::files::sync_dir;
 use crate::manifest::{
-    FieldsSegment, IdKind, LexicalSegment, Manifest, ModelRecord, SegmentMeta, FORMAT, MANIFEST,
-    SCHEMA,
+    FieldsSegment, IdKind, Manifest, ModelRecord, SegmentMeta, FORMAT, MANIFEST, SCHEMA,
 };
+use crate::segwrite::{Finish, SegmentWriter, Step};
 
 /// What to ingest and how. Defaults (see [`IngestConfig::new`]): fields as
 /// [`ReaderConfig::default`], HNSW M=16 ef_construction=200 cosine, a checkpoint every
@@ -383,21 +383,20 @@ fn ingest_inner(
         Some(p) => Some(searchd_vecio::read_vectors(p).map_err(|e| Error::Input(e.to_string()))?),
         None => None,
     };
-    let mut store = StoreWriter::create(&seg_dir.join("docs.bin"))?;
-    let mut ids: Vec<DocId> = Vec::new();
-    let mut seen: HashSet<DocId> = HashSet::new();
-    let mut texts: Vec<String> = Vec::new();
-    let mut vectors: Vec<f32> = Vec::new();
-    let mut dim: Option<usize> = file_vectors.as_ref().map(|v| v.dim());
-    let mut fields: BTreeSet<String> = BTreeSet::new();
-    let mut field_writer = cfg.field_indexes.clone().map(|mut fc| {
+    let field_config = cfg.field_indexes.clone().map(|mut fc| {
         if let Some(t) = &cfg.reader.text_field {
             if !fc.skip.contains(t) && !fc.declared.iter().any(|(n, _)| n == t) {
                 fc.skip.push(t.clone());
             }
         }
-        searchd_fields::FieldsWriter::new(fc)
+        fc
     });
+    let mut segment = SegmentWriter::create(&seg_dir, field_config)?;
+    let mut seen: HashSet<DocId> = HashSet::new();
+    let mut texts: Vec<String> = Vec::new();
+    let mut vectors: Vec<f32> = Vec::new();
+    let mut dim: Option<usize> = file_vectors.as_ref().map(|v| v.dim());
+    let mut fields: BTreeSet<String> = BTreeSet::new();
     let mut skipped = 0u64;
     let mut n_in_file = 0usize;
     let mut n_text = 0usize;
@@ -455,38 +454,43 @@ fn ingest_inner(
                     cfg.reader.text_field.as_deref().unwrap_or("text")
                 )));
             }
-            if let Some(w) = field_writer.as_mut() {
-                // The source is the JSON object the reader made; a value that does not fit
-                // a declared type makes the document bad (Elasticsearch refuses it too).
-                let map: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_slice(&doc.source).map_err(|e| {
+            // The source is the JSON object the reader made; a value that does not fit a
+            // declared type makes the document bad (Elasticsearch refuses it too).
+            let map: Option<serde_json::Map<String, serde_json::Value>> =
+                match segment.indexes_fields() {
+                    false => None,
+                    true => Some(serde_json::from_slice(&doc.source).map_err(|e| {
                         Error::Input(format!(
                             "{at}: the stored fields are not a JSON object: {e}"
                         ))
-                    })?;
-                w.add(ids.len() as u32, &map)
-                    .map_err(|e| Error::Input(format!("{at}: {e}")))?;
-                fields.extend(map.into_iter().map(|(k, _)| k));
-            }
-            Ok((doc, vector))
+                    })?),
+                };
+            segment
+                .add(doc.id.clone(), &doc.source, map.as_ref())
+                .map_err(|e| match e {
+                    Error::Input(m) => Error::Input(format!("{at}: {m}")),
+                    other => other,
+                })?;
+            Ok((doc, vector, map))
         });
         match checked {
-            Ok((doc, vector)) => {
-                if field_writer.is_none() {
-                    if let Ok(map) = serde_json::from_slice::<
-                        std::collections::BTreeMap<String, serde::de::IgnoredAny>,
-                    >(&doc.source)
-                    {
-                        fields.extend(map.into_keys());
+            Ok((doc, vector, map)) => {
+                match map {
+                    Some(map) => fields.extend(map.into_iter().map(|(k, _)| k)),
+                    None => {
+                        if let Ok(map) = serde_json::from_slice::<
+                            std::collections::BTreeMap<String, serde::de::IgnoredAny>,
+                        >(&doc.source)
+                        {
+                            fields.extend(map.into_keys());
+                        }
                     }
                 }
-                store.add(&doc.source)?;
                 match &doc.id {
                     DocId::Int(_) => n_int += 1,
                     DocId::Str(_) => n_str += 1,
                 }
-                seen.insert(doc.id.clone());
-                ids.push(doc.id);
+                seen.insert(doc.id);
                 if let Some(v) = vector {
                     vectors.extend_from_slice(&v);
                 }
@@ -495,7 +499,7 @@ fn ingest_inner(
                     texts.push(doc.text.unwrap_or_default());
                 }
             }
-            Err(e) if cfg.skip_bad && e.is_input() => {
+            Err(e) if cfg.skip_bad && e.is_input() && !segment.is_broken() => {
                 skipped += 1;
                 events(Event::Skipped {
                     message: e.to_string(),
@@ -524,7 +528,7 @@ fn ingest_inner(
             )));
         }
     }
-    if ids.is_empty() {
+    if segment.len() == 0 {
         return Err(Error::Input(format!(
             "{docs_name}: no documents{}",
             if skipped > 0 {
@@ -534,7 +538,6 @@ fn ingest_inner(
             }
         )));
     }
-    let store_info = store.finish()?;
     events(Event::Progress {
         done: if by_bytes {
             reader.total_bytes()
@@ -543,7 +546,7 @@ fn ingest_inner(
         },
     });
     let read_seconds = t_read.elapsed().as_secs_f64();
-    let n = ids.len();
+    let n = segment.len();
 
     // Phase 2: embed, in checkpointed chunks.
     let t_embed = Instant::now();
@@ -620,82 +623,47 @@ fn ingest_inner(
     let embed_seconds = t_embed.elapsed().as_secs_f64();
     let dim = dim.unwrap_or(0);
 
-    // Phase 3: the segment's lexical index.
-    let t_lex = Instant::now();
-    // Documents without any text get no lexical index (it could match nothing).
-    let lexical_meta = match lexical.filter(|_| n_text > 0) {
-        None => None,
-        Some(lcfg) => {
-            events(Event::Phase {
-                name: "lexical",
-                total: n as u64,
-                bytes: false,
-            });
-            let ldir = seg_dir.join("lexical");
-            let mut w = searchd_lexical::LexicalWriter::create(&ldir, lcfg)?;
-            for (row, t) in texts.iter().enumerate() {
-                w.add(row as u32, t)?;
-                if row % 10_000 == 9_999 {
-                    events(Event::Progress {
-                        done: row as u64 + 1,
-                    });
-                }
-            }
-            let meta = w.finish()?;
-            events(Event::Progress { done: n as u64 });
-            Some(LexicalSegment::written(&seg_dir, "lexical", &meta)?)
-        }
+    // Phases 3 and 4: the segment's lexical index, field indexes and vector index, then
+    // its ids. Documents without any text get no lexical index (it could match nothing).
+    let step = |s: Step| match s {
+        Step::Phase { name, total } => events(Event::Phase {
+            name,
+            total,
+            bytes: false,
+        }),
+        Step::Done(done) => events(Event::Progress { done }),
     };
-    drop(texts);
-    let lexical_seconds = t_lex.elapsed().as_secs_f64();
-
-    // Phase 3b: the segment's field indexes (typed columns, posting sets).
-    let t_fields = Instant::now();
-    let fields_meta = match field_writer {
-        None => None,
-        Some(w) => {
-            events(Event::Phase {
-                name: "fields",
-                total: n as u64,
-                bytes: false,
-            });
-            let fdir = seg_dir.join("fields");
-            let meta = w.finish(&fdir, n as u32)?;
-            events(Event::Progress { done: n as u64 });
-            Some(meta)
-        }
-    };
-    let fields_seconds = t_fields.elapsed().as_secs_f64();
-
-    // Phase 4: the segment's vector index.
-    let t_build = Instant::now();
-    events(Event::Phase {
-        name: "build",
-        total: n as u64,
-        bytes: false,
-    });
-    let index_dir = seg_dir.join("index");
-    let progress = |done: u64, _total: u64| events(Event::Progress { done });
-    let built = searchd_engine::build_index(&index_dir, &vectors, dim, &cfg.build, &progress)
+    let written = segment
+        .finish(
+            Finish {
+                vectors: &vectors,
+                dim,
+                build: &cfg.build,
+                lexical: lexical
+                    .filter(|_| n_text > 0)
+                    .map(|l| (l, texts.as_slice())),
+            },
+            &step,
+        )
         .map_err(|e| match e {
-            searchd_engine::Error::InvalidInput { message } => Error::Input(format!(
+            Error::Input(message) => Error::Input(format!(
                 "{docs_name}: {message} (rows count documents in file order)"
             )),
-            other => Error::Engine(other),
+            other => other,
         })?;
     drop(vectors);
-    let build_seconds = t_build.elapsed().as_secs_f64();
+    drop(texts);
+    let lexical_meta = written.lexical;
+    let fields_meta = written.fields;
+    let store_info = written.store;
+    let (lexical_seconds, fields_seconds, build_seconds) = (
+        written.lexical_seconds,
+        written.fields_seconds,
+        written.build_seconds,
+    );
+    let files = written.files;
 
-    // Phase 5: ids, manifest, rename into place.
-    let (ids_bytes, ids_crc) = crate::ids::write(&seg_dir.join("ids.bin"), &ids)?;
-    let files = vec![
-        FileMeta {
-            name: "ids.bin".into(),
-            bytes: ids_bytes,
-            crc32: ids_crc,
-        },
-        file_meta_of(&seg_dir.join("docs.bin"))?,
-    ];
+    // Phase 5: the manifest, then rename into place.
     let name = cfg.name.clone().unwrap_or_else(|| {
         out.file_name()
             .unwrap_or_default()
@@ -724,19 +692,7 @@ fn ingest_inner(
             docs: n as u64,
             files,
             lexical: lexical_meta.clone(),
-            fields: fields_meta.as_ref().map(|m| FieldsSegment {
-                dir: "fields".into(),
-                bytes: m.bytes,
-                files: m
-                    .files
-                    .iter()
-                    .map(|(name, bytes, crc32)| FileMeta {
-                        name: name.clone(),
-                        bytes: *bytes,
-                        crc32: *crc32,
-                    })
-                    .collect(),
-            }),
+            fields: fields_meta.as_ref().map(FieldsSegment::from_meta),
             deleted: None,
         }],
         wal_seq: 0,
@@ -790,7 +746,7 @@ fn ingest_inner(
         lexical_seconds,
         fields_seconds,
         total_seconds,
-        bytes: built.bytes
+        bytes: written.index_bytes
             + store_info.bytes
             + lexical_meta.as_ref().map_or(0, |l| l.bytes)
             + fields_meta.as_ref().map_or(0, |m| m.bytes),

@@ -27,7 +27,7 @@ use crate::backend::{FacetOutput, FacetSpec, FieldsWanted, ReadOutput, MAX_RESUL
 use crate::error::{ApiError, Code};
 use crate::query::{
     backend_error, backend_of, explain_json, perform_search, read_request, read_route, run_read,
-    Ask, CommonOptions, Mode, SearchSpec, COMMON_KEYS,
+    Ask, BodyRule, CommonOptions, JsonObject, Mode, Read, SearchSpec, COMMON_KEYS,
 };
 use crate::state::App;
 use crate::wire::json_response;
@@ -80,7 +80,23 @@ fn unsupported(path: &str, what: &str) -> ApiError {
     ))
 }
 
-fn body_object(body: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+/// An Elasticsearch body: empty reads as `{}`; keys outside `keys` are refused (as
+/// unsupported when Elasticsearch has them).
+fn es_body(body: &[u8], keys: &[&str]) -> Result<JsonObject, ApiError> {
+    let m = body_object(body)?;
+    check_keys(&m, keys, "")?;
+    Ok(m)
+}
+
+fn es_rule<'k>(keys: &'k [&'k str]) -> BodyRule<'k> {
+    BodyRule {
+        optional: true,
+        keys,
+        parse: es_body,
+    }
+}
+
+fn body_object(body: &[u8]) -> Result<JsonObject, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(serde_json::Map::new());
     }
@@ -429,11 +445,15 @@ pub(crate) async fn search(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    read_route(app, name, req, "_search", true, |app, slot, body, arrival| async move {
-        let m = body_object(&body)?;
-        let keys: Vec<&str> = SEARCH_KEYS.iter().chain(COMMON_KEYS).copied().collect();
-        check_keys(&m, &keys, "")?;
-        let backend = backend_of(&slot)?;
+    let keys: Vec<&str> = SEARCH_KEYS.iter().chain(COMMON_KEYS).copied().collect();
+    read_route(app, name, req, "_search", es_rule(&keys), |rd| async move {
+        let Read {
+            app,
+            slot,
+            backend,
+            body: m,
+            arrival,
+        } = rd;
         let from = match m.get("from") {
             Some(v) => usize_at(v, "from", MAX_RESULT_WINDOW)?,
             None => 0,
@@ -701,12 +721,9 @@ pub(crate) async fn count(
         name,
         req,
         "_count",
-        true,
-        |app, slot, body, arrival| async move {
-            let m = body_object(&body)?;
-            check_keys(&m, &["query"], "")?;
-            let backend = backend_of(&slot)?;
-            let parts = split_query(m.get("query"), backend.text_field().as_deref())?;
+        es_rule(&["query"]),
+        |rd| async move {
+            let parts = split_query(rd.body.get("query"), rd.backend.text_field().as_deref())?;
             if parts.text.is_some() {
                 return Err(unsupported(
                     "query",
@@ -716,9 +733,9 @@ pub(crate) async fn count(
             let r = crate::backend::ReadRequest {
                 filter: parts.filter,
                 total: true,
-                ..read_request(&app, arrival)
+                ..rd.request()
             };
-            let out = run_read(&app, &**backend, r).await?;
+            let out = rd.run(r).await?;
             let v = serde_json::json!({"count": out.total.unwrap_or(0), "_shards": shards()});
             Ok(serde_json::to_vec(&v).unwrap_or_default())
         },
@@ -791,10 +808,15 @@ pub(crate) async fn mget(
         name,
         req,
         "_mget",
-        true,
-        |app, slot, body, _arrival| async move {
-            let m = body_object(&body)?;
-            check_keys(&m, &["ids", "docs"], "")?;
+        es_rule(&["ids", "docs"]),
+        |rd| async move {
+            let Read {
+                app,
+                slot,
+                backend,
+                body: m,
+                ..
+            } = rd;
             let mut ids: Vec<String> = Vec::new();
             let id_str = |v: &serde_json::Value, at: &str| -> Result<String, ApiError> {
                 match v {
@@ -844,7 +866,6 @@ pub(crate) async fn mget(
                     ids.len()
                 )));
             }
-            let backend = backend_of(&slot)?;
             let mut docs = Vec::with_capacity(ids.len());
             for id in &ids {
                 match backend.get(DocId::Str(id.clone()), FieldsWanted::All).await {

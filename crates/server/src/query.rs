@@ -632,20 +632,53 @@ pub(crate) fn read_request(app: &App, arrival: Instant) -> ReadRequest {
     }
 }
 
-/// A collection read route: slot, body, then the cache around `f` (whose `Instant` is when
-/// the body had arrived). With
-/// `body_optional` a request without a body (Elasticsearch clients send GET without one)
-/// reads as an empty body instead of a missing Content-Type.
+/// How a read route takes its body: the keys it knows and the surface's parser (which
+/// words the errors as that surface does). With `optional` a request without a body
+/// (Elasticsearch clients send GET without one) reads as an empty body instead of a missing
+/// Content-Type.
+pub(crate) struct BodyRule<'k> {
+    pub optional: bool,
+    pub keys: &'k [&'k str],
+    pub parse: fn(&[u8], &[&str]) -> Result<JsonObject, ApiError>,
+}
+
+/// A JSON object body.
+pub(crate) type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// One admitted read: the parsed body and the collection's backend, timed from `arrival`
+/// (when the body had arrived).
+pub(crate) struct Read {
+    pub app: Arc<App>,
+    pub slot: Arc<Slot>,
+    pub backend: Arc<Box<dyn SearchBackend>>,
+    pub body: JsonObject,
+    pub arrival: Instant,
+}
+
+impl Read {
+    /// A read of everything with nothing asked for yet ([`read_request`]).
+    pub fn request(&self) -> ReadRequest {
+        read_request(&self.app, self.arrival)
+    }
+
+    /// Run `req` on the backend ([`run_read`]).
+    pub async fn run(&self, req: ReadRequest) -> Result<ReadOutput, ApiError> {
+        run_read(&self.app, &**self.backend, req).await
+    }
+}
+
+/// A collection read route: slot, body, then the cache around `f`, which gets the parsed
+/// body and the backend.
 pub(crate) async fn read_route<F, Fut>(
     app: Arc<App>,
     name: String,
     req: Request,
     route: &'static str,
-    body_optional: bool,
+    rule: BodyRule<'_>,
     f: F,
 ) -> Response
 where
-    F: FnOnce(Arc<App>, Arc<Slot>, Bytes, Instant) -> Fut,
+    F: FnOnce(Read) -> Fut,
     Fut: Future<Output = Result<Vec<u8>, ApiError>>,
 {
     let slot = match app.slot(&name) {
@@ -660,7 +693,7 @@ where
         || req
             .headers()
             .contains_key(axum::http::header::TRANSFER_ENCODING);
-    let body = if body_optional && !has_body {
+    let body = if rule.optional && !has_body {
         Bytes::new()
     } else {
         match read_body(&app, req).await {
@@ -674,11 +707,17 @@ where
     let app2 = app.clone();
     let slot2 = slot.clone();
     let body2 = body.clone();
-    cached(&app, &slot, route, &uri, &body, move || {
-        f(app2, slot2, body2, arrival)
+    cached(&app, &slot, route, &uri, &body, move || async move {
+        let body = (rule.parse)(&body2, rule.keys)?;
+        let backend = backend_of(&slot2)?;
+        f(Read {
+            app: app2,
+            slot: slot2,
+            backend,
+            body,
+            arrival,
+        })
+        .await
     })
     .await
 }
-
-// ---------------------------------------------------------------------------------------
-// POST /collections/{name}/count

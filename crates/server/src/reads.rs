@@ -9,7 +9,7 @@ use axum::response::Response;
 
 use crate::backend::{FacetSpec, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::ApiError;
-use crate::query::{backend_of, read_request, read_route, run_read};
+use crate::query::{read_route, BodyRule, JsonObject};
 use crate::state::App;
 use crate::wire::{
     int_in, json_error, parse_facets, parse_fields, write_facets, write_id, DEFAULT_FACET_SIZE,
@@ -19,26 +19,31 @@ use crate::wire::{
 /// Default page size of `/scroll`.
 pub const DEFAULT_PAGE_SIZE: usize = 10;
 
-fn parse_object(body: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+/// The native read routes' body: a JSON object with only `keys`.
+fn native_body(body: &[u8], keys: &[&str]) -> Result<JsonObject, ApiError> {
     let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| json_error(e, body))?;
-    match v {
-        serde_json::Value::Object(m) => Ok(m),
-        other => Err(ApiError::invalid(format!(
-            "the body must be a JSON object, got {other}"
-        ))),
+    let m = match v {
+        serde_json::Value::Object(m) => m,
+        other => {
+            return Err(ApiError::invalid(format!(
+                "the body must be a JSON object, got {other}"
+            )))
+        }
+    };
+    if let Some(bad) = m.keys().find(|k| !keys.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "the body: unknown key {bad:?} (known: {})",
+            keys.join(", ")
+        )));
     }
+    Ok(m)
 }
 
-fn unknown_keys(
-    m: &serde_json::Map<String, serde_json::Value>,
-    known: &[&str],
-) -> Result<(), ApiError> {
-    match m.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(bad) => Err(ApiError::invalid(format!(
-            "the body: unknown key {bad:?} (known: {})",
-            known.join(", ")
-        ))),
-        None => Ok(()),
+fn rule(keys: &'static [&'static str]) -> BodyRule<'static> {
+    BodyRule {
+        optional: false,
+        keys,
+        parse: native_body,
     }
 }
 
@@ -52,16 +57,13 @@ pub(crate) async fn count(
         name,
         req,
         "count",
-        false,
-        |app, slot, body, arrival| async move {
-            let m = parse_object(&body)?;
-            unknown_keys(&m, &["filter"])?;
-            let backend = backend_of(&slot)?;
-            let mut r = read_request(&app, arrival);
-            r.filter = m.get("filter").cloned();
+        rule(&["filter"]),
+        |rd| async move {
+            let mut r = rd.request();
+            r.filter = rd.body.get("filter").cloned();
             r.total = true;
-            let out = run_read(&app, &**backend, r).await?;
-            let took = arrival.elapsed().as_micros() as u64;
+            let out = rd.run(r).await?;
+            let took = rd.arrival.elapsed().as_micros() as u64;
             Ok(format!(
                 "{{\"count\":{},\"took_us\":{took}}}",
                 out.total.unwrap_or(0)
@@ -80,9 +82,9 @@ pub(crate) async fn facet(
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    read_route(app, name, req, "facet", false, |app, slot, body, arrival| async move {
-        let m = parse_object(&body)?;
-        unknown_keys(&m, &["field", "filter", "size"])?;
+    let keys = rule(&["field", "filter", "size"]);
+    read_route(app, name, req, "facet", keys, |rd| async move {
+        let m = &rd.body;
         let Some(field) = m.get("field").and_then(|f| f.as_str()) else {
             return Err(ApiError::invalid(
                 "field: give the keyword field to count values of, e.g. {\"field\": \"brand\"}",
@@ -92,8 +94,7 @@ pub(crate) async fn facet(
             Some(v) => int_in("size", v, 0, MAX_FACET_SIZE as u64)?,
             None => DEFAULT_FACET_SIZE,
         };
-        let backend = backend_of(&slot)?;
-        let mut r = read_request(&app, arrival);
+        let mut r = rd.request();
         r.filter = m.get("filter").cloned();
         r.total = true;
         r.facets = vec![FacetSpec {
@@ -101,9 +102,9 @@ pub(crate) async fn facet(
             field: field.to_string(),
             size,
         }];
-        let out = run_read(&app, &**backend, r).await?;
+        let out = rd.run(r).await?;
         let f = out.facets.into_iter().next().unwrap_or_default();
-        let took = arrival.elapsed().as_micros() as u64;
+        let took = rd.arrival.elapsed().as_micros() as u64;
         let v = serde_json::json!({
             "buckets": f.buckets.iter().map(|(v, c)| serde_json::json!({"value": v, "count": c})).collect::<Vec<_>>(),
             "other_count": f.other_count,
@@ -118,6 +119,10 @@ pub(crate) async fn facet(
 // ---------------------------------------------------------------------------------------
 // POST /collections/{name}/scroll
 
+const SCROLL_KEYS: &[&str] = &[
+    "filter", "sort", "size", "after", "fields", "total", "facets",
+];
+
 pub(crate) async fn scroll(
     State(app): State<Arc<App>>,
     Path(name): Path<String>,
@@ -128,15 +133,9 @@ pub(crate) async fn scroll(
         name,
         req,
         "scroll",
-        false,
-        |app, slot, body, arrival| async move {
-            let m = parse_object(&body)?;
-            unknown_keys(
-                &m,
-                &[
-                    "filter", "sort", "size", "after", "fields", "total", "facets",
-                ],
-            )?;
+        rule(SCROLL_KEYS),
+        |rd| async move {
+            let m = &rd.body;
             let size = match m.get("size") {
                 Some(v) => int_in("size", v, 0, MAX_RESULT_WINDOW as u64)?,
                 None => DEFAULT_PAGE_SIZE,
@@ -150,8 +149,7 @@ pub(crate) async fn scroll(
                     )))
                 }
             };
-            let backend = backend_of(&slot)?;
-            let mut r = read_request(&app, arrival);
+            let mut r = rd.request();
             r.filter = m.get("filter").cloned();
             r.sort = m.get("sort").cloned();
             r.after = m.get("after").filter(|a| !a.is_null()).cloned();
@@ -159,8 +157,8 @@ pub(crate) async fn scroll(
             r.fields = parse_fields(m.get("fields"))?;
             r.total = total;
             r.facets = parse_facets(m.get("facets"), "facets")?;
-            let out = run_read(&app, &**backend, r).await?;
-            let took = arrival.elapsed().as_micros() as u64;
+            let out = rd.run(r).await?;
+            let took = rd.arrival.elapsed().as_micros() as u64;
             Ok(scroll_json(&out, took))
         },
     )
