@@ -137,6 +137,41 @@ pub struct Receipt {
     pub upserted: u64,
 }
 
+impl Receipt {
+    /// Nothing was written (every id to delete was `not_found`, or no document matched).
+    pub fn nothing(not_found: Vec<DocId>) -> Receipt {
+        Receipt {
+            seq: 0,
+            applied: true,
+            not_found,
+            deleted: 0,
+            upserted: 0,
+        }
+    }
+
+    /// `n` documents upserted as operation `seq`.
+    pub fn upserted(seq: u64, applied: bool, n: u64) -> Receipt {
+        Receipt {
+            seq,
+            applied,
+            not_found: Vec::new(),
+            deleted: 0,
+            upserted: n,
+        }
+    }
+
+    /// `n` documents deleted as operation `seq`.
+    pub fn deleted(seq: u64, applied: bool, n: u64, not_found: Vec<DocId>) -> Receipt {
+        Receipt {
+            seq,
+            applied,
+            not_found,
+            deleted: n,
+            upserted: 0,
+        }
+    }
+}
+
 /// Counters of the writer and the optimizer, for `/stats`.
 #[derive(Debug, Default)]
 struct Counters {

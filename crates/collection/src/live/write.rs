@@ -77,13 +77,7 @@ impl LiveCollection {
         let seq = self.log(op)?;
         self.counters.docs_upserted.fetch_add(n, Relaxed);
         let applied = self.finish_write(seq, wait)?;
-        Ok(Receipt {
-            seq,
-            applied,
-            not_found: Vec::new(),
-            deleted: 0,
-            upserted: n,
-        })
+        Ok(Receipt::upserted(seq, applied, n))
     }
 
     /// Delete documents by id. Ids that do not exist are reported, not an error; when none
@@ -123,25 +117,13 @@ impl LiveCollection {
             (found, not_found)
         };
         if found.is_empty() {
-            return Ok(Receipt {
-                seq: 0,
-                applied: true,
-                not_found,
-                deleted: 0,
-                upserted: 0,
-            });
+            return Ok(Receipt::nothing(not_found));
         }
         let n = found.len() as u64;
         let seq = self.log(Op::Delete(found))?;
         self.counters.docs_deleted.fetch_add(n, Relaxed);
         let applied = self.finish_write(seq, wait)?;
-        Ok(Receipt {
-            seq,
-            applied,
-            not_found,
-            deleted: n,
-            upserted: 0,
-        })
+        Ok(Receipt::deleted(seq, applied, n, not_found))
     }
 
     /// Delete every document that passes `f` (evaluated on a fresh refresh, as

@@ -17,7 +17,7 @@ use tonic::transport::Channel;
 
 use super::conn::{channel, spawn_probe, with_key};
 use super::filter::Translator;
-use super::layout::{point_id, read_meta, vector_params};
+use super::layout::{point_id, read_meta, vector_params, ID_KEY, SRC_KEY};
 use super::write::after_write;
 use super::QdrantTarget;
 use crate::backend::{
@@ -34,6 +34,9 @@ pub(super) struct Inner {
     pub(super) distance: Distance,
     pub(super) points: AtomicU64,
     pub(super) schema: Schema,
+    /// The schema without the layout's `_id` and `_src` keys: what upserts are checked
+    /// against.
+    pub(super) mapping: Schema,
     pub(super) translator: Translator,
     pub(super) model: Option<ModelRecord>,
     pub(super) text_field: Option<String>,
@@ -205,11 +208,16 @@ impl QdrantBackend {
                 distance.as_str_name()
             )));
         }
+        let mut mapping = schema.clone();
+        mapping
+            .fields
+            .retain(|f| f.name != ID_KEY && f.name != SRC_KEY);
         let inner = Arc::new(Inner {
             dim,
             distance,
             points: AtomicU64::new(info.points_count.unwrap_or(0)),
             schema,
+            mapping,
             translator,
             model: meta.model.clone().or(model),
             text_field: meta.text_field.clone(),

@@ -11,13 +11,13 @@ use qdrant_client::qdrant::{
     Filter, HasIdCondition, PointId, PointStruct, PointsIdsList, PointsSelector, UpdateResult,
     UpdateStatus, UpsertPoints,
 };
-use searchd_collection::live::{Doc, Receipt};
-use searchd_collection::DocId;
-use searchd_fields::{FieldType, FieldsConfig, FieldsWriter, Filter as SdFilter};
+use searchd_collection::live::{Doc, Dynamic, Receipt};
+use searchd_collection::{validate, DocId};
+use searchd_fields::Filter as SdFilter;
 
 use super::backend::Inner;
 use super::conn::secs;
-use super::layout::{cond, doc_id_of, point_id, ID_KEY, SRC_KEY};
+use super::layout::{cond, doc_id_of, point_id, ID_KEY};
 use super::read::id_order;
 use crate::backend::BackendError;
 
@@ -118,53 +118,26 @@ async fn refresh_count(inner: Arc<Inner>) {
 }
 
 impl Inner {
-    /// The checks of a local live collection's upserts: the vector's length, finite
-    /// values, a direction under cosine, and each field of the mapping convertible to its
-    /// type (400s naming the document and the field). Fields not in the mapping are kept in
-    /// `_src` only.
+    /// The checks of a local live collection's upserts ([`validate::check_docs`]: the
+    /// vector's length, finite values, a direction under cosine, each field of the mapping
+    /// convertible to its type; 400s naming the document and the field), and RFC 3339
+    /// strings for Qdrant datetime indexes. Fields not in the mapping are kept in `_src`
+    /// only (mapping `dynamic: false`).
     fn check_docs(&self, docs: &[Doc]) -> Result<(), BackendError> {
-        let bad = |m: String| Err(BackendError::Invalid(m));
-        let declared: Vec<(String, FieldType)> = self
-            .schema
-            .fields
-            .iter()
-            .filter(|f| f.name != ID_KEY && f.name != SRC_KEY)
-            .map(|f| (f.name.clone(), f.ty))
-            .collect();
-        let mut fw = FieldsWriter::new(FieldsConfig {
-            declared: declared.clone(),
-            skip: Vec::new(),
-        });
+        let rules = validate::DocRules {
+            dim: self.dim,
+            cosine: self.distance == Distance::Cosine,
+            mapping: Some(&self.mapping),
+            text_field: None,
+            dynamic: Dynamic::False,
+        };
+        validate::check_docs(docs, &rules).map_err(|e| BackendError::Invalid(e.to_string()))?;
+        if self.translator.native_datetime.is_empty() {
+            return Ok(());
+        }
         for (i, d) in docs.iter().enumerate() {
-            let at = format!("docs[{i}]");
-            if d.vector.len() != self.dim {
-                return bad(format!(
-                    "{at}.vector has {} dimensions, the collection has {}",
-                    d.vector.len(),
-                    self.dim
-                ));
-            }
-            if let Some(j) = d.vector.iter().position(|x| !x.is_finite()) {
-                return bad(format!("{at}.vector[{j}] is not a finite number"));
-            }
-            if self.distance == Distance::Cosine
-                && d.vector
-                    .iter()
-                    .map(|&x| f64::from(x) * f64::from(x))
-                    .sum::<f64>()
-                    == 0.0
-            {
-                return bad(format!(
-                    "{at}.vector is all zeros: it has no direction under cosine"
-                ));
-            }
-            let mut map: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_slice(&d.source).map_err(|e| {
-                    BackendError::Invalid(format!("{at}: fields are not a JSON object: {e}"))
-                })?;
-            map.retain(|k, _| declared.iter().any(|(n, _)| n == k));
-            fw.add(i as u32, &map)
-                .map_err(|e| BackendError::Invalid(format!("{at}.fields: {e}")))?;
+            let map: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(&d.source).unwrap_or_default();
             for k in &self.translator.native_datetime {
                 let ok = match map.get(k) {
                     None | Some(serde_json::Value::Null) => true,
@@ -173,9 +146,9 @@ impl Inner {
                     Some(_) => false,
                 };
                 if !ok {
-                    return bad(format!(
-                        "{at}.fields: field \"{k}\" is a Qdrant datetime index: give RFC 3339 strings"
-                    ));
+                    return Err(BackendError::Invalid(format!(
+                        "docs[{i}].fields: field \"{k}\" is a Qdrant datetime index: give RFC 3339 strings"
+                    )));
                 }
             }
         }
@@ -225,13 +198,7 @@ impl Inner {
             .call(deadline, self.points().upsert(self.request(msg, deadline)))
             .await?;
         let (seq, applied) = outcome(r.result)?;
-        Ok(Receipt {
-            seq,
-            applied,
-            not_found: Vec::new(),
-            deleted: 0,
-            upserted: n,
-        })
+        Ok(Receipt::upserted(seq, applied, n))
     }
 
     /// Deletes by id: the ids are looked up first, so those that do not exist are reported
@@ -253,13 +220,7 @@ impl Inner {
         let (found, not_found): (Vec<DocId>, Vec<DocId>) =
             ids.into_iter().partition(|id| present.contains(id));
         if found.is_empty() {
-            return Ok(Receipt {
-                seq: 0,
-                applied: true,
-                not_found,
-                deleted: 0,
-                upserted: 0,
-            });
+            return Ok(Receipt::nothing(not_found));
         }
         let mut pids: Vec<PointId> = found.iter().map(point_id).collect();
         pids.sort_by(|a, b| id_order(Some(a), Some(b)));
@@ -271,13 +232,12 @@ impl Inner {
                 deadline,
             )
             .await?;
-        Ok(Receipt {
+        Ok(Receipt::deleted(
             seq,
             applied,
+            found.len() as u64,
             not_found,
-            deleted: found.len() as u64,
-            upserted: 0,
-        })
+        ))
     }
 
     /// Deletes by filter (parsed as searches parse it): `deleted` is the exact count of
@@ -294,24 +254,12 @@ impl Inner {
         let deadline = Instant::now() + WRITE_TIMEOUT;
         let n = self.count(Some(filter.clone()), deadline).await?;
         if n == 0 {
-            return Ok(Receipt {
-                seq: 0,
-                applied: true,
-                not_found: Vec::new(),
-                deleted: 0,
-                upserted: 0,
-            });
+            return Ok(Receipt::nothing(Vec::new()));
         }
         let (seq, applied) = self
             .delete_points(PointsSelectorOneOf::Filter(filter), wait, deadline)
             .await?;
-        Ok(Receipt {
-            seq,
-            applied,
-            not_found: Vec::new(),
-            deleted: n,
-            upserted: 0,
-        })
+        Ok(Receipt::deleted(seq, applied, n, Vec::new()))
     }
 
     async fn delete_points(
