@@ -338,7 +338,7 @@ pub enum IndexSource {
     /// Serve any backend (another engine, or a test's own).
     Backend(Arc<dyn SearchBackend>),
     /// A Qdrant collection (`serve --backend qdrant`), connected and checked at load.
-    Qdrant(crate::qdrant::QdrantTarget),
+    Qdrant(searchd_qdrant::QdrantTarget),
 }
 
 /// The query matrix behind `{"qidx": N}`.
@@ -727,7 +727,7 @@ pub struct QdrantServeArgs {
     #[arg(long, value_name = "NAME")]
     pub qdrant_collection: Option<String>,
     /// gRPC channels (HTTP/2 connections) to Qdrant.
-    #[arg(long, default_value_t = crate::qdrant::DEFAULT_CHANNELS, value_name = "N")]
+    #[arg(long, default_value_t = searchd_qdrant::DEFAULT_CHANNELS, value_name = "N")]
     pub qdrant_channels: usize,
     /// Qdrant API key (sent as the `api-key` header), if the cluster has one.
     #[arg(
@@ -796,7 +796,7 @@ pub(crate) fn qdrant_config_from_args(
     local.qdrant.qdrant_collection = None;
     local.index = Some(std::path::PathBuf::from("."));
     let mut cfg = ServerConfig::from_args(&local)?;
-    cfg.index = IndexSource::Qdrant(crate::qdrant::QdrantTarget {
+    cfg.index = IndexSource::Qdrant(searchd_qdrant::QdrantTarget {
         url: q.qdrant_url.clone(),
         collection: name.clone(),
         channels: q.qdrant_channels,

@@ -92,7 +92,8 @@ mod net;
 mod observe;
 mod open;
 mod pool;
-pub mod qdrant;
+/// Qdrant as the engine (`serve --backend qdrant`): the `searchd-qdrant` crate.
+pub use searchd_qdrant as qdrant;
 mod query;
 mod reads;
 mod rerank;
@@ -168,7 +169,11 @@ where
     if let Err(e) = raise_nofile_limit() {
         tracing::warn!("cannot raise the open-files limit: {e}");
     }
-    limits::tune_allocator();
+    // A model's tensors are large allocations made and freed for every batch: under the
+    // pinned threshold each one is a fresh mmap whose pages fault in again (embedding ran
+    // 1.5x slower, bench/results/one-path-text-upserts.json); with a model the dynamic
+    // threshold stays and the trims alone give memory back after bursts.
+    limits::tune_allocator(config.embedder.is_none() && config.reranker.is_none());
     {
         // A body limit over what one request may hold of the byte budget cannot be
         // reached: such bodies get 413 naming --max-pending-bytes. Say so at start.

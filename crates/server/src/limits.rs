@@ -30,7 +30,8 @@
 //!   for stalled uploads.
 //! - **Memory after bursts**: large body buffers are always `mmap`ped (glibc's
 //!   `M_MMAP_THRESHOLD` is pinned at 256 KiB, which stops its dynamic threshold from moving
-//!   them into the heap), and after a burst (the budget's peak was large and is back near
+//!   them into the heap; not in a server with a model, whose tensors would then fault in
+//!   their pages on every batch), and after a burst (the budget's peak was large and is back near
 //!   zero) `malloc_trim(0)` returns freed heap pages to the kernel.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -221,11 +222,12 @@ impl Limits {
     }
 }
 
-/// Pin glibc's mmap threshold (large body buffers then go back to the kernel when freed,
-/// instead of fragmenting the heap once the dynamic threshold has grown). Process-wide;
-/// called once when a server starts.
-pub(crate) fn tune_allocator() {
-    if !heap_tuning() {
+/// With `pin`, pin glibc's mmap threshold (large body buffers then go back to the kernel
+/// when freed, instead of fragmenting the heap once the dynamic threshold has grown).
+/// Process-wide; called once when a server starts. A server with a model passes `false`:
+/// the model's per-batch tensors would each be a fresh mmap (page faults on every batch).
+pub(crate) fn tune_allocator(pin: bool) {
+    if !heap_tuning() || !pin {
         return;
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

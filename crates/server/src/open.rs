@@ -57,7 +57,9 @@ pub(crate) fn open_source(
         IndexSource::Collection(c) => Box::new(LocalBackend::new(c.clone(), pool.clone())),
         IndexSource::Backend(b) => Box::new(b.clone()),
         #[cfg(feature = "qdrant")]
-        IndexSource::Qdrant(t) => crate::qdrant::open(t, model)?,
+        IndexSource::Qdrant(t) => searchd_qdrant::open(t, model).map_err(|e| match e {
+            searchd_qdrant::Error::Config(m) => ServerError::Config(m),
+        })?,
         #[cfg(not(feature = "qdrant"))]
         IndexSource::Qdrant(_) => {
             return Err(ServerError::Config(

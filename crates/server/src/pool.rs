@@ -260,15 +260,11 @@ impl Pool {
     /// Run `work` on a worker under `permit` and wait for its value. The work is not started
     /// when its deadline passed while it waited, or when the caller went away (the future
     /// was dropped); the permit is released before the value is sent back.
-    pub async fn run<T, F>(
-        &self,
-        permit: Option<Permit>,
-        deadline: Instant,
-        work: F,
-    ) -> Result<T, JobFailure>
+    pub async fn run<T, F, P>(&self, permit: P, deadline: Instant, work: F) -> Result<T, JobFailure>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
+        P: Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<Result<T, JobFailure>>();
         let task: Task = Box::new(move |expired: bool| {

@@ -15,7 +15,7 @@ use searchd_collection::DocId;
 use super::backend::Inner;
 use super::conn::secs;
 use super::layout::{cond, doc_id_of, fields_of, include, payload_str, point_id, ID_KEY, SRC_KEY};
-use crate::backend::{
+use searchd_backend::{
     BackendError, Document, FacetOutput, FacetSpec, FieldsWanted, QueryInput, ScoredDoc,
     SearchOutput, SearchRequest, StageTimes,
 };

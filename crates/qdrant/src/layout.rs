@@ -12,7 +12,7 @@ use qdrant_client::qdrant::{
 use searchd_collection::{DocId, ModelRecord};
 use searchd_fields::Schema;
 
-use crate::backend::{select_fields, FieldsWanted};
+use searchd_backend::{select_fields, FieldsWanted};
 
 /// Payload key of a string document id.
 pub const ID_KEY: &str = "_id";

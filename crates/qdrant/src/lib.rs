@@ -1,7 +1,10 @@
-//! Qdrant as the engine behind searchd's API (`serve --backend qdrant`).
+//! Qdrant as the engine behind searchd's API (`serve --backend qdrant`), for users who
+//! outgrow one machine.
 //!
-//! The routes, admission control, deadlines, text embedding and JSON stay in searchd; a
-//! [`QdrantBackend`] answers each [`crate::backend::SearchBackend`] call with one or a few gRPC calls
+//! The routes, admission control, deadlines, text embedding and JSON stay in searchd's
+//! server, which hands this crate the same typed requests (`searchd-backend`) as its local
+//! backend; a [`QdrantBackend`] (feature `grpc`, on by default) answers each
+//! [`searchd_backend::SearchBackend`] call with one or a few gRPC calls
 //! to a Qdrant collection over a small pool of HTTP/2 channels (`--qdrant-channels`).
 //!
 //! - **Layout of a collection written by `searchd ingest --to qdrant://...`** ([`admin`]):
@@ -15,7 +18,7 @@
 //!   holds the mapping, the model record, the metric and the text field as JSON.
 //! - **Filters** are parsed against that mapping with searchd's own parser (same 400s, same
 //!   paths) and translated clause by clause ([`filter`]).
-//! - **Writes** (the write routes, [`crate::backend::SearchBackend::write`]): documents are checked as a
+//! - **Writes** (the write routes, [`searchd_backend::SearchBackend::write`]): documents are checked as a
 //!   local live collection checks them (vector length, finite, not all zero under cosine,
 //!   each mapped field's values convertible to its type; 400s naming document and field),
 //!   then written as one upsert in the layout above ([`admin::point_of`]); fields not in the
@@ -32,27 +35,35 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "qdrant")]
+/// Why the Qdrant backend could not start: a start-up message (the CLI exits 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Qdrant cannot be reached, or its collection does not fit the server's model.
+    #[error("{0}")]
+    Config(String),
+}
+
+#[cfg(feature = "grpc")]
 pub mod admin;
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 mod backend;
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 mod conn;
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 pub mod filter;
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 mod layout;
 pub mod local;
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 mod read;
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 mod search;
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 mod write;
 
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 pub use backend::{open, QdrantBackend};
-#[cfg(feature = "qdrant")]
+#[cfg(feature = "grpc")]
 pub use layout::point_id;
 
 /// Default `--qdrant-channels`: HTTP/2 connections to Qdrant, requests spread round-robin.

@@ -13,7 +13,7 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use super::backend::Inner;
 use super::QdrantTarget;
-use crate::backend::BackendError;
+use searchd_backend::BackendError;
 
 /// Largest gRPC message read (pages of 10,000 documents with their fields).
 const MAX_MESSAGE: usize = 256 << 20;

@@ -19,7 +19,7 @@ use super::backend::Inner;
 use super::conn::secs;
 use super::layout::{cond, doc_id_of, point_id, ID_KEY};
 use super::read::id_order;
-use crate::backend::BackendError;
+use searchd_backend::BackendError;
 
 /// How long a write may take at Qdrant (with `wait`, until it is visible).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -249,7 +249,7 @@ impl Inner {
     ) -> Result<Receipt, BackendError> {
         let parsed = SdFilter::parse_at(&v, &self.schema, "filter")
             .map_err(|e| BackendError::Invalid(e.to_string()))?;
-        crate::backend::refuse_vacuous(&parsed)?;
+        searchd_backend::refuse_vacuous(&parsed)?;
         let filter = self.parse_filter(Some(&v), "filter")?.unwrap_or_default();
         let deadline = Instant::now() + WRITE_TIMEOUT;
         let n = self.count(Some(filter.clone()), deadline).await?;

@@ -20,11 +20,11 @@ use super::filter::Translator;
 use super::layout::{point_id, read_meta, vector_params, ID_KEY, SRC_KEY};
 use super::write::after_write;
 use super::QdrantTarget;
-use crate::backend::{
+use crate::Error;
+use searchd_backend::{
     BackendError, BoxFuture, Document, FacetSpec, FieldsWanted, ReadOutput, ReadRequest,
     SearchBackend, SearchOutput, SearchRequest, WriteOp,
 };
-use crate::error::ServerError;
 
 pub(super) struct Inner {
     pub(super) target: QdrantTarget,
@@ -62,7 +62,7 @@ pub struct QdrantBackend {
 pub fn open(
     t: &QdrantTarget,
     model: Option<&ModelRecord>,
-) -> Result<Box<dyn SearchBackend>, ServerError> {
+) -> Result<Box<dyn SearchBackend>, Error> {
     let handle = tokio::runtime::Handle::current();
     let b = handle.block_on(QdrantBackend::connect(t.clone(), model.cloned()))?;
     Ok(Box::new(b))
@@ -118,8 +118,8 @@ impl QdrantBackend {
     pub async fn connect(
         t: QdrantTarget,
         model: Option<ModelRecord>,
-    ) -> Result<QdrantBackend, ServerError> {
-        let cfg = ServerError::Config;
+    ) -> Result<QdrantBackend, Error> {
+        let cfg = Error::Config;
         let channels = (0..t.channels.max(1))
             .map(|_| channel(&t))
             .collect::<Result<Vec<_>, _>>()

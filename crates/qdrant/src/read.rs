@@ -16,7 +16,7 @@ use super::backend::Inner;
 use super::conn::secs;
 use super::layout::{cond, doc_id_of, fields_of, include, point_id, ID_KEY, SRC_KEY};
 use super::search::top_buckets;
-use crate::backend::{
+use searchd_backend::{
     BackendError, FacetOutput, FacetSpec, FieldsWanted, ReadOutput, ReadRequest, SortedDoc,
     MAX_RESULT_WINDOW,
 };
@@ -512,7 +512,12 @@ impl PagePlan {
             return Err(bad("must be the sort values of the last hit (a list)"));
         };
         let id = |x: &serde_json::Value| -> Result<DocId, BackendError> {
-            crate::wire::doc_id("after", x).map_err(|_| bad("the last value must be a document id"))
+            match x {
+                serde_json::Value::Number(n) => n.as_u64().map(DocId::Int),
+                serde_json::Value::String(s) if !s.is_empty() => Some(DocId::Str(s.clone())),
+                _ => None,
+            }
+            .ok_or_else(|| bad("the last value must be a document id"))
         };
         match (self, a.as_slice()) {
             (PagePlan::ById, [i]) => Ok((None, Some(id(i)?))),

@@ -1,0 +1,416 @@
+//! The seam between searchd's HTTP front door and whatever answers searches: the typed
+//! requests and replies every backend takes and gives, and the [`SearchBackend`] trait.
+//!
+//! The server (`searchd-server`) owns admission control, deadlines, text embedding, JSON and
+//! metrics; a [`SearchBackend`] only answers "search this", "read these" and "write these"
+//! for one collection. The server's `LocalBackend` runs on searchd's own engine (a
+//! collection on the CPU pool); `searchd-qdrant`'s `QdrantBackend` on a Qdrant collection.
+//! Both take the same requests, as Qdrant's local and remote shards do.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use searchd_collection::fusion::Fusion;
+use searchd_collection::live::{Doc as LiveDoc, LiveCollection};
+use searchd_collection::{DocId, ModelRecord};
+use searchd_vecio::Vectors;
+
+/// An admitted request's place (the server's admission permit, opaque here): the backend
+/// drops it when the work is done, before replying, which frees the place.
+pub struct Permit(#[allow(dead_code)] Box<dyn Send + Sync>);
+
+impl Permit {
+    pub fn new(place: impl Send + Sync + 'static) -> Permit {
+        Permit(Box::new(place))
+    }
+}
+
+/// A boxed, sendable future (the trait stays object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What to search with.
+pub enum QueryInput {
+    /// A query vector (from the body, or embedded from text by the server).
+    Vector(Vec<f32>),
+    /// Row of the server's query matrix (`serve --queries`).
+    Row(Arc<Vectors>, usize),
+    /// The stored vector of this document, which is left out of the hits.
+    Stored(DocId),
+    /// BM25 over the text field.
+    Lexical(String),
+    /// Dense (`vector`, embedded from `text`) and lexical (`text`) retrieval, fused.
+    Hybrid {
+        text: String,
+        vector: Vec<f32>,
+        fusion: Fusion,
+        /// Candidates taken from each side (raised to `k`).
+        window: usize,
+    },
+}
+
+/// Which stored fields a hit or a get returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum FieldsWanted {
+    /// Ids and scores only.
+    #[default]
+    None,
+    All,
+    List(Vec<String>),
+}
+
+/// One search, admitted.
+pub struct SearchRequest {
+    pub query: QueryInput,
+    pub k: usize,
+    pub ef: usize,
+    pub oversample: Option<f32>,
+    pub fields: FieldsWanted,
+    /// The filter language (CONTRACTS.md "Filter language"), as the request gave it; the
+    /// backend validates it against its fields (errors name the path under `filter`).
+    pub filter: Option<serde_json::Value>,
+    /// Terms facets over the hits the search returns (the query's top `k`, after the
+    /// filter, as Elasticsearch computes aggregations of a kNN search).
+    pub facets: Vec<FacetSpec>,
+    pub deadline: Instant,
+    /// The admission place; the backend drops it when the work is done, before replying.
+    pub permit: Option<Permit>,
+    /// Report what each segment contributed ([`SearchOutput::segments`]).
+    pub explain: bool,
+}
+
+/// One terms facet asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FacetSpec {
+    /// Name of the facet in the reply (the field, or an Elasticsearch aggregation name).
+    pub name: String,
+    /// A keyword field.
+    pub field: String,
+    /// Buckets returned (the rest is summed in `other_count`).
+    pub size: usize,
+}
+
+/// Exact terms buckets: count descending, then value ascending.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FacetOutput {
+    pub name: String,
+    pub field: String,
+    pub buckets: Vec<(String, u64)>,
+    /// Documents counted in values that were not returned (Elasticsearch's
+    /// `sum_other_doc_count`).
+    pub other_count: u64,
+}
+
+/// A read of the documents that match a filter, without a query: an exact count, terms
+/// facets, and/or one sorted page (`/count`, `/facet`, `/scroll` and Elasticsearch's
+/// `_search` without `knn` or `match`).
+pub struct ReadRequest {
+    pub filter: Option<serde_json::Value>,
+    /// Sort keys as the request gave them (`[{"price": "desc"}, "id"]`); `None`: by id.
+    pub sort: Option<serde_json::Value>,
+    /// The sort values of the last hit of the previous page (a value cursor).
+    pub after: Option<serde_json::Value>,
+    /// Hits skipped before the page (Elasticsearch's `from`).
+    pub from: usize,
+    /// Hits in the page (0: no page, only counts and facets).
+    pub size: usize,
+    pub fields: FieldsWanted,
+    /// Count every matching document.
+    pub total: bool,
+    pub facets: Vec<FacetSpec>,
+    pub deadline: Instant,
+    pub permit: Option<Permit>,
+}
+
+/// One hit of a sorted page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SortedDoc {
+    pub id: DocId,
+    /// Its sort values (JSON: numbers, strings, booleans, datetimes as epoch milliseconds,
+    /// `null` for a missing value), the implicit `id` tiebreaker last.
+    pub sort: Vec<serde_json::Value>,
+    pub fields: Option<Vec<u8>>,
+}
+
+/// What a [`ReadRequest`] found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReadOutput {
+    pub hits: Vec<SortedDoc>,
+    /// The cursor for the next page: the last hit's sort values, when the page was full.
+    pub next: Option<Vec<serde_json::Value>>,
+    pub total: Option<u64>,
+    pub facets: Vec<FacetOutput>,
+}
+
+/// Time spent in each stage of a search, in microseconds (0 when the stage did not run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    pub dense_us: u64,
+    pub lexical_us: u64,
+    pub fuse_us: u64,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchOutput {
+    pub hits: Vec<ScoredDoc>,
+    pub stages: StageTimes,
+    /// The query text was cut to the lexical limits (`searchd_lexical::MAX_QUERY_CHARS`).
+    pub lexical_truncated: bool,
+    /// How a filtered dense search ran (`exact`, `graph`, `graph_two_hop`; the first
+    /// segment's plan), for the reply and tests.
+    pub plan: Option<String>,
+    /// Documents that pass the filter (exact), when there was one.
+    pub matched: Option<u64>,
+    pub facets: Vec<FacetOutput>,
+    /// What each segment contributed, when the request asked to explain (empty otherwise,
+    /// and from backends without segments).
+    pub segments: Vec<SegmentExplain>,
+}
+
+/// One segment's part in a search (`"explain": true`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SegmentExplain {
+    /// The segment's name in the collection's manifest.
+    pub id: String,
+    /// Hits the segment offered to the merge.
+    pub candidates: u64,
+    /// How its filtered dense search ran (`exact`, `graph`, `graph_two_hop`), if filtered.
+    pub plan: Option<String>,
+}
+
+impl From<Vec<ScoredDoc>> for SearchOutput {
+    fn from(hits: Vec<ScoredDoc>) -> SearchOutput {
+        SearchOutput {
+            hits,
+            ..SearchOutput::default()
+        }
+    }
+}
+
+/// One hit: the document's own id, a higher-is-better score, fields if asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredDoc {
+    pub id: DocId,
+    pub score: f32,
+    /// A JSON object, when fields were asked for and the backend stores them.
+    pub fields: Option<Vec<u8>>,
+}
+
+/// A stored document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub id: DocId,
+    /// A JSON object (`{}` when the backend stores no fields).
+    pub fields: Vec<u8>,
+}
+
+/// Why a backend call failed; the server maps each to a status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendError {
+    /// The request is wrong (400 `invalid_argument`).
+    Invalid(String),
+    /// No such document (404 `not_found`).
+    NotFound(String),
+    /// The deadline passed; `started` tells whether work had begun (504).
+    Deadline { started: bool },
+    /// The backend is at capacity (503 `overloaded`).
+    Overloaded(String),
+    /// The backend cannot be reached or is not ready (503 `not_ready`).
+    Unavailable(String),
+    /// Anything else, including a storage read failure (500 `internal`).
+    Internal(String),
+    /// A write to a collection that is not open for writing (409 `conflict`).
+    Conflict(String),
+    /// The disk is full (507 `insufficient_storage`).
+    Storage(String),
+}
+
+/// What answers searches for one collection. Object-safe: served as `Arc<dyn SearchBackend>`.
+pub trait SearchBackend: Send + Sync + 'static {
+    /// For `/stats`, logs and `/admin/reload` replies.
+    fn info(&self) -> serde_json::Value;
+    /// Figures for `/metrics` and checks: documents, dimensions, bytes.
+    fn figures(&self) -> (u64, usize, u64);
+    /// The model that embedded the documents, if any (text queries must use the same).
+    fn model(&self) -> Option<ModelRecord>;
+    /// Whether stored documents can be searched by id (`{"id": ...}`); `Err` says why not.
+    fn can_search_by_id(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Whether lexical (BM25) search works here (`mode` lexical and hybrid); `Err` says why
+    /// not. Default: it does not.
+    fn can_search_text(&self) -> Result<(), String> {
+        Err("this collection has no lexical index; use mode \"dense\"".into())
+    }
+    /// The stored field that holds each document's text (what rerank reads).
+    fn text_field(&self) -> Option<String> {
+        None
+    }
+    /// Whether the backend can answer now (`/ready`); `Err` says why not (a remote engine
+    /// that cannot be reached). Default: ready once loaded.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>>;
+    fn get(&self, id: DocId, fields: FieldsWanted)
+        -> BoxFuture<'_, Result<Document, BackendError>>;
+    /// Counts, facets and sorted pages over the documents matching a filter. Default: not
+    /// supported.
+    fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
+        drop(req);
+        Box::pin(async {
+            Err(BackendError::Invalid(
+                "this backend does not support counts, facets or sorted pages".into(),
+            ))
+        })
+    }
+    /// Upserts and deletes (`wait`: return once visible). Default: not supported.
+    fn write(
+        &self,
+        op: WriteOp,
+        wait: bool,
+    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+        drop((op, wait));
+        Box::pin(async {
+            Err(BackendError::Conflict(
+                "this collection takes no writes (a bare index directory is read-only)".into(),
+            ))
+        })
+    }
+    /// A consistent point-in-time copy written to `out`; returns its sequence number.
+    fn snapshot(&self, out: std::path::PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
+        drop(out);
+        Box::pin(async {
+            Err(BackendError::Conflict(
+                "this collection has no snapshots (it is not a live collection)".into(),
+            ))
+        })
+    }
+    /// Changes whenever what searches see changes (part of response cache keys).
+    fn version(&self) -> u64 {
+        0
+    }
+    /// The writer's and optimizer's figures, for `/stats`.
+    fn live_stats(&self) -> Option<serde_json::Value> {
+        None
+    }
+    /// Make everything durable at shutdown.
+    fn close(&self) {}
+    /// The live collection that takes this backend's writes, if it is one (`/admin/reload`
+    /// closes it before its directory is opened again, and waits until it lets go).
+    fn writer(&self) -> Option<Arc<LiveCollection>> {
+        None
+    }
+}
+
+/// The 400 of a destructive request whose filter matches by vacuity
+/// ([`searchd_fields::Filter::is_vacuous`]).
+pub fn refuse_vacuous(f: &searchd_fields::Filter) -> Result<(), BackendError> {
+    if f.is_vacuous() {
+        return Err(BackendError::Invalid(
+            "filter: this filter places no condition (a range without bounds, an empty bool, or only such clauses), so it would delete every document; a delete refuses it. To delete every document, send {\"filter\": {\"match_all\": {}}}".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// One write, as the HTTP layer parsed it.
+#[derive(Debug)]
+pub enum WriteOp {
+    Upsert(Vec<LiveDoc>),
+    Delete(Vec<DocId>),
+    DeleteFilter(serde_json::Value),
+}
+
+/// Keep only the wanted keys of a stored JSON object (values byte for byte).
+pub fn select_fields(source: &[u8], wanted: &FieldsWanted) -> Option<Vec<u8>> {
+    match wanted {
+        FieldsWanted::None => None,
+        FieldsWanted::All => Some(source.to_vec()),
+        FieldsWanted::List(keys) => {
+            let parsed: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
+                serde_json::from_slice(source).unwrap_or_default();
+            let mut out = Vec::with_capacity(source.len().min(256));
+            out.push(b'{');
+            let mut first = true;
+            for k in keys {
+                if let Some(v) = parsed.get(k) {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    serde_json::to_writer(&mut out, k).ok()?;
+                    out.push(b':');
+                    out.extend_from_slice(v.get().as_bytes());
+                }
+            }
+            out.push(b'}');
+            Some(out)
+        }
+    }
+}
+
+/// Largest `from + size` of a sorted page (Elasticsearch's `index.max_result_window`).
+pub const MAX_RESULT_WINDOW: usize = 10_000;
+
+/// A shared backend is a backend (the forwarding impl `IndexSource::Backend` serves).
+impl SearchBackend for Arc<dyn SearchBackend> {
+    fn info(&self) -> serde_json::Value {
+        (**self).info()
+    }
+    fn figures(&self) -> (u64, usize, u64) {
+        (**self).figures()
+    }
+    fn model(&self) -> Option<ModelRecord> {
+        (**self).model()
+    }
+    fn can_search_by_id(&self) -> Result<(), String> {
+        (**self).can_search_by_id()
+    }
+    fn can_search_text(&self) -> Result<(), String> {
+        (**self).can_search_text()
+    }
+    fn text_field(&self) -> Option<String> {
+        (**self).text_field()
+    }
+    fn ready(&self) -> Result<(), String> {
+        (**self).ready()
+    }
+    fn read(&self, req: ReadRequest) -> BoxFuture<'_, Result<ReadOutput, BackendError>> {
+        (**self).read(req)
+    }
+    fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
+        (**self).search(req)
+    }
+    fn get(
+        &self,
+        id: searchd_collection::DocId,
+        fields: FieldsWanted,
+    ) -> BoxFuture<'_, Result<Document, BackendError>> {
+        (**self).get(id, fields)
+    }
+    fn write(
+        &self,
+        op: WriteOp,
+        wait: bool,
+    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+        (**self).write(op, wait)
+    }
+    fn snapshot(&self, out: std::path::PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {
+        (**self).snapshot(out)
+    }
+    fn version(&self) -> u64 {
+        (**self).version()
+    }
+    fn live_stats(&self) -> Option<serde_json::Value> {
+        (**self).live_stats()
+    }
+    fn close(&self) {
+        (**self).close()
+    }
+    fn writer(&self) -> Option<Arc<searchd_collection::live::LiveCollection>> {
+        (**self).writer()
+    }
+}
