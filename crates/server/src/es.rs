@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use searchd_collection::fusion::Fusion;
@@ -26,8 +26,8 @@ use searchd_collection::DocId;
 use crate::backend::{FacetOutput, FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::{ApiError, Code};
 use crate::query::{
-    backend_error, backend_of, explain_json, perform_search, read_request, read_route, run_read,
-    Ask, BodyRule, CommonOptions, JsonObject, Mode, Read, SearchSpec, COMMON_KEYS,
+    backend_error, backend_of, explain_json, perform_search, read_request, run_read, Ask, BodyRule,
+    CommonOptions, JsonObject, Mode, Read, SearchSpec, COMMON_KEYS,
 };
 use crate::state::App;
 use crate::wire::json_response;
@@ -88,13 +88,24 @@ fn es_body(body: &[u8], keys: &[&str]) -> Result<JsonObject, ApiError> {
     Ok(m)
 }
 
-fn es_rule<'k>(keys: &'k [&'k str]) -> BodyRule<'k> {
+const fn es_rule(keys: &'static [&'static str]) -> BodyRule<'static> {
     BodyRule {
         optional: true,
         keys,
         parse: es_body,
     }
 }
+
+/// The body of `_search`: [`SEARCH_KEYS`] and the pipeline's [`COMMON_KEYS`].
+pub(crate) fn search_rule() -> BodyRule<'static> {
+    static KEYS: std::sync::LazyLock<Vec<&'static str>> =
+        std::sync::LazyLock::new(|| SEARCH_KEYS.iter().chain(COMMON_KEYS).copied().collect());
+    es_rule(&KEYS)
+}
+/// The body of `_count`.
+pub(crate) const COUNT: BodyRule<'static> = es_rule(&["query"]);
+/// The body of `_mget`.
+pub(crate) const MGET: BodyRule<'static> = es_rule(&["ids", "docs"]);
 
 fn body_object(body: &[u8]) -> Result<JsonObject, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
@@ -440,254 +451,91 @@ fn total_json(track: &TrackTotal, n: u64) -> Option<serde_json::Value> {
 // ---------------------------------------------------------------------------------------
 // _search
 
-pub(crate) async fn search(
-    State(app): State<Arc<App>>,
-    Path(name): Path<String>,
-    req: Request,
-) -> Response {
-    let keys: Vec<&str> = SEARCH_KEYS.iter().chain(COMMON_KEYS).copied().collect();
-    read_route(app, name, req, "_search", es_rule(&keys), |rd| async move {
-        let Read {
-            app,
-            slot,
-            backend,
-            body: m,
-            arrival,
-        } = rd;
-        let from = match m.get("from") {
-            Some(v) => usize_at(v, "from", MAX_RESULT_WINDOW)?,
-            None => 0,
-        };
-        let size = match m.get("size") {
-            Some(v) => usize_at(v, "size", MAX_RESULT_WINDOW)?,
-            None => 10,
-        };
-        if from + size > MAX_RESULT_WINDOW {
-            return Err(ApiError::invalid(format!(
+pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
+    let Read {
+        app,
+        slot,
+        backend,
+        body: m,
+        arrival,
+    } = rd;
+    let from = match m.get("from") {
+        Some(v) => usize_at(v, "from", MAX_RESULT_WINDOW)?,
+        None => 0,
+    };
+    let size = match m.get("size") {
+        Some(v) => usize_at(v, "size", MAX_RESULT_WINDOW)?,
+        None => 10,
+    };
+    if from + size > MAX_RESULT_WINDOW {
+        return Err(ApiError::invalid(format!(
                 "from + size must be at most {MAX_RESULT_WINDOW} (index.max_result_window), got {}; page deeper with search_after",
                 from + size
             )));
+    }
+    let source = parse_source(m.get("_source"))?;
+    let track = parse_track(m.get("track_total_hits"))?;
+    let aggs = match (m.get("aggs"), m.get("aggregations")) {
+        (Some(_), Some(_)) => return Err(ApiError::invalid("give aggs or aggregations, not both")),
+        (Some(a), None) => parse_aggs(Some(a), "aggs")?,
+        (None, a) => parse_aggs(a, "aggregations")?,
+    };
+    let text_field = backend.text_field();
+    let parts = split_query(m.get("query"), text_field.as_deref())?;
+    let knn = m.get("knn");
+    let deadline = arrival + app.cfg.timeout;
+    if knn.is_none() && parts.text.is_none() {
+        if m.contains_key("rank") {
+            return Err(ApiError::invalid("rank needs knn and a match query"));
         }
-        let source = parse_source(m.get("_source"))?;
-        let track = parse_track(m.get("track_total_hits"))?;
-        let aggs = match (m.get("aggs"), m.get("aggregations")) {
-            (Some(_), Some(_)) => {
-                return Err(ApiError::invalid(
-                    "give aggs or aggregations, not both",
-                ))
-            }
-            (Some(a), None) => parse_aggs(Some(a), "aggs")?,
-            (None, a) => parse_aggs(a, "aggregations")?,
-        };
-        let text_field = backend.text_field();
-        let parts = split_query(m.get("query"), text_field.as_deref())?;
-        let knn = m.get("knn");
-        let deadline = arrival + app.cfg.timeout;
-        if knn.is_none() && parts.text.is_none() {
-            if m.contains_key("rank") {
-                return Err(ApiError::invalid("rank needs knn and a match query"));
-            }
-            if CommonOptions::parse(|key| m.get(key))?.rerank.is_some() {
-                return Err(ApiError::invalid(
-                    "rerank scores (query text, document text) pairs: it needs a match query",
-                ));
-            }
-            // A filter-only query: an exact sorted page.
-            // The total is counted even when not shown: it is a bitmap's size.
-            let r = crate::backend::ReadRequest {
-                filter: parts.filter,
-                sort: m.get("sort").cloned(),
-                after: m.get("search_after").cloned(),
-                from,
-                size,
-                fields: source.wanted(),
-                total: true,
-                facets: aggs,
-                ..read_request(&app, arrival)
-            };
-            if r.sort.is_none() && r.after.is_some() {
-                return Err(ApiError::invalid(
-                    "search_after needs a sort (e.g. [{\"price\": \"desc\"}, \"_id\"])",
-                ));
-            }
-            let sorted = r.sort.is_some();
-            let out: ReadOutput = run_read(&app, &**backend, r).await?;
-            let hits: Vec<serde_json::Value> = out
-                .hits
-                .iter()
-                .map(|h| {
-                    let mut o = serde_json::json!({
-                        "_index": slot.name,
-                        "_id": es_id(&h.id),
-                        "_score": if sorted { serde_json::Value::Null } else { serde_json::json!(1.0) },
-                    });
-                    if let Some(src) = source.render(h.fields.as_deref()) {
-                        o["_source"] = src;
-                    }
-                    if sorted {
-                        o["sort"] = serde_json::Value::Array(h.sort.clone());
-                    }
-                    o
-                })
-                .collect();
-            let total = out.total.unwrap_or(0);
-            let mut hits_obj = serde_json::json!({
-                "max_score": if sorted || hits.is_empty() { serde_json::Value::Null } else { serde_json::json!(1.0) },
-                "hits": hits,
-            });
-            if let Some(t) = total_json(&track, total) {
-                hits_obj["total"] = t;
-            }
-            let mut v = serde_json::json!({
-                "took": arrival.elapsed().as_millis() as u64,
-                "timed_out": false,
-                "_shards": shards(),
-                "hits": hits_obj,
-            });
-            if !out.facets.is_empty() {
-                v["aggregations"] = aggs_json(&out.facets);
-            }
-            return Ok(serde_json::to_vec(&v).unwrap_or_default());
-        }
-        // A scored search: knn, match, or both fused by rank.rrf.
-        if m.get("search_after").is_some() {
-            return Err(unsupported(
-                "search_after",
-                "search_after with knn or match (page with from/size)",
+        if CommonOptions::parse(|key| m.get(key))?.rerank.is_some() {
+            return Err(ApiError::invalid(
+                "rerank scores (query text, document text) pairs: it needs a match query",
             ));
         }
-        if let Some(s) = m.get("sort") {
-            let only_score = |x: &serde_json::Value| {
-                x == "_score" || x.get("_score").is_some_and(|o| o == "desc" || o.get("order").is_some_and(|d| d == "desc"))
-            };
-            let ok = match s {
-                serde_json::Value::Array(a) => a.iter().all(only_score),
-                one => only_score(one),
-            };
-            if !ok {
-                return Err(unsupported("sort", "sorting a knn or match search by a field"));
-            }
-        }
-        let common = CommonOptions::parse(|key| m.get(key))?;
-        let mut want = from + size;
-        let mut ef = app.cfg.ef;
-        let mut filter = parts.filter;
-        let mut vector: Option<Vec<f32>> = None;
-        if let Some(k) = knn {
-            let Some(ko) = k.as_object() else {
-                return Err(unsupported("knn", "a list of knn clauses"));
-            };
-            check_keys(ko, &["field", "query_vector", "k", "num_candidates", "filter", "similarity", "boost"], "knn")?;
-            for unsup in ["similarity", "boost"] {
-                if ko.contains_key(unsup) {
-                    return Err(unsupported(&format!("knn.{unsup}"), &format!("{unsup:?}")));
-                }
-            }
-            let Some(qv) = ko.get("query_vector").and_then(|v| v.as_array()) else {
-                return Err(ApiError::invalid(
-                    "knn.query_vector: give the query vector (query_vector_builder is not supported; use the native /search with \"text\")",
-                ));
-            };
-            let mut v = Vec::with_capacity(qv.len());
-            for (i, x) in qv.iter().enumerate() {
-                let Some(f) = x.as_f64().filter(|f| f.is_finite() && f.abs() <= f32::MAX as f64) else {
-                    return Err(ApiError::invalid(format!("knn.query_vector[{i}] must be a finite number, got {x}")));
-                };
-                v.push(f as f32);
-            }
-            let (_, dim, _) = backend.figures();
-            if v.len() != dim {
-                return Err(ApiError::invalid(format!(
-                    "knn.query_vector has {} dimensions, the collection has {dim}",
-                    v.len()
-                )));
-            }
-            // Elasticsearch: the top k are the hits; from/size page within them.
-            let k_knn = match ko.get("k") {
-                Some(x) => usize_at(x, "knn.k", searchd_engine::MAX_K)?.max(1),
-                None => size.max(1),
-            };
-            want = k_knn;
-            if let Some(nc) = ko.get("num_candidates") {
-                ef = usize_at(nc, "knn.num_candidates", crate::wire::MAX_EF)?.max(k_knn);
-            }
-            if let Some(kf) = ko.get("filter") {
-                filter = Some(match filter {
-                    None => kf.clone(),
-                    Some(f) => serde_json::json!({"bool": {"filter": [f, kf]}}),
-                });
-            }
-            vector = Some(v);
-        }
-        let mut fusion = searchd_collection::fusion::DEFAULT_FUSION;
-        let mut window = searchd_collection::fusion::DEFAULT_WINDOW;
-        let (ask, mode) = match (vector, parts.text) {
-            (Some(v), None) => {
-                if m.get("query").is_some() {
-                    return Err(unsupported(
-                        "query",
-                        "knn together with a filter query (Elasticsearch ORs them); put the filter in knn.filter",
-                    ));
-                }
-                (Ask::Vector(v), Mode::Dense)
-            }
-            (None, Some(t)) => (Ask::Text(t), Mode::Lexical),
-            (Some(v), Some(t)) => {
-                let Some(rank) = m.get("rank").and_then(|r| r.get("rrf")) else {
-                    return Err(unsupported(
-                        "query",
-                        "knn with a match query summed by score; fuse them with \"rank\": {\"rrf\": {}}",
-                    ));
-                };
-                let ro = rank.as_object().cloned().unwrap_or_default();
-                check_keys(&ro, &["rank_constant", "rank_window_size", "window_size"], "rank.rrf")?;
-                let rank_constant = match ro.get("rank_constant") {
-                    Some(x) => usize_at(x, "rank.rrf.rank_constant", 1_000_000)? as u32,
-                    None => searchd_collection::fusion::DEFAULT_RANK_CONSTANT,
-                };
-                if let Some(x) = ro.get("rank_window_size").or(ro.get("window_size")) {
-                    window = usize_at(x, "rank.rrf.rank_window_size", searchd_collection::fusion::MAX_WINDOW)?;
-                }
-                fusion = Fusion::Rrf { rank_constant };
-                (Ask::TextAndVector { text: t, vector: v }, Mode::Hybrid)
-            }
-            (None, None) => unreachable!("handled above"),
-        };
-        let spec = SearchSpec {
-            ask,
-            k: want.max(1),
-            ef,
+        // A filter-only query: an exact sorted page.
+        // The total is counted even when not shown: it is a bitmap's size.
+        let r = crate::backend::ReadRequest {
+            filter: parts.filter,
+            sort: m.get("sort").cloned(),
+            after: m.get("search_after").cloned(),
+            from,
+            size,
             fields: source.wanted(),
-            mode: Some(mode),
-            fusion,
-            window,
-            text_cut: false,
-            filter,
+            total: true,
             facets: aggs,
-            common,
+            ..read_request(&app, arrival)
         };
-        let a = perform_search(&app, &slot, spec, deadline).await?;
-        let out = &a;
-        let total = out.hits.len() as u64;
-        let page: Vec<serde_json::Value> = out
+        if r.sort.is_none() && r.after.is_some() {
+            return Err(ApiError::invalid(
+                "search_after needs a sort (e.g. [{\"price\": \"desc\"}, \"_id\"])",
+            ));
+        }
+        let sorted = r.sort.is_some();
+        let out: ReadOutput = run_read(&app, &**backend, r).await?;
+        let hits: Vec<serde_json::Value> = out
             .hits
             .iter()
-            .skip(from)
-            .take(size)
             .map(|h| {
                 let mut o = serde_json::json!({
                     "_index": slot.name,
                     "_id": es_id(&h.id),
-                    "_score": h.score,
+                    "_score": if sorted { serde_json::Value::Null } else { serde_json::json!(1.0) },
                 });
                 if let Some(src) = source.render(h.fields.as_deref()) {
                     o["_source"] = src;
                 }
+                if sorted {
+                    o["sort"] = serde_json::Value::Array(h.sort.clone());
+                }
                 o
             })
             .collect();
-        let max_score = out.hits.first().map(|h| serde_json::json!(h.score));
-        let mut hits_obj = serde_json::json!({"max_score": max_score, "hits": page});
+        let total = out.total.unwrap_or(0);
+        let mut hits_obj = serde_json::json!({
+            "max_score": if sorted || hits.is_empty() { serde_json::Value::Null } else { serde_json::json!(1.0) },
+            "hits": hits,
+        });
         if let Some(t) = total_json(&track, total) {
             hits_obj["total"] = t;
         }
@@ -700,47 +548,214 @@ pub(crate) async fn search(
         if !out.facets.is_empty() {
             v["aggregations"] = aggs_json(&out.facets);
         }
-        if let Some(e) = explain_json(out) {
-            v["explain"] = e;
+        return Ok(serde_json::to_vec(&v).unwrap_or_default());
+    }
+    // A scored search: knn, match, or both fused by rank.rrf.
+    if m.get("search_after").is_some() {
+        return Err(unsupported(
+            "search_after",
+            "search_after with knn or match (page with from/size)",
+        ));
+    }
+    if let Some(s) = m.get("sort") {
+        let only_score = |x: &serde_json::Value| {
+            x == "_score"
+                || x.get("_score")
+                    .is_some_and(|o| o == "desc" || o.get("order").is_some_and(|d| d == "desc"))
+        };
+        let ok = match s {
+            serde_json::Value::Array(a) => a.iter().all(only_score),
+            one => only_score(one),
+        };
+        if !ok {
+            return Err(unsupported(
+                "sort",
+                "sorting a knn or match search by a field",
+            ));
         }
-        Ok(serde_json::to_vec(&v).unwrap_or_default())
-    })
-    .await
+    }
+    let common = CommonOptions::parse(|key| m.get(key))?;
+    let mut want = from + size;
+    let mut ef = app.cfg.ef;
+    let mut filter = parts.filter;
+    let mut vector: Option<Vec<f32>> = None;
+    if let Some(k) = knn {
+        let Some(ko) = k.as_object() else {
+            return Err(unsupported("knn", "a list of knn clauses"));
+        };
+        check_keys(
+            ko,
+            &[
+                "field",
+                "query_vector",
+                "k",
+                "num_candidates",
+                "filter",
+                "similarity",
+                "boost",
+            ],
+            "knn",
+        )?;
+        for unsup in ["similarity", "boost"] {
+            if ko.contains_key(unsup) {
+                return Err(unsupported(&format!("knn.{unsup}"), &format!("{unsup:?}")));
+            }
+        }
+        let Some(qv) = ko.get("query_vector").and_then(|v| v.as_array()) else {
+            return Err(ApiError::invalid(
+                    "knn.query_vector: give the query vector (query_vector_builder is not supported; use the native /search with \"text\")",
+                ));
+        };
+        let mut v = Vec::with_capacity(qv.len());
+        for (i, x) in qv.iter().enumerate() {
+            let Some(f) = x
+                .as_f64()
+                .filter(|f| f.is_finite() && f.abs() <= f32::MAX as f64)
+            else {
+                return Err(ApiError::invalid(format!(
+                    "knn.query_vector[{i}] must be a finite number, got {x}"
+                )));
+            };
+            v.push(f as f32);
+        }
+        let (_, dim, _) = backend.figures();
+        if v.len() != dim {
+            return Err(ApiError::invalid(format!(
+                "knn.query_vector has {} dimensions, the collection has {dim}",
+                v.len()
+            )));
+        }
+        // Elasticsearch: the top k are the hits; from/size page within them.
+        let k_knn = match ko.get("k") {
+            Some(x) => usize_at(x, "knn.k", searchd_engine::MAX_K)?.max(1),
+            None => size.max(1),
+        };
+        want = k_knn;
+        if let Some(nc) = ko.get("num_candidates") {
+            ef = usize_at(nc, "knn.num_candidates", crate::wire::MAX_EF)?.max(k_knn);
+        }
+        if let Some(kf) = ko.get("filter") {
+            filter = Some(match filter {
+                None => kf.clone(),
+                Some(f) => serde_json::json!({"bool": {"filter": [f, kf]}}),
+            });
+        }
+        vector = Some(v);
+    }
+    let mut fusion = searchd_collection::fusion::DEFAULT_FUSION;
+    let mut window = searchd_collection::fusion::DEFAULT_WINDOW;
+    let (ask, mode) = match (vector, parts.text) {
+        (Some(v), None) => {
+            if m.get("query").is_some() {
+                return Err(unsupported(
+                        "query",
+                        "knn together with a filter query (Elasticsearch ORs them); put the filter in knn.filter",
+                    ));
+            }
+            (Ask::Vector(v), Mode::Dense)
+        }
+        (None, Some(t)) => (Ask::Text(t), Mode::Lexical),
+        (Some(v), Some(t)) => {
+            let Some(rank) = m.get("rank").and_then(|r| r.get("rrf")) else {
+                return Err(unsupported(
+                        "query",
+                        "knn with a match query summed by score; fuse them with \"rank\": {\"rrf\": {}}",
+                    ));
+            };
+            let ro = rank.as_object().cloned().unwrap_or_default();
+            check_keys(
+                &ro,
+                &["rank_constant", "rank_window_size", "window_size"],
+                "rank.rrf",
+            )?;
+            let rank_constant = match ro.get("rank_constant") {
+                Some(x) => usize_at(x, "rank.rrf.rank_constant", 1_000_000)? as u32,
+                None => searchd_collection::fusion::DEFAULT_RANK_CONSTANT,
+            };
+            if let Some(x) = ro.get("rank_window_size").or(ro.get("window_size")) {
+                window = usize_at(
+                    x,
+                    "rank.rrf.rank_window_size",
+                    searchd_collection::fusion::MAX_WINDOW,
+                )?;
+            }
+            fusion = Fusion::Rrf { rank_constant };
+            (Ask::TextAndVector { text: t, vector: v }, Mode::Hybrid)
+        }
+        (None, None) => unreachable!("handled above"),
+    };
+    let spec = SearchSpec {
+        ask,
+        k: want.max(1),
+        ef,
+        fields: source.wanted(),
+        mode: Some(mode),
+        fusion,
+        window,
+        text_cut: false,
+        filter,
+        facets: aggs,
+        common,
+    };
+    let a = perform_search(&app, &slot, spec, deadline).await?;
+    let out = &a;
+    let total = out.hits.len() as u64;
+    let page: Vec<serde_json::Value> = out
+        .hits
+        .iter()
+        .skip(from)
+        .take(size)
+        .map(|h| {
+            let mut o = serde_json::json!({
+                "_index": slot.name,
+                "_id": es_id(&h.id),
+                "_score": h.score,
+            });
+            if let Some(src) = source.render(h.fields.as_deref()) {
+                o["_source"] = src;
+            }
+            o
+        })
+        .collect();
+    let max_score = out.hits.first().map(|h| serde_json::json!(h.score));
+    let mut hits_obj = serde_json::json!({"max_score": max_score, "hits": page});
+    if let Some(t) = total_json(&track, total) {
+        hits_obj["total"] = t;
+    }
+    let mut v = serde_json::json!({
+        "took": arrival.elapsed().as_millis() as u64,
+        "timed_out": false,
+        "_shards": shards(),
+        "hits": hits_obj,
+    });
+    if !out.facets.is_empty() {
+        v["aggregations"] = aggs_json(&out.facets);
+    }
+    if let Some(e) = explain_json(out) {
+        v["explain"] = e;
+    }
+    Ok(serde_json::to_vec(&v).unwrap_or_default())
 }
 
 // ---------------------------------------------------------------------------------------
 // _count
 
-pub(crate) async fn count(
-    State(app): State<Arc<App>>,
-    Path(name): Path<String>,
-    req: Request,
-) -> Response {
-    read_route(
-        app,
-        name,
-        req,
-        "_count",
-        es_rule(&["query"]),
-        |rd| async move {
-            let parts = split_query(rd.body.get("query"), rd.backend.text_field().as_deref())?;
-            if parts.text.is_some() {
-                return Err(unsupported(
-                    "query",
-                    "a match query in _count (count a filter)",
-                ));
-            }
-            let r = crate::backend::ReadRequest {
-                filter: parts.filter,
-                total: true,
-                ..rd.request()
-            };
-            let out = rd.run(r).await?;
-            let v = serde_json::json!({"count": out.total.unwrap_or(0), "_shards": shards()});
-            Ok(serde_json::to_vec(&v).unwrap_or_default())
-        },
-    )
-    .await
+pub(crate) async fn count(rd: Read) -> Result<Vec<u8>, ApiError> {
+    let parts = split_query(rd.body.get("query"), rd.backend.text_field().as_deref())?;
+    if parts.text.is_some() {
+        return Err(unsupported(
+            "query",
+            "a match query in _count (count a filter)",
+        ));
+    }
+    let r = crate::backend::ReadRequest {
+        filter: parts.filter,
+        total: true,
+        ..rd.request()
+    };
+    let out = rd.run(r).await?;
+    let v = serde_json::json!({"count": out.total.unwrap_or(0), "_shards": shards()});
+    Ok(serde_json::to_vec(&v).unwrap_or_default())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -798,86 +813,72 @@ pub(crate) async fn get_doc(
 /// Most ids one `_mget` may ask for.
 pub const MAX_MGET: usize = 10_000;
 
-pub(crate) async fn mget(
-    State(app): State<Arc<App>>,
-    Path(name): Path<String>,
-    req: Request,
-) -> Response {
-    read_route(
+pub(crate) async fn mget(rd: Read) -> Result<Vec<u8>, ApiError> {
+    let Read {
         app,
-        name,
-        req,
-        "_mget",
-        es_rule(&["ids", "docs"]),
-        |rd| async move {
-            let Read {
-                app,
-                slot,
-                backend,
-                body: m,
-                ..
-            } = rd;
-            let mut ids: Vec<String> = Vec::new();
-            let id_str = |v: &serde_json::Value, at: &str| -> Result<String, ApiError> {
-                match v {
-                    serde_json::Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                    serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.to_string()),
-                    other => Err(ApiError::invalid(format!(
-                        "{at} must be a document id, got {other}"
-                    ))),
-                }
-            };
-            match (m.get("ids"), m.get("docs")) {
-                (Some(serde_json::Value::Array(a)), None) => {
-                    for (i, v) in a.iter().enumerate() {
-                        ids.push(id_str(v, &format!("ids[{i}]"))?);
-                    }
-                }
-                (None, Some(serde_json::Value::Array(a))) => {
-                    for (i, d) in a.iter().enumerate() {
-                        let at = format!("docs[{i}]");
-                        let Some(o) = d.as_object() else {
-                            return Err(ApiError::invalid(format!("{at} must be an object")));
-                        };
-                        check_keys(o, &["_id", "_index"], &at)?;
-                        if o.get("_index")
-                            .is_some_and(|x| x.as_str() != Some(slot.name.as_str()))
-                        {
-                            return Err(unsupported(
-                                &format!("{at}._index"),
-                                "another index in _mget",
-                            ));
-                        }
-                        let Some(v) = o.get("_id") else {
-                            return Err(ApiError::invalid(format!("{at}._id is missing")));
-                        };
-                        ids.push(id_str(v, &format!("{at}._id"))?);
-                    }
-                }
-                _ => {
-                    return Err(ApiError::invalid(
-                        "give {\"ids\": [...]} or {\"docs\": [{\"_id\": ...}]}",
-                    ))
-                }
+        slot,
+        backend,
+        body: m,
+        ..
+    } = rd;
+    let mut ids: Vec<String> = Vec::new();
+    let id_str = |v: &serde_json::Value, at: &str| -> Result<String, ApiError> {
+        match v {
+            serde_json::Value::String(s) if !s.is_empty() => Ok(s.clone()),
+            serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.to_string()),
+            other => Err(ApiError::invalid(format!(
+                "{at} must be a document id, got {other}"
+            ))),
+        }
+    };
+    match (m.get("ids"), m.get("docs")) {
+        (Some(serde_json::Value::Array(a)), None) => {
+            for (i, v) in a.iter().enumerate() {
+                ids.push(id_str(v, &format!("ids[{i}]"))?);
             }
-            if ids.len() > MAX_MGET {
-                return Err(ApiError::invalid(format!(
-                    "at most {MAX_MGET} ids per _mget, got {}",
-                    ids.len()
-                )));
-            }
-            let mut docs = Vec::with_capacity(ids.len());
-            for id in &ids {
-                match backend.get(DocId::Str(id.clone()), FieldsWanted::All).await {
-                    Ok(d) => docs.push(doc_json(&slot.name, id, Some((&d.id, &d.fields)))),
-                    Err(crate::backend::BackendError::NotFound(_)) => {
-                        docs.push(doc_json(&slot.name, id, None))
-                    }
-                    Err(e) => return Err(backend_error(&app, e)),
+        }
+        (None, Some(serde_json::Value::Array(a))) => {
+            for (i, d) in a.iter().enumerate() {
+                let at = format!("docs[{i}]");
+                let Some(o) = d.as_object() else {
+                    return Err(ApiError::invalid(format!("{at} must be an object")));
+                };
+                check_keys(o, &["_id", "_index"], &at)?;
+                if o.get("_index")
+                    .is_some_and(|x| x.as_str() != Some(slot.name.as_str()))
+                {
+                    return Err(unsupported(
+                        &format!("{at}._index"),
+                        "another index in _mget",
+                    ));
                 }
+                let Some(v) = o.get("_id") else {
+                    return Err(ApiError::invalid(format!("{at}._id is missing")));
+                };
+                ids.push(id_str(v, &format!("{at}._id"))?);
             }
-            Ok(serde_json::to_vec(&serde_json::json!({ "docs": docs })).unwrap_or_default())
-        },
-    )
-    .await
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "give {\"ids\": [...]} or {\"docs\": [{\"_id\": ...}]}",
+            ))
+        }
+    }
+    if ids.len() > MAX_MGET {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_MGET} ids per _mget, got {}",
+            ids.len()
+        )));
+    }
+    let mut docs = Vec::with_capacity(ids.len());
+    for id in &ids {
+        match backend.get(DocId::Str(id.clone()), FieldsWanted::All).await {
+            Ok(d) => docs.push(doc_json(&slot.name, id, Some((&d.id, &d.fields)))),
+            Err(crate::backend::BackendError::NotFound(_)) => {
+                docs.push(doc_json(&slot.name, id, None))
+            }
+            Err(e) => return Err(backend_error(&app, e)),
+        }
+    }
+    Ok(serde_json::to_vec(&serde_json::json!({ "docs": docs })).unwrap_or_default())
 }

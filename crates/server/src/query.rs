@@ -636,6 +636,7 @@ pub(crate) fn read_request(app: &App, arrival: Instant) -> ReadRequest {
 /// words the errors as that surface does). With `optional` a request without a body
 /// (Elasticsearch clients send GET without one) reads as an empty body instead of a missing
 /// Content-Type.
+#[derive(Clone, Copy)]
 pub(crate) struct BodyRule<'k> {
     pub optional: bool,
     pub keys: &'k [&'k str],
@@ -664,6 +665,26 @@ impl Read {
     /// Run `req` on the backend ([`run_read`]).
     pub async fn run(&self, req: ReadRequest) -> Result<ReadOutput, ApiError> {
         run_read(&self.app, &**self.backend, req).await
+    }
+}
+
+type AppState = axum::extract::State<Arc<App>>;
+type CollectionName = axum::extract::Path<String>;
+type ResponseFuture = std::pin::Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// The axum handler of a read route: [`read_route`] around `f` (`route` names it in the
+/// cache key).
+pub(crate) fn read_handler<F, Fut>(
+    route: &'static str,
+    rule: BodyRule<'static>,
+    f: F,
+) -> impl Fn(AppState, CollectionName, Request) -> ResponseFuture + Clone + Send + Sync + 'static
+where
+    F: Fn(Read) -> Fut + Copy + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vec<u8>, ApiError>> + Send + 'static,
+{
+    move |axum::extract::State(app), axum::extract::Path(name), req| {
+        Box::pin(read_route(app, name, req, route, rule, f))
     }
 }
 

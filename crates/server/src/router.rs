@@ -7,6 +7,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::error::{ApiError, Code};
+use crate::query::read_handler;
 use crate::state::App;
 use crate::{admin, es, native, observe, reads, writes};
 
@@ -26,13 +27,31 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/collections/{name}/docs", post(writes::upsert))
         .route("/collections/{name}/delete", post(writes::delete_many))
         .route("/collections/{name}/snapshot", post(writes::snapshot))
-        .route("/collections/{name}/count", post(reads::count))
-        .route("/collections/{name}/facet", post(reads::facet))
-        .route("/collections/{name}/scroll", post(reads::scroll))
-        .route("/{name}/_search", get(es::search).post(es::search))
-        .route("/{name}/_count", get(es::count).post(es::count))
+        .route(
+            "/collections/{name}/count",
+            post(read_handler("count", reads::COUNT, reads::count)),
+        )
+        .route(
+            "/collections/{name}/facet",
+            post(read_handler("facet", reads::FACET, reads::facet)),
+        )
+        .route(
+            "/collections/{name}/scroll",
+            post(read_handler("scroll", reads::SCROLL, reads::scroll)),
+        )
+        .route("/{name}/_search", {
+            let h = read_handler("_search", es::search_rule(), es::search);
+            get(h.clone()).post(h)
+        })
+        .route("/{name}/_count", {
+            let h = read_handler("_count", es::COUNT, es::count);
+            get(h.clone()).post(h)
+        })
         .route("/{name}/_doc/{id}", get(es::get_doc))
-        .route("/{name}/_mget", get(es::mget).post(es::mget))
+        .route("/{name}/_mget", {
+            let h = read_handler("_mget", es::MGET, es::mget);
+            get(h.clone()).post(h)
+        })
         .route("/health", get(observe::health))
         .route("/healthz", get(observe::health))
         .route("/ready", get(observe::ready))
