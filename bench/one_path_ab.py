@@ -24,6 +24,7 @@ Writes bench/results/one-path-ab.{json,md}. The VM is noisy (+-10-15%): the verd
 the median over rounds of each binary.
 
     python3 bench/one_path_ab.py --old /work/ab/searchd-old --new /work/ab/searchd-new [--rounds 2]
+    python3 bench/one_path_ab.py --old X --new Y --from-log RUN.log   # a run cut short: its rows
 """
 import argparse
 import json
@@ -212,28 +213,37 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--prepare-only", action="store_true",
                     help="make the collection and the bodies, measure nothing")
+    ap.add_argument("--from-log", metavar="FILE",
+                    help="summarize the rows a run cut short printed (its stdout) instead of measuring")
     a = ap.parse_args()
-    model = model_dir()
-    base, up = prepare(a.new)
-    if a.prepare_only:
-        return
     result = {"schema": "searchd.bench.one-path-ab.v1", "old": a.old_label, "new": a.new_label,
               "git": subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
                                     capture_output=True, text=True).stdout.strip(),
               "rounds": []}
-    # Ingest's embedding of the same 1,000 passages (new binary: ingest did not change).
     ij = os.path.join(WORK, "ingest-1000.json")
-    wait_quiet()
-    run([a.new, "ingest", "--docs", os.path.join(WORK, "upsert-1000.jsonl"), "--model", model,
-         "--out", os.path.join(WORK, "ingest-1000"), "--force", "--json", ij],
-        stdout=subprocess.DEVNULL)
+    if a.from_log:
+        with open(a.from_log) as f:
+            result["rounds"] = [json.loads(l) for l in f if l.startswith('{"binary"')]
+        a.rounds = len({r["round"] for r in result["rounds"]})
+        result["cut_short"] = True
+    else:
+        model = model_dir()
+        base, up = prepare(a.new)
+        if a.prepare_only:
+            return
+        # Ingest's embedding of the same 1,000 passages (new binary: ingest did not change).
+        wait_quiet()
+        run([a.new, "ingest", "--docs", os.path.join(WORK, "upsert-1000.jsonl"), "--model", model,
+             "--out", os.path.join(WORK, "ingest-1000"), "--force", "--json", ij],
+            stdout=subprocess.DEVNULL)
     ing = json.load(open(ij))
     result["ingest_1000"] = {"embed_seconds": ing["embed_seconds"],
                              "total_seconds": ing["total_seconds"],
                              "embed_docs_per_s": 1000 / ing["embed_seconds"]}
-    for rnd in range(a.rounds):
-        for label, b in ((a.old_label, a.old), (a.new_label, a.new)):
-            one_round(label, b, base, up, model, rnd, result)
+    if not a.from_log:
+        for rnd in range(a.rounds):
+            for label, b in ((a.old_label, a.old), (a.new_label, a.new)):
+                one_round(label, b, base, up, model, rnd, result)
     keys = ["vector_qps", "hybrid_qps", "filtered_p99_ms", "filtered_p50_ms", "write_docs_per_s",
             "text_upsert_docs_per_s"]
     med = {}

@@ -18,6 +18,7 @@ one box and about failures during a replica's loss.
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -130,7 +131,7 @@ def serve_front(a, grpc):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/searchd"))
-    ap.add_argument("--qdrant", default=os.environ.get("QDRANT_BIN", "/work/shared/qdrant/qdrant"))
+    ap.add_argument("--qdrant", default=os.environ.get("QDRANT_BIN") or shutil.which("qdrant") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "qdrant", "qdrant"))
     ap.add_argument("--work", default="/tmp/searchd-qdrant-cluster")
     ap.add_argument("--coll", default="/tmp/searchd-qdrant-gcide/coll")
     ap.add_argument("--rate", type=float, default=200)

@@ -18,6 +18,7 @@ Usage: python3 bench/qdrant_gcide.py [--ef 64] [--trials 1] [--ramp 1,2,4,8,16,3
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -137,7 +138,7 @@ def main():
                     help="the searchd binary; when it does not exist, the examples of "
                          "--examples (qdrant_prep, serve, load) are used instead")
     ap.add_argument("--examples", default=os.path.join(ROOT, "target/debug/examples"))
-    ap.add_argument("--qdrant", default=os.environ.get("QDRANT_BIN", "/work/shared/qdrant/qdrant"))
+    ap.add_argument("--qdrant", default=os.environ.get("QDRANT_BIN") or shutil.which("qdrant") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "qdrant", "qdrant"))
     ap.add_argument("--work", default="/tmp/searchd-qdrant-gcide")
     ap.add_argument("--ef", type=int, default=64)
     ap.add_argument("--trials", type=int, default=1)

@@ -28,6 +28,7 @@ Usage: python3 bench/qdrant_synth1m.py [--phases sweep,green,front] [--batches 6
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -98,7 +99,7 @@ print(json.dumps({"create_s": t1 - t0, "upload_s": t2 - t1, "points": n}))
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/searchd"))
-    ap.add_argument("--qdrant", default=os.environ.get("QDRANT_BIN", "/work/shared/qdrant/qdrant"))
+    ap.add_argument("--qdrant", default=os.environ.get("QDRANT_BIN") or shutil.which("qdrant") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "qdrant", "qdrant"))
     ap.add_argument("--work", default="/tmp/q1m")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--phases", default="sweep,green,front")
