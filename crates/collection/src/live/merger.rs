@@ -102,6 +102,18 @@ impl LiveCollection {
         if picked.is_empty() {
             return None;
         }
+        // `v` was read before the lock: a merge that ended since may have swapped some of
+        // its segments out and released their claims. Merges swap under this lock, so a
+        // segment still in the current view here stays until its claim is released.
+        let cur = self.view();
+        let gone = |i: usize| {
+            v.segments
+                .get(i)
+                .is_none_or(|s| !cur.segments.iter().any(|c| Arc::ptr_eq(c, s)))
+        };
+        if picked.iter().any(|&i| gone(i)) {
+            return None;
+        }
         let mine: Vec<String> = picked
             .iter()
             .filter_map(|&i| names.get(i).cloned())
