@@ -17,13 +17,26 @@ use searchd_collection::live::{Doc as LiveDoc, LiveCollection};
 use searchd_collection::{DocId, ModelRecord};
 use searchd_vecio::Vectors;
 
-/// An admitted request's place (the server's admission permit, opaque here): the backend
-/// drops it when the work is done, before replying, which frees the place.
-pub struct Permit(#[allow(dead_code)] Box<dyn Send + Sync>);
+/// What an admission [`Permit`] gives back when it is dropped (the server's admission
+/// control implements it).
+pub trait Release: Send + Sync {
+    /// The place is free again.
+    fn release(&self);
+}
+
+/// An admitted request's place: the backend drops it when the work is done, before
+/// replying, which frees the place ([`Release::release`]).
+pub struct Permit(Arc<dyn Release>);
 
 impl Permit {
-    pub fn new(place: impl Send + Sync + 'static) -> Permit {
-        Permit(Box::new(place))
+    pub fn new(place: Arc<dyn Release>) -> Permit {
+        Permit(place)
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.0.release();
     }
 }
 

@@ -16,6 +16,7 @@
 //! integer ids are shown as strings in `_id` (Elasticsearch ids are strings).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -437,6 +438,32 @@ fn parse_track(v: Option<&serde_json::Value>) -> Result<TrackTotal, ApiError> {
     }
 }
 
+/// A `_search` reply: `took`, `timed_out`, `_shards`, `hits` (`max_score`, the page, `total`
+/// as `track_total_hits` asks) and `aggregations` when there are facets.
+fn search_json(
+    max_score: serde_json::Value,
+    hits: Vec<serde_json::Value>,
+    track: &TrackTotal,
+    total: u64,
+    arrival: Instant,
+    facets: &[FacetOutput],
+) -> serde_json::Value {
+    let mut hits_obj = serde_json::json!({"max_score": max_score, "hits": hits});
+    if let Some(t) = total_json(track, total) {
+        hits_obj["total"] = t;
+    }
+    let mut v = serde_json::json!({
+        "took": arrival.elapsed().as_millis() as u64,
+        "timed_out": false,
+        "_shards": shards(),
+        "hits": hits_obj,
+    });
+    if !facets.is_empty() {
+        v["aggregations"] = aggs_json(facets);
+    }
+    v
+}
+
 fn total_json(track: &TrackTotal, n: u64) -> Option<serde_json::Value> {
     match track {
         TrackTotal::Off => None,
@@ -531,23 +558,19 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
                 o
             })
             .collect();
-        let total = out.total.unwrap_or(0);
-        let mut hits_obj = serde_json::json!({
-            "max_score": if sorted || hits.is_empty() { serde_json::Value::Null } else { serde_json::json!(1.0) },
-            "hits": hits,
-        });
-        if let Some(t) = total_json(&track, total) {
-            hits_obj["total"] = t;
-        }
-        let mut v = serde_json::json!({
-            "took": arrival.elapsed().as_millis() as u64,
-            "timed_out": false,
-            "_shards": shards(),
-            "hits": hits_obj,
-        });
-        if !out.facets.is_empty() {
-            v["aggregations"] = aggs_json(&out.facets);
-        }
+        let max_score = if sorted || hits.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!(1.0)
+        };
+        let v = search_json(
+            max_score,
+            hits,
+            &track,
+            out.total.unwrap_or(0),
+            arrival,
+            &out.facets,
+        );
         return Ok(serde_json::to_vec(&v).unwrap_or_default());
     }
     // A scored search: knn, match, or both fused by rank.rrf.
@@ -717,20 +740,8 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
             o
         })
         .collect();
-    let max_score = out.hits.first().map(|h| serde_json::json!(h.score));
-    let mut hits_obj = serde_json::json!({"max_score": max_score, "hits": page});
-    if let Some(t) = total_json(&track, total) {
-        hits_obj["total"] = t;
-    }
-    let mut v = serde_json::json!({
-        "took": arrival.elapsed().as_millis() as u64,
-        "timed_out": false,
-        "_shards": shards(),
-        "hits": hits_obj,
-    });
-    if !out.facets.is_empty() {
-        v["aggregations"] = aggs_json(&out.facets);
-    }
+    let max_score = serde_json::json!(out.hits.first().map(|h| h.score));
+    let mut v = search_json(max_score, page, &track, total, arrival, &out.facets);
     if let Some(e) = explain_json(out) {
         v["explain"] = e;
     }

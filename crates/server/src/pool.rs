@@ -111,14 +111,13 @@ impl Shared {
     }
 }
 
-/// One admitted request's place; freed on drop.
-pub struct Permit {
-    shared: Arc<Shared>,
-}
+/// One admitted request's place (the seam's type, so it crosses to any backend without
+/// wrapping); freed on drop.
+pub use searchd_backend::Permit;
 
-impl Drop for Permit {
-    fn drop(&mut self) {
-        self.shared.done(Instant::now());
+impl searchd_backend::Release for Shared {
+    fn release(&self) {
+        self.done(Instant::now());
     }
 }
 
@@ -176,9 +175,7 @@ impl Admission {
                 }
             }
         }
-        Ok(Permit {
-            shared: self.shared.clone(),
-        })
+        Ok(Permit::new(self.shared.clone()))
     }
     fn admitted(&self) -> usize {
         self.shared.admitted.load(Ordering::Relaxed)
@@ -260,11 +257,15 @@ impl Pool {
     /// Run `work` on a worker under `permit` and wait for its value. The work is not started
     /// when its deadline passed while it waited, or when the caller went away (the future
     /// was dropped); the permit is released before the value is sent back.
-    pub async fn run<T, F, P>(&self, permit: P, deadline: Instant, work: F) -> Result<T, JobFailure>
+    pub async fn run<T, F>(
+        &self,
+        permit: Option<Permit>,
+        deadline: Instant,
+        work: F,
+    ) -> Result<T, JobFailure>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
-        P: Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<Result<T, JobFailure>>();
         let task: Task = Box::new(move |expired: bool| {

@@ -420,7 +420,7 @@ pub(crate) async fn perform_search(
             filter: spec.filter,
             facets: spec.facets,
             deadline,
-            permit: Some(crate::backend::Permit::new(permit)),
+            permit: Some(permit),
             explain: spec.common.explain,
         })
         .await
@@ -612,7 +612,7 @@ pub(crate) async fn run_read(
     mut req: ReadRequest,
 ) -> Result<ReadOutput, ApiError> {
     let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
-    req.permit = Some(crate::backend::Permit::new(permit));
+    req.permit = Some(permit);
     backend.read(req).await.map_err(|e| backend_error(app, e))
 }
 
