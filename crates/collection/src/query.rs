@@ -8,7 +8,7 @@
 //! ([`searchd_fields::compare`]), so the result is exact at any depth.
 
 use searchd_engine::roaring::RoaringBitmap;
-use searchd_fields::{FieldIndex, Filter, FilterError, Schema, SortBy, SortKey, SortValue};
+use searchd_fields::{FieldIndex, Filter, FilterError, Schema, SortKey, SortValue};
 
 use crate::collection::Collection;
 use crate::rows::DocRef;
@@ -50,40 +50,14 @@ impl Collection {
         searchd_fields::parse_sort(v, self.schema(), path)
     }
 
-    /// Parse a value cursor (the `sort` of the last hit of a page) for these keys: one value
-    /// per key, plus the implicit id tiebreaker when `id` is not among the keys. Any other
-    /// length is refused (a cursor of another sort), as Elasticsearch refuses it.
+    /// Parse a value cursor for these keys ([`searchd_fields::parse_after`]).
     pub fn parse_after(
         &self,
         v: &serde_json::Value,
         keys: &[SortKey],
         path: &str,
     ) -> Result<Vec<SortValue>, FilterError> {
-        let full = with_tiebreak(keys);
-        let Some(a) = v.as_array() else {
-            return Err(FilterError {
-                path: path.to_string(),
-                message: format!("a cursor is the array of sort values of the last hit, got {v}"),
-            });
-        };
-        if a.len() != full.len() {
-            return Err(FilterError {
-                path: path.to_string(),
-                message: format!(
-                    "the cursor has {} values but the sort has {} keys (plus the id \
-                     tiebreaker: {}); pass the \"sort\" of the last hit of the previous page, \
-                     with the same sort",
-                    a.len(),
-                    keys.len(),
-                    full.len()
-                ),
-            });
-        }
-        a.iter()
-            .zip(&full)
-            .enumerate()
-            .map(|(i, (x, k))| SortValue::from_json(x, k, self.schema(), &format!("{path}[{i}]")))
-            .collect()
+        searchd_fields::parse_after(v, keys, self.schema(), path)
     }
 
     fn field_index(&self, i: usize) -> &FieldIndex {
@@ -195,14 +169,4 @@ impl Collection {
     }
 }
 
-/// The keys a page is ordered by: `keys`, then `id` ascending unless `id` is among them.
-pub fn with_tiebreak(keys: &[SortKey]) -> Vec<SortKey> {
-    let mut full = keys.to_vec();
-    if !keys.iter().any(|k| matches!(k.by, SortBy::Id)) {
-        full.push(SortKey {
-            by: SortBy::Id,
-            order: searchd_fields::Order::Asc,
-        });
-    }
-    full
-}
+pub use searchd_fields::with_tiebreak;

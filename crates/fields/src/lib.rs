@@ -70,6 +70,7 @@
 //! integer/datetime/float — per-row sorted distinct values as CSR, `(value, row)` pairs sorted
 //! by value (then row) as two arrays, presence bitmap; bool — the `true` and `false` bitmaps.
 
+mod cursor;
 mod filter;
 mod format;
 mod index;
@@ -80,6 +81,7 @@ mod writer;
 
 use std::path::PathBuf;
 
+pub use cursor::{parse_after, with_tiebreak};
 pub use filter::{Filter, FilterError, MAX_FILTER_DEPTH};
 pub use index::FieldIndex;
 pub use roaring::RoaringBitmap;
