@@ -15,6 +15,7 @@ use std::time::Instant;
 use searchd_collection::fusion::Fusion;
 use searchd_collection::live::{Doc as LiveDoc, LiveCollection};
 use searchd_collection::{DocId, ModelRecord};
+pub use searchd_fields::{Filter, Schema, SortKey, SortValue};
 use searchd_vecio::Vectors;
 
 /// What an admission [`Permit`] gives back when it is dropped (the server's admission
@@ -80,9 +81,9 @@ pub struct SearchRequest {
     pub ef: usize,
     pub oversample: Option<f32>,
     pub fields: FieldsWanted,
-    /// The filter language (CONTRACTS.md "Filter language"), as the request gave it; the
-    /// backend validates it against its fields (errors name the path under `filter`).
-    pub filter: Option<serde_json::Value>,
+    /// The filter (CONTRACTS.md "Filter language"), parsed and checked by the server
+    /// against the backend's [`SearchBackend::schema`].
+    pub filter: Option<Filter>,
     /// Terms facets over the hits the search returns (the query's top `k`, after the
     /// filter, as Elasticsearch computes aggregations of a kNN search).
     pub facets: Vec<FacetSpec>,
@@ -119,11 +120,14 @@ pub struct FacetOutput {
 /// facets, and/or one sorted page (`/count`, `/facet`, `/scroll` and Elasticsearch's
 /// `_search` without `knn` or `match`).
 pub struct ReadRequest {
-    pub filter: Option<serde_json::Value>,
-    /// Sort keys as the request gave them (`[{"price": "desc"}, "id"]`); `None`: by id.
-    pub sort: Option<serde_json::Value>,
-    /// The sort values of the last hit of the previous page (a value cursor).
-    pub after: Option<serde_json::Value>,
+    /// Parsed by the server against the backend's [`SearchBackend::schema`].
+    pub filter: Option<Filter>,
+    /// Sort keys (`[{"price": "desc"}, "id"]` parsed; never `_score`, which needs a
+    /// query); empty: by id.
+    pub sort: Vec<SortKey>,
+    /// The sort values of the last hit of the previous page (a value cursor, one per key of
+    /// [`ReadRequest::sort`] with the id tiebreaker).
+    pub after: Option<Vec<SortValue>>,
     /// Hits skipped before the page (Elasticsearch's `from`).
     pub from: usize,
     /// Hits in the page (0: no page, only counts and facets).
@@ -248,6 +252,12 @@ pub trait SearchBackend: Send + Sync + 'static {
     fn figures(&self) -> (u64, usize, u64);
     /// The model that embedded the documents, if any (text queries must use the same).
     fn model(&self) -> Option<ModelRecord>;
+    /// The typed fields filters, sorts and facets are checked against (the server parses
+    /// every request's filter, sort and cursor once, against this). Default: none, so only
+    /// `ids` and `match_all` filters parse.
+    fn schema(&self) -> Arc<Schema> {
+        Arc::new(Schema::default())
+    }
     /// Whether stored documents can be searched by id (`{"id": ...}`); `Err` says why not.
     fn can_search_by_id(&self) -> Result<(), String> {
         Ok(())
@@ -280,11 +290,7 @@ pub trait SearchBackend: Send + Sync + 'static {
         })
     }
     /// Upserts and deletes (`wait`: return once visible). Default: not supported.
-    fn write(
-        &self,
-        op: WriteOp,
-        wait: bool,
-    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+    fn write(&self, op: WriteOp, wait: bool) -> BoxFuture<'_, Result<Receipt, BackendError>> {
         drop((op, wait));
         Box::pin(async {
             Err(BackendError::Conflict(
@@ -318,23 +324,78 @@ pub trait SearchBackend: Send + Sync + 'static {
     }
 }
 
-/// The 400 of a destructive request whose filter matches by vacuity
-/// ([`searchd_fields::Filter::is_vacuous`]).
-pub fn refuse_vacuous(f: &searchd_fields::Filter) -> Result<(), BackendError> {
-    if f.is_vacuous() {
-        return Err(BackendError::Invalid(
-            "filter: this filter places no condition (a range without bounds, an empty bool, or only such clauses), so it would delete every document; a delete refuses it. To delete every document, send {\"filter\": {\"match_all\": {}}}".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// One write, as the HTTP layer parsed it.
 #[derive(Debug)]
 pub enum WriteOp {
     Upsert(Vec<LiveDoc>),
     Delete(Vec<DocId>),
-    DeleteFilter(serde_json::Value),
+    /// Delete what the filter matches (never a vacuous filter: the server refuses those).
+    DeleteFilter(Filter),
+}
+
+/// What a write did, whichever backend took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The operation's sequence number (the log's, or the remote engine's; 0: nothing was
+    /// written).
+    pub seq: u64,
+    /// Visible to searches when the call returned (`wait`).
+    pub applied: bool,
+    /// Deletes: ids that did not exist (not an error).
+    pub not_found: Vec<DocId>,
+    /// Deletes: ids that existed and are now deleted.
+    pub deleted: u64,
+    /// Upserts: documents written.
+    pub upserted: u64,
+}
+
+impl Receipt {
+    /// Nothing was written (every id to delete was `not_found`, or no document matched).
+    pub fn nothing(not_found: Vec<DocId>) -> Receipt {
+        Receipt {
+            seq: 0,
+            applied: true,
+            not_found,
+            deleted: 0,
+            upserted: 0,
+        }
+    }
+
+    /// `n` documents upserted as operation `seq`.
+    pub fn upserted(seq: u64, applied: bool, n: u64) -> Receipt {
+        Receipt {
+            upserted: n,
+            ..Receipt::nothing(Vec::new()).at(seq, applied)
+        }
+    }
+
+    /// `n` documents deleted as operation `seq`.
+    pub fn deleted(seq: u64, applied: bool, n: u64, not_found: Vec<DocId>) -> Receipt {
+        Receipt {
+            deleted: n,
+            ..Receipt::nothing(not_found).at(seq, applied)
+        }
+    }
+
+    fn at(self, seq: u64, applied: bool) -> Receipt {
+        Receipt {
+            seq,
+            applied,
+            ..self
+        }
+    }
+}
+
+impl From<searchd_collection::live::Receipt> for Receipt {
+    fn from(r: searchd_collection::live::Receipt) -> Receipt {
+        Receipt {
+            seq: r.seq,
+            applied: r.applied,
+            not_found: r.not_found,
+            deleted: r.deleted,
+            upserted: r.upserted,
+        }
+    }
 }
 
 /// Keep only the wanted keys of a stored JSON object (values byte for byte).
@@ -379,6 +440,9 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     fn model(&self) -> Option<ModelRecord> {
         (**self).model()
     }
+    fn schema(&self) -> Arc<Schema> {
+        (**self).schema()
+    }
     fn can_search_by_id(&self) -> Result<(), String> {
         (**self).can_search_by_id()
     }
@@ -404,11 +468,7 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     ) -> BoxFuture<'_, Result<Document, BackendError>> {
         (**self).get(id, fields)
     }
-    fn write(
-        &self,
-        op: WriteOp,
-        wait: bool,
-    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+    fn write(&self, op: WriteOp, wait: bool) -> BoxFuture<'_, Result<Receipt, BackendError>> {
         (**self).write(op, wait)
     }
     fn snapshot(&self, out: std::path::PathBuf) -> BoxFuture<'_, Result<u64, BackendError>> {

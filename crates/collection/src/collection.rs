@@ -80,6 +80,14 @@ pub struct Collection {
     pub(crate) seq: u64,
     pub(crate) dim: usize,
     pub(crate) metric: Metric,
+    /// The manifest's mapping, shared with requests parsed against it ([`schema_of`]).
+    pub(crate) schema: Arc<searchd_fields::Schema>,
+}
+
+/// The typed fields of a collection with this manifest: its mapping, or none (a collection
+/// made before field indexes existed, or a bare index).
+pub(crate) fn schema_of(manifest: Option<&Manifest>) -> Arc<searchd_fields::Schema> {
+    Arc::new(manifest.and_then(|m| m.mapping.clone()).unwrap_or_default())
 }
 
 impl std::fmt::Debug for Collection {
@@ -119,6 +127,7 @@ impl Collection {
             dim: index.dim(),
             metric: index.metric(),
             manifest: None,
+            schema: schema_of(None),
             segments: vec![Arc::new(Segment {
                 name: "index".into(),
                 index,
@@ -159,6 +168,7 @@ impl Collection {
             dim: manifest.dim,
             seq: manifest.wal_seq,
             metric,
+            schema: schema_of(Some(&manifest)),
             manifest: Some(manifest),
             segments,
             live,

@@ -22,17 +22,17 @@ pub struct PageHit {
     pub sort: Vec<SortValue>,
 }
 
-static EMPTY_SCHEMA: std::sync::OnceLock<Schema> = std::sync::OnceLock::new();
-
 impl Collection {
     /// The typed fields of the collection (the schema of its field indexes). A collection
     /// made before field indexes existed, or a bare index, has none: only `ids` and
     /// `match_all` filters work on it.
     pub fn schema(&self) -> &Schema {
-        self.manifest
-            .as_ref()
-            .and_then(|m| m.mapping.as_ref())
-            .unwrap_or_else(|| EMPTY_SCHEMA.get_or_init(Schema::default))
+        &self.schema
+    }
+
+    /// [`Collection::schema`], shared (requests parsed against it keep it).
+    pub fn shared_schema(&self) -> std::sync::Arc<Schema> {
+        self.schema.clone()
     }
 
     /// Parse a filter of the filter language against the schema; errors name the path

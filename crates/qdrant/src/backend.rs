@@ -10,7 +10,6 @@ use qdrant_client::qdrant::{
     collections_client::CollectionsClient, qdrant_client::QdrantClient, Distance, Filter,
     GetCollectionInfoRequest, HealthCheckRequest, PayloadSchemaType,
 };
-use searchd_collection::live::Receipt;
 use searchd_collection::{DocId, ModelRecord};
 use searchd_fields::{FieldSpec, FieldType, Filter as SdFilter, Schema};
 use tonic::transport::Channel;
@@ -22,7 +21,7 @@ use super::write::after_write;
 use super::QdrantTarget;
 use crate::Error;
 use searchd_backend::{
-    BackendError, BoxFuture, Document, FacetSpec, FieldsWanted, ReadOutput, ReadRequest,
+    BackendError, BoxFuture, Document, FacetSpec, FieldsWanted, ReadOutput, ReadRequest, Receipt,
     SearchBackend, SearchOutput, SearchRequest, WriteOp,
 };
 
@@ -33,7 +32,7 @@ pub(super) struct Inner {
     pub(super) dim: usize,
     pub(super) distance: Distance,
     pub(super) points: AtomicU64,
-    pub(super) schema: Schema,
+    pub(super) schema: Arc<Schema>,
     /// The schema without the layout's `_id` and `_src` keys: what upserts are checked
     /// against.
     pub(super) mapping: Schema,
@@ -216,7 +215,7 @@ impl QdrantBackend {
             dim,
             distance,
             points: AtomicU64::new(info.points_count.unwrap_or(0)),
-            schema,
+            schema: Arc::new(schema),
             mapping,
             translator,
             model: meta.model.clone().or(model),
@@ -246,14 +245,9 @@ impl QdrantBackend {
 }
 
 impl Inner {
-    pub(super) fn parse_filter(
-        &self,
-        v: Option<&serde_json::Value>,
-        path: &str,
-    ) -> Result<Option<Filter>, BackendError> {
-        let Some(v) = v else { return Ok(None) };
-        let f = SdFilter::parse_at(v, &self.schema, path)
-            .map_err(|e| BackendError::Invalid(e.to_string()))?;
+    /// Qdrant's filter for a parsed one (some cannot be expressed: a 400 says which).
+    pub(super) fn translate(&self, f: Option<&SdFilter>) -> Result<Option<Filter>, BackendError> {
+        let Some(f) = f else { return Ok(None) };
         self.translator
             .filter(&f.view(), &point_id)
             .map(Some)
@@ -302,7 +296,7 @@ impl SearchBackend for QdrantBackend {
             "reachable": self.reachable(),
             "last_error": i.last_error.lock().clone(),
             "writes": i.writes.load(Ordering::Relaxed),
-            "mapping": i.schema,
+            "mapping": *i.schema,
             "model": i.model,
         })
     }
@@ -311,6 +305,9 @@ impl SearchBackend for QdrantBackend {
     }
     fn model(&self) -> Option<ModelRecord> {
         self.inner.model.clone()
+    }
+    fn schema(&self) -> Arc<Schema> {
+        self.inner.schema.clone()
     }
     fn can_search_text(&self) -> Result<(), String> {
         Err("the Qdrant backend has no lexical index; text queries run in mode \"dense\" (start the server with --model)".into())
@@ -348,7 +345,7 @@ impl SearchBackend for QdrantBackend {
             let r = match op {
                 WriteOp::Upsert(docs) => inner.upsert(docs, wait).await,
                 WriteOp::Delete(ids) => inner.delete(ids, wait).await,
-                WriteOp::DeleteFilter(v) => inner.delete_filter(v, wait).await,
+                WriteOp::DeleteFilter(f) => inner.delete_filter(f, wait).await,
             };
             // Refused requests (400, 404) changed nothing; anything else may have.
             let barrier = match &r {

@@ -10,7 +10,7 @@ use qdrant_client::qdrant::{
     Match, OrderBy, PointId, Range, RetrievedPoint, ScrollPoints,
 };
 use searchd_collection::DocId;
-use searchd_fields::{FieldType, Order, Schema, SortBy};
+use searchd_fields::{FieldType, Order, Schema, SortBy, SortKey, SortValue};
 
 use super::backend::Inner;
 use super::conn::secs;
@@ -114,13 +114,10 @@ impl Inner {
             )));
         }
         self.check_facets(&req.facets, "facets")?;
-        let plan = match &req.sort {
-            Some(v) => PagePlan::of(&self.schema, v)?,
-            None => PagePlan::ById,
-        };
-        let filter = self.parse_filter(req.filter.as_ref(), "filter")?;
+        let plan = PagePlan::of(&self.schema, &req.sort)?;
+        let filter = self.translate(req.filter.as_ref())?;
         let cursor = match &req.after {
-            Some(a) => Some(plan.cursor(a, &self.schema)?),
+            Some(a) => Some(plan.cursor(a)?),
             None => None,
         };
         let deadline = req.deadline;
@@ -452,15 +449,11 @@ enum PagePlan {
 }
 
 impl PagePlan {
-    fn of(schema: &Schema, v: &serde_json::Value) -> Result<PagePlan, BackendError> {
-        let keys = searchd_fields::parse_sort(v, schema, "sort")
-            .map_err(|e| BackendError::Invalid(e.to_string()))?;
+    /// The plan for parsed sort keys (the server refused `_score` already).
+    fn of(schema: &Schema, keys: &[SortKey]) -> Result<PagePlan, BackendError> {
         let bad = |m: String| Err(BackendError::Invalid(m));
-        match keys.as_slice() {
+        match keys {
             [] => Ok(PagePlan::ById),
-            [k] | [k, _] if matches!(k.by, SortBy::Score) => bad(
-                "sort: _score needs a query (vector or text); a filter alone gives no scores".into(),
-            ),
             [k] if k.by == SortBy::Id => {
                 if k.order == Order::Desc {
                     bad("sort: the Qdrant backend pages by id in ascending order only".into())
@@ -469,7 +462,7 @@ impl PagePlan {
                 }
             }
             [k] | [k, _] => {
-                if let [_, second] = keys.as_slice() {
+                if let [_, second] = keys {
                     if !(second.by == SortBy::Id && second.order == Order::Asc) {
                         return bad("sort: the Qdrant backend sorts by one field (then the id, ascending); several sort keys cannot be expressed in Qdrant's order_by".into());
                     }
@@ -501,36 +494,23 @@ impl PagePlan {
         }
     }
 
-    /// A value cursor: `[id]` for id order, `[value or null, id]` for a field.
-    fn cursor(
-        &self,
-        v: &serde_json::Value,
-        _schema: &Schema,
-    ) -> Result<(Option<Num>, Option<DocId>), BackendError> {
+    /// A value cursor, parsed for this sort by the server (`[id]` for id order, `[value
+    /// or null, id]` for a field; the lengths were checked against the keys).
+    fn cursor(&self, a: &[SortValue]) -> Result<(Option<Num>, Option<DocId>), BackendError> {
         let bad = |m: &str| BackendError::Invalid(format!("after: {m}"));
-        let Some(a) = v.as_array() else {
-            return Err(bad("must be the sort values of the last hit (a list)"));
+        let id = |x: &SortValue| match x {
+            SortValue::Id(id) => Ok(id.clone()),
+            _ => Err(bad("the last value must be a document id")),
         };
-        let id = |x: &serde_json::Value| -> Result<DocId, BackendError> {
-            match x {
-                serde_json::Value::Number(n) => n.as_u64().map(DocId::Int),
-                serde_json::Value::String(s) if !s.is_empty() => Some(DocId::Str(s.clone())),
-                _ => None,
-            }
-            .ok_or_else(|| bad("the last value must be a document id"))
-        };
-        match (self, a.as_slice()) {
+        match (self, a) {
             (PagePlan::ById, [i]) => Ok((None, Some(id(i)?))),
             (PagePlan::ByField { ty, .. }, [v, i]) => {
-                let n = match v {
-                    serde_json::Value::Null => None,
-                    serde_json::Value::Number(n) => Some(match ty {
-                        FieldType::Float => Num::F(n.as_f64().unwrap_or(0.0)),
-                        _ => Num::I(
-                            n.as_i64()
-                                .ok_or_else(|| bad("the value must be an integer"))?,
-                        ),
-                    }),
+                let n = match (v, ty) {
+                    (SortValue::Missing, _) => None,
+                    (SortValue::Int(i), FieldType::Float) => Some(Num::F(*i as f64)),
+                    (SortValue::Int(i), _) => Some(Num::I(*i)),
+                    (SortValue::Float(f), FieldType::Float) => Some(Num::F(*f)),
+                    (SortValue::Float(_), _) => return Err(bad("the value must be an integer")),
                     _ => return Err(bad("the first value must be a number or null")),
                 };
                 Ok((n, Some(id(i)?)))

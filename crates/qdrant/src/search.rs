@@ -42,7 +42,7 @@ impl Inner {
             ..
         } = req;
         self.check_facets(&facets, "facets")?;
-        let mut filter = self.parse_filter(filter.as_ref(), "filter")?;
+        let mut filter = self.translate(filter.as_ref())?;
         let t = Instant::now();
         let input = match query {
             QueryInput::Vector(v) => VectorInput::from(v),

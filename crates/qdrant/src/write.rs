@@ -11,7 +11,8 @@ use qdrant_client::qdrant::{
     Filter, HasIdCondition, PointId, PointStruct, PointsIdsList, PointsSelector, UpdateResult,
     UpdateStatus, UpsertPoints,
 };
-use searchd_collection::live::{Doc, Dynamic, Receipt};
+use searchd_backend::Receipt;
+use searchd_collection::live::{Doc, Dynamic};
 use searchd_collection::{validate, DocId};
 use searchd_fields::Filter as SdFilter;
 
@@ -244,13 +245,10 @@ impl Inner {
     /// matching points just before the delete.
     pub(super) async fn delete_filter(
         &self,
-        v: serde_json::Value,
+        f: SdFilter,
         wait: bool,
     ) -> Result<Receipt, BackendError> {
-        let parsed = SdFilter::parse_at(&v, &self.schema, "filter")
-            .map_err(|e| BackendError::Invalid(e.to_string()))?;
-        searchd_backend::refuse_vacuous(&parsed)?;
-        let filter = self.parse_filter(Some(&v), "filter")?.unwrap_or_default();
+        let filter = self.translate(Some(&f))?.unwrap_or_default();
         let deadline = Instant::now() + WRITE_TIMEOUT;
         let n = self.count(Some(filter.clone()), deadline).await?;
         if n == 0 {

@@ -27,8 +27,9 @@ use searchd_collection::DocId;
 use crate::backend::{FacetOutput, FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::{ApiError, Code};
 use crate::query::{
-    backend_error, backend_of, explain_json, perform_search, read_request, run_read, Ask, BodyRule,
-    CommonOptions, JsonObject, Mode, Read, SearchSpec, COMMON_KEYS,
+    backend_error, backend_of, explain_json, parse_filter, parse_page, perform_search,
+    read_request, run_read, Ask, BodyRule, CommonOptions, JsonObject, Mode, Read, SearchSpec,
+    COMMON_KEYS,
 };
 use crate::state::App;
 use crate::wire::json_response;
@@ -522,10 +523,22 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
         }
         // A filter-only query: an exact sorted page.
         // The total is counted even when not shown: it is a bitmap's size.
+        let (sort, after) = (m.get("sort"), m.get("search_after"));
+        if sort.is_none() && after.is_some() {
+            return Err(ApiError::invalid(
+                "search_after needs a sort (e.g. [{\"price\": \"desc\"}, \"_id\"])",
+            ));
+        }
+        let sorted = sort.is_some();
+        let schema = backend.schema();
+        let (sort, after) = parse_page(&schema, sort, after, "sort", "after")?;
         let r = crate::backend::ReadRequest {
-            filter: parts.filter,
-            sort: m.get("sort").cloned(),
-            after: m.get("search_after").cloned(),
+            sort,
+            after,
+            filter: match &parts.filter {
+                Some(v) => Some(parse_filter(&schema, v, "filter")?),
+                None => None,
+            },
             from,
             size,
             fields: source.wanted(),
@@ -533,12 +546,6 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
             facets: aggs,
             ..read_request(&app, arrival)
         };
-        if r.sort.is_none() && r.after.is_some() {
-            return Err(ApiError::invalid(
-                "search_after needs a sort (e.g. [{\"price\": \"desc\"}, \"_id\"])",
-            ));
-        }
-        let sorted = r.sort.is_some();
         let out: ReadOutput = run_read(&app, &**backend, r).await?;
         let hits: Vec<serde_json::Value> = out
             .hits
@@ -760,7 +767,10 @@ pub(crate) async fn count(rd: Read) -> Result<Vec<u8>, ApiError> {
         ));
     }
     let r = crate::backend::ReadRequest {
-        filter: parts.filter,
+        filter: match &parts.filter {
+            Some(v) => Some(parse_filter(&rd.backend.schema(), v, "filter")?),
+            None => None,
+        },
         total: true,
         ..rd.request()
     };

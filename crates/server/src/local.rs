@@ -8,13 +8,13 @@ use std::time::Instant;
 use searchd_collection::live::LiveCollection;
 use searchd_collection::{
     Collection, DocHit, DocId, DocRef, FilterError, HybridError, Matches, ModelRecord, SegmentRun,
-    SortBy,
 };
 use searchd_engine::{FilterPlan, SearchError, SearchParams};
+use searchd_fields::{Filter, Schema};
 
 use crate::backend::{
-    refuse_vacuous, select_fields, BackendError, BoxFuture, Document, FacetOutput, FacetSpec,
-    FieldsWanted, QueryInput, ReadOutput, ReadRequest, ScoredDoc, SearchBackend, SearchOutput,
+    select_fields, BackendError, BoxFuture, Document, FacetOutput, FacetSpec, FieldsWanted,
+    QueryInput, ReadOutput, ReadRequest, Receipt, ScoredDoc, SearchBackend, SearchOutput,
     SearchRequest, SegmentExplain, SortedDoc, StageTimes, WriteOp, MAX_RESULT_WINDOW,
 };
 use crate::pool::{JobFailure, Pool};
@@ -313,19 +313,9 @@ fn filter_error(e: FilterError) -> BackendError {
     BackendError::Invalid(e.to_string())
 }
 
-/// Parse and evaluate a request's filter (`None`: no filter).
-fn matches_of(
-    coll: &Collection,
-    filter: Option<&serde_json::Value>,
-    path: &str,
-) -> Result<Option<Matches>, BackendError> {
-    match filter {
-        None => Ok(None),
-        Some(v) => {
-            let f = coll.parse_filter(v, path).map_err(filter_error)?;
-            Ok(Some(coll.matches(&f)))
-        }
-    }
+/// Evaluate a request's filter (`None`: no filter).
+fn matches_of(coll: &Collection, filter: Option<&Filter>) -> Option<Matches> {
+    filter.map(|f| coll.matches(f))
 }
 
 /// Check every facet's field before any work (a facet on a non-keyword field is a 400).
@@ -366,12 +356,12 @@ fn search_local(
     oversample: Option<f32>,
     deadline: Instant,
     fields: &FieldsWanted,
-    filter: Option<&serde_json::Value>,
+    filter: Option<&Filter>,
     facets: &[FacetSpec],
     explain: bool,
 ) -> Result<SearchOutput, BackendError> {
     check_facets(coll, facets, "facets")?;
-    let allow = matches_of(coll, filter, "filter")?;
+    let allow = matches_of(coll, filter);
     let local = Local {
         coll,
         k,
@@ -415,27 +405,16 @@ fn read_local(coll: &Collection, req: &ReadRequest) -> Result<ReadOutput, Backen
         )));
     }
     check_facets(coll, &req.facets, "facets")?;
-    let keys = match &req.sort {
-        Some(v) => coll.parse_sort(v, "sort").map_err(filter_error)?,
-        None => Vec::new(),
-    };
-    if keys.iter().any(|k| matches!(k.by, SortBy::Score)) {
-        return Err(BackendError::Invalid(
-            "sort: _score needs a query (vector or text); a filter alone gives no scores".into(),
-        ));
-    }
-    let after = match &req.after {
-        Some(v) => Some(coll.parse_after(v, &keys, "after").map_err(filter_error)?),
-        None => None,
-    };
-    let m = match matches_of(coll, req.filter.as_ref(), "filter")? {
+    let keys = &req.sort;
+    let after = req.after.as_deref();
+    let m = match matches_of(coll, req.filter.as_ref()) {
         Some(m) => m,
         None => coll.all(),
     };
     if Instant::now() >= req.deadline {
         return Err(BackendError::Deadline { started: true });
     }
-    let page = coll.page(&m, &keys, after.as_deref(), req.from, req.size);
+    let page = coll.page(&m, keys, after, req.from, req.size);
     let full = page.len() == req.size && req.size > 0;
     let mut hits = Vec::with_capacity(page.len());
     for h in page {
@@ -501,11 +480,7 @@ impl SearchBackend for LocalBackend {
             _ => Ok(()),
         }
     }
-    fn write(
-        &self,
-        op: WriteOp,
-        wait: bool,
-    ) -> BoxFuture<'_, Result<searchd_collection::live::Receipt, BackendError>> {
+    fn write(&self, op: WriteOp, wait: bool) -> BoxFuture<'_, Result<Receipt, BackendError>> {
         let live = self.live_collection().cloned();
         let paused = self.paused_error();
         Box::pin(async move {
@@ -523,17 +498,14 @@ impl SearchBackend for LocalBackend {
                 )));
             }
             // Logging (and a sync) and refreshes block: off the I/O threads.
-            tokio::task::spawn_blocking(move || match op {
-                WriteOp::Upsert(docs) => live.upsert(docs, wait).map_err(write_error),
-                WriteOp::Delete(ids) => live.delete(ids, wait).map_err(write_error),
-                WriteOp::DeleteFilter(v) => {
-                    let f = live
-                        .view()
-                        .parse_filter(&v, "filter")
-                        .map_err(filter_error)?;
-                    refuse_vacuous(&f)?;
-                    live.delete_by_filter(&f, wait).map_err(write_error)
+            tokio::task::spawn_blocking(move || {
+                match op {
+                    WriteOp::Upsert(docs) => live.upsert(docs, wait),
+                    WriteOp::Delete(ids) => live.delete(ids, wait),
+                    WriteOp::DeleteFilter(f) => live.delete_by_filter(&f, wait),
                 }
+                .map(Receipt::from)
+                .map_err(write_error)
             })
             .await
             .map_err(|e| BackendError::Internal(format!("the write task failed: {e}")))?
@@ -563,6 +535,9 @@ impl SearchBackend for LocalBackend {
     }
     fn model(&self) -> Option<ModelRecord> {
         self.collection().model().cloned()
+    }
+    fn schema(&self) -> Arc<Schema> {
+        self.collection().shared_schema()
     }
     fn can_search_by_id(&self) -> Result<(), String> {
         if self.collection().has_vectors() {

@@ -19,6 +19,8 @@ use crate::backend::{
     select_fields, BackendError, FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput,
     ReadRequest, ScoredDoc, SearchBackend, SearchRequest, SegmentExplain, StageTimes,
 };
+use searchd_fields::{Filter, Schema, SortBy, SortKey, SortValue};
+
 use crate::cache::ResponseCache;
 use crate::embedq::EmbedFailure;
 use crate::error::{ApiError, Code};
@@ -417,7 +419,10 @@ pub(crate) async fn perform_search(
             ef: spec.ef,
             oversample: app.cfg.oversample,
             fields,
-            filter: spec.filter,
+            filter: match &spec.filter {
+                Some(v) => Some(parse_filter(&backend.schema(), v, "filter")?),
+                None => None,
+            },
             facets: spec.facets,
             deadline,
             permit: Some(permit),
@@ -620,7 +625,7 @@ pub(crate) async fn run_read(
 pub(crate) fn read_request(app: &App, arrival: Instant) -> ReadRequest {
     ReadRequest {
         filter: None,
-        sort: None,
+        sort: Vec::new(),
         after: None,
         from: 0,
         size: 0,
@@ -660,6 +665,15 @@ impl Read {
     /// A read of everything with nothing asked for yet ([`read_request`]).
     pub fn request(&self) -> ReadRequest {
         read_request(&self.app, self.arrival)
+    }
+
+    /// The body's key `key` as a filter, parsed against the backend's schema (`None`: the
+    /// key is absent).
+    pub fn filter(&self, key: &str) -> Result<Option<Filter>, ApiError> {
+        match self.body.get(key) {
+            Some(v) => parse_filter(&self.backend.schema(), v, key).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Run `req` on the backend ([`run_read`]).
@@ -741,4 +755,62 @@ where
         .await
     })
     .await
+}
+
+// ---------------------------------------------------------------------------------------
+// The typed seam: what crosses `SearchBackend` is parsed here, once, against the backend's
+// schema, with the JSON paths of the request in the errors.
+
+/// A filter of the filter language (CONTRACTS.md "Filter language"); errors name the path
+/// under `path` (`filter.bool.must[1].range.price`).
+pub(crate) fn parse_filter(
+    schema: &Schema,
+    v: &serde_json::Value,
+    path: &str,
+) -> Result<Filter, ApiError> {
+    Filter::parse_at(v, schema, path).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+/// The filter of a delete: parsed, and refused when it places no condition (it would
+/// delete every document by vacuity; `match_all` says so on purpose).
+pub(crate) fn parse_delete_filter(
+    schema: &Schema,
+    v: &serde_json::Value,
+) -> Result<Filter, ApiError> {
+    let f = parse_filter(schema, v, "filter")?;
+    if f.is_vacuous() {
+        return Err(ApiError::invalid(
+            "filter: this filter places no condition (a range without bounds, an empty bool, or only such clauses), so it would delete every document; a delete refuses it. To delete every document, send {\"filter\": {\"match_all\": {}}}",
+        ));
+    }
+    Ok(f)
+}
+
+/// The sort keys and value cursor of a read (a page without a query): `sort` under
+/// `sort_path`, `after` under `after_path`. A read has no scores, so `_score` is refused.
+pub(crate) fn parse_page(
+    schema: &Schema,
+    sort: Option<&serde_json::Value>,
+    after: Option<&serde_json::Value>,
+    sort_path: &str,
+    after_path: &str,
+) -> Result<(Vec<SortKey>, Option<Vec<SortValue>>), ApiError> {
+    let keys = match sort {
+        Some(v) => searchd_fields::parse_sort(v, schema, sort_path)
+            .map_err(|e| ApiError::invalid(e.to_string()))?,
+        None => Vec::new(),
+    };
+    if keys.iter().any(|k| matches!(k.by, SortBy::Score)) {
+        return Err(ApiError::invalid(format!(
+            "{sort_path}: _score needs a query (vector or text); a filter alone gives no scores"
+        )));
+    }
+    let after = match after {
+        Some(v) => Some(
+            searchd_fields::parse_after(v, &keys, schema, after_path)
+                .map_err(|e| ApiError::invalid(e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok((keys, after))
 }

@@ -5,7 +5,7 @@
 
 use crate::backend::{FacetSpec, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::ApiError;
-use crate::query::{BodyRule, JsonObject, Read};
+use crate::query::{parse_page, BodyRule, JsonObject, Read};
 use crate::wire::{
     int_in, json_error, parse_facets, parse_fields, write_facets, write_id, DEFAULT_FACET_SIZE,
     MAX_FACET_SIZE,
@@ -53,7 +53,7 @@ pub(crate) const SCROLL: BodyRule<'static> = rule(&[
 
 pub(crate) async fn count(rd: Read) -> Result<Vec<u8>, ApiError> {
     let mut r = rd.request();
-    r.filter = rd.body.get("filter").cloned();
+    r.filter = rd.filter("filter")?;
     r.total = true;
     let out = rd.run(r).await?;
     let took = rd.arrival.elapsed().as_micros() as u64;
@@ -79,7 +79,7 @@ pub(crate) async fn facet(rd: Read) -> Result<Vec<u8>, ApiError> {
         None => DEFAULT_FACET_SIZE,
     };
     let mut r = rd.request();
-    r.filter = m.get("filter").cloned();
+    r.filter = rd.filter("filter")?;
     r.total = true;
     r.facets = vec![FacetSpec {
         name: field.to_string(),
@@ -117,9 +117,14 @@ pub(crate) async fn scroll(rd: Read) -> Result<Vec<u8>, ApiError> {
         }
     };
     let mut r = rd.request();
-    r.filter = m.get("filter").cloned();
-    r.sort = m.get("sort").cloned();
-    r.after = m.get("after").filter(|a| !a.is_null()).cloned();
+    (r.sort, r.after) = parse_page(
+        &rd.backend.schema(),
+        m.get("sort"),
+        m.get("after").filter(|a| !a.is_null()),
+        "sort",
+        "after",
+    )?;
+    r.filter = rd.filter("filter")?;
     r.size = size;
     r.fields = parse_fields(m.get("fields"))?;
     r.total = total;

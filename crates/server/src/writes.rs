@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use searchd_collection::live::{Doc, Receipt};
+use searchd_collection::live::Doc;
 use searchd_collection::DocId;
 use serde_json::Value;
 
-use crate::backend::{FieldsWanted, SearchBackend, WriteOp};
+use crate::backend::{FieldsWanted, Receipt, SearchBackend, WriteOp};
 use crate::embedq::EmbedFailure;
 use crate::error::{ApiError, Code};
-use crate::query::{backend_error, backend_of};
+use crate::query::{backend_error, backend_of, parse_delete_filter};
 use crate::state::App;
 use crate::wire::{authorize, json_error, json_response, read_body_limit};
 
@@ -386,7 +386,7 @@ pub(crate) async fn delete_many(
                 WriteOp::Delete(out)
             }
             (Some(_), None) => return Err(ApiError::invalid("ids must be an array of ids")),
-            (None, Some(f)) => WriteOp::DeleteFilter(f.clone()),
+            (None, Some(f)) => WriteOp::DeleteFilter(parse_delete_filter(&backend.schema(), f)?),
             (None, None) => return Err(ApiError::invalid("give ids or filter")),
         };
         let r = backend

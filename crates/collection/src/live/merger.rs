@@ -275,6 +275,7 @@ impl LiveCollection {
         manifest.next_segment = inner.next_segment;
         let next = Collection {
             dir: cur.dir.clone(),
+            schema: crate::collection::schema_of(Some(&manifest)),
             manifest: Some(manifest),
             segments,
             live: lives,
