@@ -10,13 +10,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
-use searchd_collection::fusion::Fusion;
 use searchd_collection::live::{Doc as LiveDoc, LiveCollection};
+pub use searchd_collection::request::{
+    select_fields, Document, FacetOutput, FacetSpec, FieldsWanted, Page, QueryError, QueryInput,
+    ReadOutput, ScoredDoc, Search, SearchOutput, SegmentExplain, SortedDoc, StageTimes,
+    MAX_RESULT_WINDOW,
+};
 use searchd_collection::{DocId, ModelRecord};
 pub use searchd_fields::{Filter, Schema, SortKey, SortValue};
-use searchd_vecio::Vectors;
 
 /// What an admission [`Permit`] gives back when it is dropped (the server's admission
 /// control implements it).
@@ -44,183 +46,17 @@ impl Drop for Permit {
 /// A boxed, sendable future (the trait stays object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What to search with.
-pub enum QueryInput {
-    /// A query vector (from the body, or embedded from text by the server).
-    Vector(Vec<f32>),
-    /// Row of the server's query matrix (`serve --queries`).
-    Row(Arc<Vectors>, usize),
-    /// The stored vector of this document, which is left out of the hits.
-    Stored(DocId),
-    /// BM25 over the text field.
-    Lexical(String),
-    /// Dense (`vector`, embedded from `text`) and lexical (`text`) retrieval, fused.
-    Hybrid {
-        text: String,
-        vector: Vec<f32>,
-        fusion: Fusion,
-        /// Candidates taken from each side (raised to `k`).
-        window: usize,
-    },
-}
-
-/// Which stored fields a hit or a get returns.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum FieldsWanted {
-    /// Ids and scores only.
-    #[default]
-    None,
-    All,
-    List(Vec<String>),
-}
-
 /// One search, admitted.
 pub struct SearchRequest {
-    pub query: QueryInput,
-    pub k: usize,
-    pub ef: usize,
-    pub oversample: Option<f32>,
-    pub fields: FieldsWanted,
-    /// The filter (CONTRACTS.md "Filter language"), parsed and checked by the server
-    /// against the backend's [`SearchBackend::schema`].
-    pub filter: Option<Filter>,
-    /// Terms facets over the hits the search returns (the query's top `k`, after the
-    /// filter, as Elasticsearch computes aggregations of a kNN search).
-    pub facets: Vec<FacetSpec>,
-    pub deadline: Instant,
+    pub search: Search,
     /// The admission place; the backend drops it when the work is done, before replying.
     pub permit: Option<Permit>,
-    /// Report what each segment contributed ([`SearchOutput::segments`]).
-    pub explain: bool,
 }
 
-/// One terms facet asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FacetSpec {
-    /// Name of the facet in the reply (the field, or an Elasticsearch aggregation name).
-    pub name: String,
-    /// A keyword field.
-    pub field: String,
-    /// Buckets returned (the rest is summed in `other_count`).
-    pub size: usize,
-}
-
-/// Exact terms buckets: count descending, then value ascending.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FacetOutput {
-    pub name: String,
-    pub field: String,
-    pub buckets: Vec<(String, u64)>,
-    /// Documents counted in values that were not returned (Elasticsearch's
-    /// `sum_other_doc_count`).
-    pub other_count: u64,
-}
-
-/// A read of the documents that match a filter, without a query: an exact count, terms
-/// facets, and/or one sorted page (`/count`, `/facet`, `/scroll` and Elasticsearch's
-/// `_search` without `knn` or `match`).
+/// One read ([`Page`]), admitted.
 pub struct ReadRequest {
-    /// Parsed by the server against the backend's [`SearchBackend::schema`].
-    pub filter: Option<Filter>,
-    /// Sort keys (`[{"price": "desc"}, "id"]` parsed; never `_score`, which needs a
-    /// query); empty: by id.
-    pub sort: Vec<SortKey>,
-    /// The sort values of the last hit of the previous page (a value cursor, one per key of
-    /// [`ReadRequest::sort`] with the id tiebreaker).
-    pub after: Option<Vec<SortValue>>,
-    /// Hits skipped before the page (Elasticsearch's `from`).
-    pub from: usize,
-    /// Hits in the page (0: no page, only counts and facets).
-    pub size: usize,
-    pub fields: FieldsWanted,
-    /// Count every matching document.
-    pub total: bool,
-    pub facets: Vec<FacetSpec>,
-    pub deadline: Instant,
+    pub page: Page,
     pub permit: Option<Permit>,
-}
-
-/// One hit of a sorted page.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SortedDoc {
-    pub id: DocId,
-    /// Its sort values (JSON: numbers, strings, booleans, datetimes as epoch milliseconds,
-    /// `null` for a missing value), the implicit `id` tiebreaker last.
-    pub sort: Vec<serde_json::Value>,
-    pub fields: Option<Vec<u8>>,
-}
-
-/// What a [`ReadRequest`] found.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ReadOutput {
-    pub hits: Vec<SortedDoc>,
-    /// The cursor for the next page: the last hit's sort values, when the page was full.
-    pub next: Option<Vec<serde_json::Value>>,
-    pub total: Option<u64>,
-    pub facets: Vec<FacetOutput>,
-}
-
-/// Time spent in each stage of a search, in microseconds (0 when the stage did not run).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StageTimes {
-    pub dense_us: u64,
-    pub lexical_us: u64,
-    pub fuse_us: u64,
-}
-
-/// What a search found.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SearchOutput {
-    pub hits: Vec<ScoredDoc>,
-    pub stages: StageTimes,
-    /// The query text was cut to the lexical limits (`searchd_lexical::MAX_QUERY_CHARS`).
-    pub lexical_truncated: bool,
-    /// How a filtered dense search ran (`exact`, `graph`, `graph_two_hop`; the first
-    /// segment's plan), for the reply and tests.
-    pub plan: Option<String>,
-    /// Documents that pass the filter (exact), when there was one.
-    pub matched: Option<u64>,
-    pub facets: Vec<FacetOutput>,
-    /// What each segment contributed, when the request asked to explain (empty otherwise,
-    /// and from backends without segments).
-    pub segments: Vec<SegmentExplain>,
-}
-
-/// One segment's part in a search (`"explain": true`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SegmentExplain {
-    /// The segment's name in the collection's manifest.
-    pub id: String,
-    /// Hits the segment offered to the merge.
-    pub candidates: u64,
-    /// How its filtered dense search ran (`exact`, `graph`, `graph_two_hop`), if filtered.
-    pub plan: Option<String>,
-}
-
-impl From<Vec<ScoredDoc>> for SearchOutput {
-    fn from(hits: Vec<ScoredDoc>) -> SearchOutput {
-        SearchOutput {
-            hits,
-            ..SearchOutput::default()
-        }
-    }
-}
-
-/// One hit: the document's own id, a higher-is-better score, fields if asked.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScoredDoc {
-    pub id: DocId,
-    pub score: f32,
-    /// A JSON object, when fields were asked for and the backend stores them.
-    pub fields: Option<Vec<u8>>,
-}
-
-/// A stored document.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Document {
-    pub id: DocId,
-    /// A JSON object (`{}` when the backend stores no fields).
-    pub fields: Vec<u8>,
 }
 
 /// Why a backend call failed; the server maps each to a status.
@@ -242,6 +78,17 @@ pub enum BackendError {
     Conflict(String),
     /// The disk is full (507 `insufficient_storage`).
     Storage(String),
+}
+
+impl From<QueryError> for BackendError {
+    fn from(e: QueryError) -> BackendError {
+        match e {
+            QueryError::Invalid(m) => BackendError::Invalid(m),
+            QueryError::NotFound(m) => BackendError::NotFound(m),
+            QueryError::Deadline { started } => BackendError::Deadline { started },
+            QueryError::Internal(m) => BackendError::Internal(m),
+        }
+    }
 }
 
 /// What answers searches for one collection. Object-safe: served as `Arc<dyn SearchBackend>`.
@@ -397,37 +244,6 @@ impl From<searchd_collection::live::Receipt> for Receipt {
         }
     }
 }
-
-/// Keep only the wanted keys of a stored JSON object (values byte for byte).
-pub fn select_fields(source: &[u8], wanted: &FieldsWanted) -> Option<Vec<u8>> {
-    match wanted {
-        FieldsWanted::None => None,
-        FieldsWanted::All => Some(source.to_vec()),
-        FieldsWanted::List(keys) => {
-            let parsed: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
-                serde_json::from_slice(source).unwrap_or_default();
-            let mut out = Vec::with_capacity(source.len().min(256));
-            out.push(b'{');
-            let mut first = true;
-            for k in keys {
-                if let Some(v) = parsed.get(k) {
-                    if !first {
-                        out.push(b',');
-                    }
-                    first = false;
-                    serde_json::to_writer(&mut out, k).ok()?;
-                    out.push(b':');
-                    out.extend_from_slice(v.get().as_bytes());
-                }
-            }
-            out.push(b'}');
-            Some(out)
-        }
-    }
-}
-
-/// Largest `from + size` of a sorted page (Elasticsearch's `index.max_result_window`).
-pub const MAX_RESULT_WINDOW: usize = 10_000;
 
 /// A shared backend is a backend (the forwarding impl `IndexSource::Backend` serves).
 impl SearchBackend for Arc<dyn SearchBackend> {

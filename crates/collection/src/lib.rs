@@ -23,6 +23,7 @@
 //!
 //! [`ingest`] makes collections from JSONL or Parquet, with checkpoints.
 
+mod answer;
 mod collection;
 pub mod embed;
 mod error;
@@ -36,6 +37,7 @@ pub mod live;
 mod manifest;
 pub mod paths;
 pub mod query;
+pub mod request;
 mod rows;
 mod segment;
 mod segwrite;

@@ -41,25 +41,6 @@ impl Collection {
         Filter::parse_at(v, self.schema(), path)
     }
 
-    /// Parse sort keys (`[{"price": "desc"}, "id"]`).
-    pub fn parse_sort(
-        &self,
-        v: &serde_json::Value,
-        path: &str,
-    ) -> Result<Vec<SortKey>, FilterError> {
-        searchd_fields::parse_sort(v, self.schema(), path)
-    }
-
-    /// Parse a value cursor for these keys ([`searchd_fields::parse_after`]).
-    pub fn parse_after(
-        &self,
-        v: &serde_json::Value,
-        keys: &[SortKey],
-        path: &str,
-    ) -> Result<Vec<SortValue>, FilterError> {
-        searchd_fields::parse_after(v, keys, self.schema(), path)
-    }
-
     fn field_index(&self, i: usize) -> &FieldIndex {
         let seg = &self.segments[i];
         seg.fields.as_ref().unwrap_or(&seg.no_fields)

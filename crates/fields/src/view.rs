@@ -79,6 +79,29 @@ pub enum TypedValue {
     Bool(bool),
 }
 
+impl TypedValue {
+    /// The value as a number (integers and datetimes widened), for numeric comparisons.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            TypedValue::Int(i) => Some(*i as f64),
+            TypedValue::Float(f) => Some(*f),
+            TypedValue::Keyword(_) | TypedValue::Bool(_) => None,
+        }
+    }
+
+    /// The value as JSON (a non-finite float is `null`).
+    pub fn to_json(&self) -> Value {
+        match self {
+            TypedValue::Keyword(s) => Value::String(s.clone()),
+            TypedValue::Int(i) => Value::from(*i),
+            TypedValue::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
+            }
+            TypedValue::Bool(b) => Value::Bool(*b),
+        }
+    }
+}
+
 /// The values of a document's field as the field index would index them: arrays
 /// flattened, nulls dropped, each scalar coerced to `ty` as Elasticsearch does (values
 /// that cannot be are left out), keywords over 256 bytes left out (`ignore_above`).

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::format::{self, BoolCol, Column, KeywordCol, NumCol};
 use crate::schema::{parse_datetime, FieldSpec, FieldType, FieldsConfig, Schema, Skipped};
+use crate::view::TypedValue;
 use crate::{Error, Result, FIELDS_FILE, IGNORE_ABOVE};
 
 /// What [`FieldsWriter::finish`] wrote.
@@ -24,14 +25,6 @@ pub struct FieldsMeta {
     pub files: Vec<(String, u64, u32)>,
 }
 
-#[derive(Clone, Debug)]
-enum Val {
-    S(String),
-    I(i64),
-    F(f64),
-    B(bool),
-}
-
 const K_STR: u8 = 1;
 const K_INT: u8 = 2;
 const K_FLOAT: u8 = 4;
@@ -40,7 +33,7 @@ const K_BOOL: u8 = 8;
 #[derive(Default)]
 struct Acc {
     declared: Option<FieldType>,
-    vals: Vec<(u32, Val)>,
+    vals: Vec<(u32, TypedValue)>,
     array: bool,
     kinds: u8,
     all_dt: bool,
@@ -98,7 +91,7 @@ impl FieldsWriter {
             });
         }
         // Validate declared fields first so a rejected document leaves no trace.
-        let mut converted: Vec<(&str, Vec<Val>)> = Vec::new();
+        let mut converted: Vec<(&str, Vec<TypedValue>)> = Vec::new();
         for (name, v) in doc {
             if let Some(Acc {
                 declared: Some(ty), ..
@@ -172,21 +165,21 @@ impl FieldsWriter {
                         if acc.all_dt && parse_datetime(&s).is_none() {
                             acc.all_dt = false;
                         }
-                        Val::S(s)
+                        TypedValue::Keyword(s)
                     }
                     Value::Number(n) => match n.as_i64() {
                         Some(i) => {
                             acc.kinds |= K_INT;
-                            Val::I(i)
+                            TypedValue::Int(i)
                         }
                         None => {
                             acc.kinds |= K_FLOAT;
-                            Val::F(n.as_f64().unwrap_or(f64::NAN))
+                            TypedValue::Float(n.as_f64().unwrap_or(f64::NAN))
                         }
                     },
                     Value::Bool(b) => {
                         acc.kinds |= K_BOOL;
-                        Val::B(b)
+                        TypedValue::Bool(b)
                     }
                     _ => continue,
                 };
@@ -243,9 +236,11 @@ impl FieldsWriter {
             let mut vals = acc.vals;
             if acc.declared.is_none() {
                 for (_, v) in vals.iter_mut() {
-                    *v = match (ty, std::mem::replace(v, Val::B(false))) {
-                        (FieldType::Datetime, Val::S(s)) => Val::I(parse_datetime(&s).unwrap()),
-                        (FieldType::Float, Val::I(i)) => Val::F(i as f64),
+                    *v = match (ty, std::mem::replace(v, TypedValue::Bool(false))) {
+                        (FieldType::Datetime, TypedValue::Keyword(s)) => {
+                            TypedValue::Int(parse_datetime(&s).unwrap())
+                        }
+                        (FieldType::Float, TypedValue::Int(i)) => TypedValue::Float(i as f64),
                         (_, x) => x,
                     };
                 }
@@ -319,37 +314,31 @@ pub(crate) fn flatten_pub(v: &Value, out: &mut Vec<Value>, object: &mut bool) {
     flatten(v, out, object)
 }
 
-pub(crate) fn convert_pub(ty: FieldType, v: &Value) -> Option<crate::view::TypedValue> {
-    use crate::view::TypedValue;
-    Some(match convert(ty, v)? {
-        Val::S(s) => TypedValue::Keyword(s),
-        Val::I(i) => TypedValue::Int(i),
-        Val::F(f) => TypedValue::Float(f),
-        Val::B(b) => TypedValue::Bool(b),
-    })
+pub(crate) fn convert_pub(ty: FieldType, v: &Value) -> Option<TypedValue> {
+    convert(ty, v)
 }
 
 /// Converts one scalar to a declared type, as Elasticsearch coerces.
-fn convert(ty: FieldType, v: &Value) -> Option<Val> {
+fn convert(ty: FieldType, v: &Value) -> Option<TypedValue> {
     Some(match (ty, v) {
-        (FieldType::Keyword, Value::String(s)) => Val::S(s.clone()),
-        (FieldType::Keyword, Value::Number(n)) => Val::S(n.to_string()),
-        (FieldType::Keyword, Value::Bool(b)) => Val::S(b.to_string()),
-        (FieldType::Integer, Value::Number(n)) => Val::I(num_to_i64(n)?),
-        (FieldType::Integer, Value::String(s)) => Val::I(str_to_i64(s.trim())?),
-        (FieldType::Float, Value::Number(n)) => Val::F(n.as_f64()?),
+        (FieldType::Keyword, Value::String(s)) => TypedValue::Keyword(s.clone()),
+        (FieldType::Keyword, Value::Number(n)) => TypedValue::Keyword(n.to_string()),
+        (FieldType::Keyword, Value::Bool(b)) => TypedValue::Keyword(b.to_string()),
+        (FieldType::Integer, Value::Number(n)) => TypedValue::Int(num_to_i64(n)?),
+        (FieldType::Integer, Value::String(s)) => TypedValue::Int(str_to_i64(s.trim())?),
+        (FieldType::Float, Value::Number(n)) => TypedValue::Float(n.as_f64()?),
         (FieldType::Float, Value::String(s)) => {
             let f: f64 = s.trim().parse().ok()?;
             if !f.is_finite() {
                 return None;
             }
-            Val::F(f)
+            TypedValue::Float(f)
         }
-        (FieldType::Bool, Value::Bool(b)) => Val::B(*b),
-        (FieldType::Bool, Value::String(s)) if s == "true" => Val::B(true),
-        (FieldType::Bool, Value::String(s)) if s == "false" => Val::B(false),
-        (FieldType::Datetime, Value::String(s)) => Val::I(parse_datetime(s)?),
-        (FieldType::Datetime, Value::Number(n)) => Val::I(num_to_i64(n)?),
+        (FieldType::Bool, Value::Bool(b)) => TypedValue::Bool(*b),
+        (FieldType::Bool, Value::String(s)) if s == "true" => TypedValue::Bool(true),
+        (FieldType::Bool, Value::String(s)) if s == "false" => TypedValue::Bool(false),
+        (FieldType::Datetime, Value::String(s)) => TypedValue::Int(parse_datetime(s)?),
+        (FieldType::Datetime, Value::Number(n)) => TypedValue::Int(num_to_i64(n)?),
         _ => return None,
     })
 }
@@ -380,15 +369,15 @@ pub(crate) fn str_to_i64(s: &str) -> Option<i64> {
 
 /// Builds one column from (row, value) pairs in row order; returns it with the number of
 /// documents with a value and the number of values.
-fn build(ty: FieldType, vals: Vec<(u32, Val)>, docs: u32) -> (Column, u64, u64) {
+fn build(ty: FieldType, vals: Vec<(u32, TypedValue)>, docs: u32) -> (Column, u64, u64) {
     match ty {
         FieldType::Keyword => {
             let mut ignored = 0u64;
             let vals: Vec<(u32, String)> = vals
                 .into_iter()
                 .filter_map(|(r, v)| match v {
-                    Val::S(s) if s.len() <= IGNORE_ABOVE => Some((r, s)),
-                    Val::S(_) => {
+                    TypedValue::Keyword(s) if s.len() <= IGNORE_ABOVE => Some((r, s)),
+                    TypedValue::Keyword(_) => {
                         ignored += 1;
                         None
                     }
@@ -454,7 +443,7 @@ fn build(ty: FieldType, vals: Vec<(u32, Val)>, docs: u32) -> (Column, u64, u64) 
             let v: Vec<(u32, i64)> = vals
                 .into_iter()
                 .map(|(r, v)| match v {
-                    Val::I(i) => (r, i),
+                    TypedValue::Int(i) => (r, i),
                     _ => unreachable!("integer values"),
                 })
                 .collect();
@@ -467,8 +456,8 @@ fn build(ty: FieldType, vals: Vec<(u32, Val)>, docs: u32) -> (Column, u64, u64) 
             let v: Vec<(u32, f64)> = vals
                 .into_iter()
                 .map(|(r, v)| match v {
-                    Val::F(f) => (r, if f == 0.0 { 0.0 } else { f }),
-                    Val::I(i) => (r, i as f64),
+                    TypedValue::Float(f) => (r, if f == 0.0 { 0.0 } else { f }),
+                    TypedValue::Int(i) => (r, i as f64),
                     _ => unreachable!("float values"),
                 })
                 .collect();
@@ -481,8 +470,8 @@ fn build(ty: FieldType, vals: Vec<(u32, Val)>, docs: u32) -> (Column, u64, u64) 
             let n = vals.len() as u64;
             for (r, v) in vals {
                 match v {
-                    Val::B(true) => c.t.insert(r),
-                    Val::B(false) => c.f.insert(r),
+                    TypedValue::Bool(true) => c.t.insert(r),
+                    TypedValue::Bool(false) => c.f.insert(r),
                     _ => unreachable!("bool values"),
                 };
             }

@@ -10,7 +10,7 @@ use qdrant_client::qdrant::{
     Match, OrderBy, PointId, Range, RetrievedPoint, ScrollPoints,
 };
 use searchd_collection::DocId;
-use searchd_fields::{FieldType, Order, Schema, SortBy, SortKey, SortValue};
+use searchd_fields::{FieldType, Order, Schema, SortBy, SortKey, SortValue, TypedValue};
 
 use super::backend::Inner;
 use super::conn::secs;
@@ -107,6 +107,7 @@ impl Inner {
     }
 
     pub(super) async fn read(&self, req: ReadRequest) -> Result<ReadOutput, BackendError> {
+        let ReadRequest { page: req, permit } = req;
         if req.from + req.size > MAX_RESULT_WINDOW {
             return Err(BackendError::Invalid(format!(
                 "from + size must be at most {MAX_RESULT_WINDOW}, got {}; page deeper with a cursor (after / search_after)",
@@ -162,7 +163,7 @@ impl Inner {
                 next = hits.last().map(|h| h.sort.clone());
             }
         }
-        drop(req.permit);
+        drop(permit);
         Ok(ReadOutput {
             hits,
             next,
@@ -206,7 +207,7 @@ impl Inner {
         field: &str,
         ty: FieldType,
         order: Order,
-        cursor: Option<(Option<Num>, Option<DocId>)>,
+        cursor: Option<(Option<TypedValue>, Option<DocId>)>,
         need: usize,
         keys: &[&str],
         deadline: Instant,
@@ -217,7 +218,7 @@ impl Inner {
             f
         };
         let value_of = |p: &RetrievedPoint| num_of(p.payload.get(field), ty);
-        let mut out: Vec<(Option<Num>, RetrievedPoint)> = Vec::new();
+        let mut out: Vec<(Option<TypedValue>, RetrievedPoint)> = Vec::new();
         let in_values = !matches!(cursor, Some((None, _)));
         if in_values {
             if let Some((Some(v), cid)) = &cursor {
@@ -225,7 +226,7 @@ impl Inner {
                 let offset = cid.as_ref().map(point_id);
                 let mut ties = self
                     .scroll_raw(
-                        and(eq(field, *v)),
+                        and(eq(field, v)),
                         None,
                         offset.clone(),
                         need + 1,
@@ -238,11 +239,11 @@ impl Inner {
                         ties.remove(0);
                     }
                 }
-                out.extend(ties.into_iter().map(|p| (Some(*v), p)));
+                out.extend(ties.into_iter().map(|p| (Some(v.clone()), p)));
             }
             if out.len() < need {
                 let beyond = match &cursor {
-                    Some((Some(v), _)) => beyond(field, *v, order),
+                    Some((Some(v), _)) => beyond(field, v, order),
                     _ => exists(field),
                 };
                 let want = need - out.len();
@@ -258,21 +259,21 @@ impl Inner {
                     .scroll_raw(and(beyond.clone()), Some(ob), None, want, keys, deadline)
                     .await?;
                 let full = batch.len() >= want;
-                let mut batch: Vec<(Option<Num>, RetrievedPoint)> =
+                let mut batch: Vec<(Option<TypedValue>, RetrievedPoint)> =
                     batch.into_iter().map(|p| (value_of(&p), p)).collect();
                 if full {
                     // Qdrant orders ties arbitrarily: the last value's ties come by id.
-                    let last = batch.last().and_then(|b| b.0);
+                    let last = batch.last().and_then(|b| b.0.clone());
                     batch.retain(|b| b.0 != last);
                     if let Some(l) = last {
                         let mut f = filter.clone();
                         f.must.push(beyond);
-                        f.must.push(eq(field, l));
+                        f.must.push(eq(field, &l));
                         let ties = self
                             .scroll_raw(f, None, None, want - batch.len(), keys, deadline)
                             .await?;
                         sort_batch(&mut batch, order);
-                        batch.extend(ties.into_iter().map(|p| (Some(l), p)));
+                        batch.extend(ties.into_iter().map(|p| (Some(l.clone()), p)));
                     }
                 } else {
                     sort_batch(&mut batch, order);
@@ -314,7 +315,10 @@ impl Inner {
             .map(|(v, p)| {
                 let id = doc_id_of(p.id.as_ref(), &p.payload);
                 (
-                    vec![v.map_or(serde_json::Value::Null, Num::json), id_json(&id)],
+                    vec![
+                        v.map_or(serde_json::Value::Null, |v| v.to_json()),
+                        id_json(&id),
+                    ],
                     p,
                 )
             })
@@ -329,46 +333,28 @@ fn id_json(id: &DocId) -> serde_json::Value {
     }
 }
 
-/// A numeric sort value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Num {
-    I(i64),
-    F(f64),
-}
-
-impl Num {
-    fn f(self) -> f64 {
-        match self {
-            Num::I(i) => i as f64,
-            Num::F(f) => f,
-        }
-    }
-    fn json(self) -> serde_json::Value {
-        match self {
-            Num::I(i) => serde_json::Value::from(i),
-            Num::F(f) => serde_json::Number::from_f64(f)
-                .map_or(serde_json::Value::Null, serde_json::Value::Number),
-        }
-    }
-}
-
-fn num_of(v: Option<&qdrant_client::qdrant::Value>, ty: FieldType) -> Option<Num> {
+/// A point's value of a numeric sort field (the first of an array).
+fn num_of(v: Option<&qdrant_client::qdrant::Value>, ty: FieldType) -> Option<TypedValue> {
     let k = v?.kind.as_ref()?;
     let x = match k {
-        Kind::IntegerValue(i) => Num::I(*i),
-        Kind::DoubleValue(f) => Num::F(*f),
+        Kind::IntegerValue(i) => TypedValue::Int(*i),
+        Kind::DoubleValue(f) => TypedValue::Float(*f),
         Kind::ListValue(l) => return l.values.first().and_then(|x| num_of(Some(x), ty)),
         _ => return None,
     };
     Some(match (ty, x) {
-        (FieldType::Float, Num::I(i)) => Num::F(i as f64),
+        (FieldType::Float, TypedValue::Int(i)) => TypedValue::Float(i as f64),
         (_, x) => x,
     })
 }
 
-fn sort_batch(b: &mut [(Option<Num>, RetrievedPoint)], order: Order) {
+fn num(v: &Option<TypedValue>) -> f64 {
+    v.as_ref().and_then(TypedValue::as_f64).unwrap_or(f64::NAN)
+}
+
+fn sort_batch(b: &mut [(Option<TypedValue>, RetrievedPoint)], order: Order) {
     b.sort_by(|x, y| {
-        let (a, c) = (x.0.map_or(f64::NAN, Num::f), y.0.map_or(f64::NAN, Num::f));
+        let (a, c) = (num(&x.0), num(&y.0));
         let by_value = match order {
             Order::Asc => a.total_cmp(&c),
             Order::Desc => c.total_cmp(&a),
@@ -393,15 +379,16 @@ fn field_cond(key: &str) -> FieldCondition {
     }
 }
 
-fn eq(field: &str, v: Num) -> Condition {
+fn eq(field: &str, v: &TypedValue) -> Condition {
     let mut f = field_cond(field);
     match v {
-        Num::I(i) => {
+        TypedValue::Int(i) => {
             f.r#match = Some(Match {
-                match_value: Some(MatchValue::Integer(i)),
+                match_value: Some(MatchValue::Integer(*i)),
             })
         }
-        Num::F(x) => {
+        other => {
+            let x = other.as_f64().unwrap_or(f64::NAN);
             f.range = Some(Range {
                 gte: Some(x),
                 lte: Some(x),
@@ -412,15 +399,16 @@ fn eq(field: &str, v: Num) -> Condition {
     cond(ConditionOneOf::Field(f))
 }
 
-fn beyond(field: &str, v: Num, order: Order) -> Condition {
+fn beyond(field: &str, v: &TypedValue, order: Order) -> Condition {
     let mut f = field_cond(field);
+    let x = v.as_f64().unwrap_or(f64::NAN);
     f.range = Some(match order {
         Order::Asc => Range {
-            gt: Some(v.f()),
+            gt: Some(x),
             ..Range::default()
         },
         Order::Desc => Range {
-            lt: Some(v.f()),
+            lt: Some(x),
             ..Range::default()
         },
     });
@@ -496,7 +484,7 @@ impl PagePlan {
 
     /// A value cursor, parsed for this sort by the server (`[id]` for id order, `[value
     /// or null, id]` for a field; the lengths were checked against the keys).
-    fn cursor(&self, a: &[SortValue]) -> Result<(Option<Num>, Option<DocId>), BackendError> {
+    fn cursor(&self, a: &[SortValue]) -> Result<(Option<TypedValue>, Option<DocId>), BackendError> {
         let bad = |m: &str| BackendError::Invalid(format!("after: {m}"));
         let id = |x: &SortValue| match x {
             SortValue::Id(id) => Ok(id.clone()),
@@ -507,9 +495,9 @@ impl PagePlan {
             (PagePlan::ByField { ty, .. }, [v, i]) => {
                 let n = match (v, ty) {
                     (SortValue::Missing, _) => None,
-                    (SortValue::Int(i), FieldType::Float) => Some(Num::F(*i as f64)),
-                    (SortValue::Int(i), _) => Some(Num::I(*i)),
-                    (SortValue::Float(f), FieldType::Float) => Some(Num::F(*f)),
+                    (SortValue::Int(i), FieldType::Float) => Some(TypedValue::Float(*i as f64)),
+                    (SortValue::Int(i), _) => Some(TypedValue::Int(*i)),
+                    (SortValue::Float(f), FieldType::Float) => Some(TypedValue::Float(*f)),
                     (SortValue::Float(_), _) => return Err(bad("the value must be an integer")),
                     _ => return Err(bad("the first value must be a number or null")),
                 };

@@ -16,7 +16,7 @@ use super::backend::Inner;
 use super::conn::secs;
 use super::layout::{cond, doc_id_of, fields_of, include, payload_str, point_id, ID_KEY, SRC_KEY};
 use searchd_backend::{
-    BackendError, Document, FacetOutput, FacetSpec, FieldsWanted, QueryInput, ScoredDoc,
+    BackendError, Document, FacetOutput, FacetSpec, FieldsWanted, QueryInput, ScoredDoc, Search,
     SearchOutput, SearchRequest, StageTimes,
 };
 
@@ -31,15 +31,18 @@ impl Inner {
 
     pub(super) async fn search(&self, req: SearchRequest) -> Result<SearchOutput, BackendError> {
         let SearchRequest {
-            query,
-            k,
-            ef,
-            fields,
-            filter,
-            facets,
-            deadline,
+            search:
+                Search {
+                    query,
+                    k,
+                    ef,
+                    fields,
+                    filter,
+                    facets,
+                    deadline,
+                    ..
+                },
             permit,
-            ..
         } = req;
         self.check_facets(&facets, "facets")?;
         let mut filter = self.translate(filter.as_ref())?;

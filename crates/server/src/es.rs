@@ -532,7 +532,7 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
         let sorted = sort.is_some();
         let schema = backend.schema();
         let (sort, after) = parse_page(&schema, sort, after, "sort", "after")?;
-        let r = crate::backend::ReadRequest {
+        let r = crate::backend::Page {
             sort,
             after,
             filter: match &parts.filter {
@@ -766,7 +766,7 @@ pub(crate) async fn count(rd: Read) -> Result<Vec<u8>, ApiError> {
             "a match query in _count (count a filter)",
         ));
     }
-    let r = crate::backend::ReadRequest {
+    let r = crate::backend::Page {
         filter: match &parts.filter {
             Some(v) => Some(parse_filter(&rd.backend.schema(), v, "filter")?),
             None => None,

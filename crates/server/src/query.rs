@@ -16,8 +16,9 @@ use searchd_collection::DocId;
 use searchd_engine::SearchError;
 
 use crate::backend::{
-    select_fields, BackendError, FacetOutput, FacetSpec, FieldsWanted, QueryInput, ReadOutput,
-    ReadRequest, ScoredDoc, SearchBackend, SearchRequest, SegmentExplain, StageTimes,
+    select_fields, BackendError, FacetOutput, FacetSpec, FieldsWanted, Page, QueryInput,
+    ReadOutput, ReadRequest, ScoredDoc, Search, SearchBackend, SearchRequest, SegmentExplain,
+    StageTimes,
 };
 use searchd_fields::{Filter, Schema, SortBy, SortKey, SortValue};
 
@@ -414,19 +415,21 @@ pub(crate) async fn perform_search(
     let t1 = Instant::now();
     let out = backend
         .search(SearchRequest {
-            query,
-            k,
-            ef: spec.ef,
-            oversample: app.cfg.oversample,
-            fields,
-            filter: match &spec.filter {
-                Some(v) => Some(parse_filter(&backend.schema(), v, "filter")?),
-                None => None,
+            search: Search {
+                query,
+                k,
+                ef: spec.ef,
+                oversample: app.cfg.oversample,
+                fields,
+                filter: match &spec.filter {
+                    Some(v) => Some(parse_filter(&backend.schema(), v, "filter")?),
+                    None => None,
+                },
+                facets: spec.facets,
+                deadline,
+                explain: spec.common.explain,
             },
-            facets: spec.facets,
-            deadline,
             permit: Some(permit),
-            explain: spec.common.explain,
         })
         .await
         .map_err(|e| backend_error(app, e))?;
@@ -614,27 +617,21 @@ pub(crate) fn backend_of(slot: &Slot) -> Result<Arc<Box<dyn SearchBackend>>, Api
 pub(crate) async fn run_read(
     app: &App,
     backend: &dyn SearchBackend,
-    mut req: ReadRequest,
+    page: Page,
 ) -> Result<ReadOutput, ApiError> {
     let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
-    req.permit = Some(permit);
-    backend.read(req).await.map_err(|e| backend_error(app, e))
+    backend
+        .read(ReadRequest {
+            page,
+            permit: Some(permit),
+        })
+        .await
+        .map_err(|e| backend_error(app, e))
 }
 
 /// A read of everything with nothing asked for yet, deadline from `arrival`.
-pub(crate) fn read_request(app: &App, arrival: Instant) -> ReadRequest {
-    ReadRequest {
-        filter: None,
-        sort: Vec::new(),
-        after: None,
-        from: 0,
-        size: 0,
-        fields: FieldsWanted::None,
-        total: false,
-        facets: Vec::new(),
-        deadline: arrival + app.cfg.timeout,
-        permit: None,
-    }
+pub(crate) fn read_request(app: &App, arrival: Instant) -> Page {
+    Page::new(arrival + app.cfg.timeout)
 }
 
 /// How a read route takes its body: the keys it knows and the surface's parser (which
@@ -663,7 +660,7 @@ pub(crate) struct Read {
 
 impl Read {
     /// A read of everything with nothing asked for yet ([`read_request`]).
-    pub fn request(&self) -> ReadRequest {
+    pub fn request(&self) -> Page {
         read_request(&self.app, self.arrival)
     }
 
@@ -677,7 +674,7 @@ impl Read {
     }
 
     /// Run `req` on the backend ([`run_read`]).
-    pub async fn run(&self, req: ReadRequest) -> Result<ReadOutput, ApiError> {
+    pub async fn run(&self, req: Page) -> Result<ReadOutput, ApiError> {
         run_read(&self.app, &**self.backend, req).await
     }
 }

@@ -412,7 +412,7 @@ impl SearchBackend for Canned {
     fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>> {
         self.searches.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
-            match req.query {
+            match req.search.query {
                 QueryInput::Stored(DocId::Str(s)) if s == "slow" => {
                     Err(BackendError::Deadline { started: true })
                 }
@@ -421,7 +421,8 @@ impl SearchBackend for Canned {
                     ScoredDoc {
                         id: DocId::Str("a".into()),
                         score: 0.9,
-                        fields: (req.fields != FieldsWanted::None).then(|| b"{\"x\":1}".to_vec()),
+                        fields: (req.search.fields != FieldsWanted::None)
+                            .then(|| b"{\"x\":1}".to_vec()),
                     },
                     ScoredDoc {
                         id: DocId::Int(7),

@@ -1,0 +1,265 @@
+//! The questions a collection answers and its answers: a search ([`Search`]) or a read
+//! without a query ([`Page`]: a count, facets, a sorted page), each over every segment, with
+//! hits carrying ids and stored fields. Collections answer them
+//! ([`Collection::answer`](crate::Collection::answer), [`Collection::read`](crate::Collection::read));
+//! searchd's server sends the same types to every backend (`searchd-backend` re-exports them),
+//! as Qdrant's local and remote shards take the same requests.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use searchd_fields::{Filter, SortKey, SortValue};
+use searchd_vecio::Vectors;
+
+use crate::fusion::Fusion;
+use searchd_docs::DocId;
+
+/// One search: a query, its filter and facets, the stored fields wanted.
+pub struct Search {
+    pub query: QueryInput,
+    pub k: usize,
+    pub ef: usize,
+    pub oversample: Option<f32>,
+    pub fields: FieldsWanted,
+    /// The filter (CONTRACTS.md "Filter language"), parsed and checked by the server
+    /// against the collection's schema.
+    pub filter: Option<Filter>,
+    /// Terms facets over the hits the search returns (the query's top `k`, after the
+    /// filter, as Elasticsearch computes aggregations of a kNN search).
+    pub facets: Vec<FacetSpec>,
+    pub deadline: Instant,
+    /// Report what each segment contributed ([`SearchOutput::segments`]).
+    pub explain: bool,
+}
+
+/// A read of the documents that match a filter, without a query: an exact count, terms
+/// facets, and/or one sorted page (`/count`, `/facet`, `/scroll` and Elasticsearch's
+/// `_search` without `knn` or `match`).
+pub struct Page {
+    /// Parsed against the collection's schema.
+    pub filter: Option<Filter>,
+    /// Sort keys (`[{"price": "desc"}, "id"]` parsed; never `_score`, which needs a
+    /// query); empty: by id.
+    pub sort: Vec<SortKey>,
+    /// The sort values of the last hit of the previous page (a value cursor, one per key of
+    /// [`Page::sort`] with the id tiebreaker).
+    pub after: Option<Vec<SortValue>>,
+    /// Hits skipped before the page (Elasticsearch's `from`).
+    pub from: usize,
+    /// Hits in the page (0: no page, only counts and facets).
+    pub size: usize,
+    pub fields: FieldsWanted,
+    /// Count every matching document.
+    pub total: bool,
+    pub facets: Vec<FacetSpec>,
+    pub deadline: Instant,
+}
+
+impl Page {
+    /// A read of everything with nothing asked for yet, due by `deadline`.
+    pub fn new(deadline: Instant) -> Page {
+        Page {
+            filter: None,
+            sort: Vec::new(),
+            after: None,
+            from: 0,
+            size: 0,
+            fields: FieldsWanted::None,
+            total: false,
+            facets: Vec::new(),
+            deadline,
+        }
+    }
+}
+
+/// Why a question could not be answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryError {
+    /// The question is wrong for this collection (a client error).
+    Invalid(String),
+    /// No such document.
+    NotFound(String),
+    /// The deadline passed; `started` tells whether work had begun.
+    Deadline { started: bool },
+    /// A storage read failed, or a hit had no id.
+    Internal(String),
+}
+
+impl std::fmt::Display for QueryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueryError::Invalid(m) | QueryError::NotFound(m) | QueryError::Internal(m) => {
+                f.write_str(m)
+            }
+            QueryError::Deadline { .. } => f.write_str("the deadline passed"),
+        }
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+/// What to search with.
+pub enum QueryInput {
+    /// A query vector (from the body, or embedded from text by the server).
+    Vector(Vec<f32>),
+    /// Row of the server's query matrix (`serve --queries`).
+    Row(Arc<Vectors>, usize),
+    /// The stored vector of this document, which is left out of the hits.
+    Stored(DocId),
+    /// BM25 over the text field.
+    Lexical(String),
+    /// Dense (`vector`, embedded from `text`) and lexical (`text`) retrieval, fused.
+    Hybrid {
+        text: String,
+        vector: Vec<f32>,
+        fusion: Fusion,
+        /// Candidates taken from each side (raised to `k`).
+        window: usize,
+    },
+}
+
+/// Which stored fields a hit or a get returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum FieldsWanted {
+    /// Ids and scores only.
+    #[default]
+    None,
+    All,
+    List(Vec<String>),
+}
+
+/// One terms facet asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FacetSpec {
+    /// Name of the facet in the reply (the field, or an Elasticsearch aggregation name).
+    pub name: String,
+    /// A keyword field.
+    pub field: String,
+    /// Buckets returned (the rest is summed in `other_count`).
+    pub size: usize,
+}
+
+/// Exact terms buckets: count descending, then value ascending.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FacetOutput {
+    pub name: String,
+    pub field: String,
+    pub buckets: Vec<(String, u64)>,
+    /// Documents counted in values that were not returned (Elasticsearch's
+    /// `sum_other_doc_count`).
+    pub other_count: u64,
+}
+
+/// One hit of a sorted page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SortedDoc {
+    pub id: DocId,
+    /// Its sort values (JSON: numbers, strings, booleans, datetimes as epoch milliseconds,
+    /// `null` for a missing value), the implicit `id` tiebreaker last.
+    pub sort: Vec<serde_json::Value>,
+    pub fields: Option<Vec<u8>>,
+}
+
+/// What a [`ReadRequest`] found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReadOutput {
+    pub hits: Vec<SortedDoc>,
+    /// The cursor for the next page: the last hit's sort values, when the page was full.
+    pub next: Option<Vec<serde_json::Value>>,
+    pub total: Option<u64>,
+    pub facets: Vec<FacetOutput>,
+}
+
+/// Time spent in each stage of a search, in microseconds (0 when the stage did not run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    pub dense_us: u64,
+    pub lexical_us: u64,
+    pub fuse_us: u64,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchOutput {
+    pub hits: Vec<ScoredDoc>,
+    pub stages: StageTimes,
+    /// The query text was cut to the lexical limits (`searchd_lexical::MAX_QUERY_CHARS`).
+    pub lexical_truncated: bool,
+    /// How a filtered dense search ran (`exact`, `graph`, `graph_two_hop`; the first
+    /// segment's plan), for the reply and tests.
+    pub plan: Option<String>,
+    /// Documents that pass the filter (exact), when there was one.
+    pub matched: Option<u64>,
+    pub facets: Vec<FacetOutput>,
+    /// What each segment contributed, when the request asked to explain (empty otherwise,
+    /// and from backends without segments).
+    pub segments: Vec<SegmentExplain>,
+}
+
+/// One segment's part in a search (`"explain": true`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SegmentExplain {
+    /// The segment's name in the collection's manifest.
+    pub id: String,
+    /// Hits the segment offered to the merge.
+    pub candidates: u64,
+    /// How its filtered dense search ran (`exact`, `graph`, `graph_two_hop`), if filtered.
+    pub plan: Option<String>,
+}
+
+impl From<Vec<ScoredDoc>> for SearchOutput {
+    fn from(hits: Vec<ScoredDoc>) -> SearchOutput {
+        SearchOutput {
+            hits,
+            ..SearchOutput::default()
+        }
+    }
+}
+
+/// One hit: the document's own id, a higher-is-better score, fields if asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredDoc {
+    pub id: DocId,
+    pub score: f32,
+    /// A JSON object, when fields were asked for and the backend stores them.
+    pub fields: Option<Vec<u8>>,
+}
+
+/// A stored document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub id: DocId,
+    /// A JSON object (`{}` when the backend stores no fields).
+    pub fields: Vec<u8>,
+}
+
+/// Keep only the wanted keys of a stored JSON object (values byte for byte).
+pub fn select_fields(source: &[u8], wanted: &FieldsWanted) -> Option<Vec<u8>> {
+    match wanted {
+        FieldsWanted::None => None,
+        FieldsWanted::All => Some(source.to_vec()),
+        FieldsWanted::List(keys) => {
+            let parsed: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
+                serde_json::from_slice(source).unwrap_or_default();
+            let mut out = Vec::with_capacity(source.len().min(256));
+            out.push(b'{');
+            let mut first = true;
+            for k in keys {
+                if let Some(v) = parsed.get(k) {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    serde_json::to_writer(&mut out, k).ok()?;
+                    out.push(b':');
+                    out.extend_from_slice(v.get().as_bytes());
+                }
+            }
+            out.push(b'}');
+            Some(out)
+        }
+    }
+}
+
+/// Largest `from + size` of a sorted page (Elasticsearch's `index.max_result_window`).
+pub const MAX_RESULT_WINDOW: usize = 10_000;
