@@ -14,7 +14,7 @@ use std::sync::Arc;
 use searchd_collection::live::{Doc as LiveDoc, LiveCollection};
 pub use searchd_collection::request::{
     select_fields, Document, FacetOutput, FacetSpec, FieldsWanted, Page, QueryError, QueryInput,
-    ReadOutput, ScoredDoc, Search, SearchOutput, SegmentExplain, SortedDoc, StageTimes,
+    ReadOutput, Receipt, ScoredDoc, Search, SearchOutput, SegmentExplain, SortedDoc, StageTimes,
     MAX_RESULT_WINDOW,
 };
 use searchd_collection::{DocId, ModelRecord};
@@ -178,71 +178,6 @@ pub enum WriteOp {
     Delete(Vec<DocId>),
     /// Delete what the filter matches (never a vacuous filter: the server refuses those).
     DeleteFilter(Filter),
-}
-
-/// What a write did, whichever backend took it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Receipt {
-    /// The operation's sequence number (the log's, or the remote engine's; 0: nothing was
-    /// written).
-    pub seq: u64,
-    /// Visible to searches when the call returned (`wait`).
-    pub applied: bool,
-    /// Deletes: ids that did not exist (not an error).
-    pub not_found: Vec<DocId>,
-    /// Deletes: ids that existed and are now deleted.
-    pub deleted: u64,
-    /// Upserts: documents written.
-    pub upserted: u64,
-}
-
-impl Receipt {
-    /// Nothing was written (every id to delete was `not_found`, or no document matched).
-    pub fn nothing(not_found: Vec<DocId>) -> Receipt {
-        Receipt {
-            seq: 0,
-            applied: true,
-            not_found,
-            deleted: 0,
-            upserted: 0,
-        }
-    }
-
-    /// `n` documents upserted as operation `seq`.
-    pub fn upserted(seq: u64, applied: bool, n: u64) -> Receipt {
-        Receipt {
-            upserted: n,
-            ..Receipt::nothing(Vec::new()).at(seq, applied)
-        }
-    }
-
-    /// `n` documents deleted as operation `seq`.
-    pub fn deleted(seq: u64, applied: bool, n: u64, not_found: Vec<DocId>) -> Receipt {
-        Receipt {
-            deleted: n,
-            ..Receipt::nothing(not_found).at(seq, applied)
-        }
-    }
-
-    fn at(self, seq: u64, applied: bool) -> Receipt {
-        Receipt {
-            seq,
-            applied,
-            ..self
-        }
-    }
-}
-
-impl From<searchd_collection::live::Receipt> for Receipt {
-    fn from(r: searchd_collection::live::Receipt) -> Receipt {
-        Receipt {
-            seq: r.seq,
-            applied: r.applied,
-            not_found: r.not_found,
-            deleted: r.deleted,
-            upserted: r.upserted,
-        }
-    }
 }
 
 /// A shared backend is a backend (the forwarding impl `IndexSource::Backend` serves).

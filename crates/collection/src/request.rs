@@ -263,3 +263,55 @@ pub fn select_fields(source: &[u8], wanted: &FieldsWanted) -> Option<Vec<u8>> {
 
 /// Largest `from + size` of a sorted page (Elasticsearch's `index.max_result_window`).
 pub const MAX_RESULT_WINDOW: usize = 10_000;
+
+/// What a write did, whichever backend took it (the live collection's log sequence
+/// number, or the remote engine's operation id).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Receipt {
+    /// The operation's sequence number in the log (0: nothing was logged).
+    pub seq: u64,
+    /// Visible to searches when the call returned (`wait`).
+    pub applied: bool,
+    /// Deletes: ids that did not exist (not an error).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_found: Vec<DocId>,
+    /// Deletes: ids that existed and are now deleted.
+    pub deleted: u64,
+    /// Upserts: documents written.
+    pub upserted: u64,
+}
+
+impl Receipt {
+    /// Nothing was written (every id to delete was `not_found`, or no document matched).
+    pub fn nothing(not_found: Vec<DocId>) -> Receipt {
+        Receipt {
+            seq: 0,
+            applied: true,
+            not_found,
+            deleted: 0,
+            upserted: 0,
+        }
+    }
+
+    /// `n` documents upserted as operation `seq`.
+    pub fn upserted(seq: u64, applied: bool, n: u64) -> Receipt {
+        Receipt {
+            seq,
+            applied,
+            not_found: Vec::new(),
+            deleted: 0,
+            upserted: n,
+        }
+    }
+
+    /// `n` documents deleted as operation `seq`.
+    pub fn deleted(seq: u64, applied: bool, n: u64, not_found: Vec<DocId>) -> Receipt {
+        Receipt {
+            seq,
+            applied,
+            not_found,
+            deleted: n,
+            upserted: 0,
+        }
+    }
+}

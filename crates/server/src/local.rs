@@ -165,7 +165,6 @@ impl SearchBackend for LocalBackend {
                     WriteOp::Delete(ids) => live.delete(ids, wait),
                     WriteOp::DeleteFilter(f) => live.delete_by_filter(&f, wait),
                 }
-                .map(Receipt::from)
                 .map_err(write_error)
             })
             .await

@@ -121,56 +121,7 @@ impl Default for LiveConfig {
     }
 }
 
-/// What a write did.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Receipt {
-    /// The operation's sequence number in the log (0: nothing was logged).
-    pub seq: u64,
-    /// Visible to searches when the call returned (`wait`).
-    pub applied: bool,
-    /// Deletes: ids that did not exist (not an error).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub not_found: Vec<DocId>,
-    /// Deletes: ids that existed and are now deleted.
-    pub deleted: u64,
-    /// Upserts: documents written.
-    pub upserted: u64,
-}
-
-impl Receipt {
-    /// Nothing was written (every id to delete was `not_found`, or no document matched).
-    pub fn nothing(not_found: Vec<DocId>) -> Receipt {
-        Receipt {
-            seq: 0,
-            applied: true,
-            not_found,
-            deleted: 0,
-            upserted: 0,
-        }
-    }
-
-    /// `n` documents upserted as operation `seq`.
-    pub fn upserted(seq: u64, applied: bool, n: u64) -> Receipt {
-        Receipt {
-            seq,
-            applied,
-            not_found: Vec::new(),
-            deleted: 0,
-            upserted: n,
-        }
-    }
-
-    /// `n` documents deleted as operation `seq`.
-    pub fn deleted(seq: u64, applied: bool, n: u64, not_found: Vec<DocId>) -> Receipt {
-        Receipt {
-            seq,
-            applied,
-            not_found,
-            deleted: n,
-            upserted: 0,
-        }
-    }
-}
+pub use crate::request::Receipt;
 
 /// Counters of the writer and the optimizer, for `/stats`.
 #[derive(Debug, Default)]
