@@ -143,6 +143,27 @@ impl Collection {
         }
     }
 
+    /// The next view of this collection's directory: `manifest` with these segments and
+    /// alive sets, reflecting the log up to `seq` (a live collection's refresh or merge).
+    pub(crate) fn successor(
+        &self,
+        manifest: Manifest,
+        segments: Vec<Arc<Segment>>,
+        live: Vec<Option<Arc<RoaringBitmap>>>,
+        seq: u64,
+    ) -> Collection {
+        Collection {
+            dir: self.dir.clone(),
+            schema: schema_of(Some(&manifest)),
+            manifest: Some(manifest),
+            segments,
+            live,
+            seq,
+            dim: self.dim,
+            metric: self.metric,
+        }
+    }
+
     /// Open the collection in `dir`: the manifest, then each segment's index (placed and
     /// checked as `opts` says), ids and stored fields (checked against the manifest).
     pub fn open(dir: &Path, opts: &LoadOptions) -> Result<Collection> {

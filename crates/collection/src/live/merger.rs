@@ -273,16 +273,7 @@ impl LiveCollection {
         }
         manifest.segments = metas;
         manifest.next_segment = inner.next_segment;
-        let next = Collection {
-            dir: cur.dir.clone(),
-            schema: crate::collection::schema_of(Some(&manifest)),
-            manifest: Some(manifest),
-            segments,
-            live: lives,
-            seq: cur.seq,
-            dim: cur.dim,
-            metric: cur.metric,
-        };
+        let next = cur.successor(manifest, segments, lives, cur.seq);
         let old = self.set_view(next);
         timer.lap("swap");
         crate::failpoint::hit("merge.after_swap");

@@ -12,7 +12,6 @@ use searchd_engine::roaring::RoaringBitmap;
 use super::ops::{latest_back, lookup_exact};
 use super::optimizer::Timer;
 use super::{unreachable_manifest, LiveCollection, Op};
-use crate::collection::Collection;
 use crate::error::Result;
 use crate::segment::Segment;
 use crate::segwrite::{write_segment, NewDoc};
@@ -143,16 +142,7 @@ impl LiveCollection {
                 }
             }
             manifest.next_segment = inner.next_segment;
-            let next = Collection {
-                dir: cur.dir.clone(),
-                schema: crate::collection::schema_of(Some(&manifest)),
-                manifest: Some(manifest),
-                segments,
-                live: lives,
-                seq: upto,
-                dim: cur.dim,
-                metric: cur.metric,
-            };
+            let next = cur.successor(manifest, segments, lives, upto);
             let old = self.set_view(next);
             inner.inflight_ids.clear();
             old
