@@ -110,7 +110,7 @@ pub fn typed_values(ty: FieldType, v: &Value) -> Vec<TypedValue> {
     let mut object = false;
     crate::writer::flatten_pub(v, &mut flat, &mut object);
     flat.iter()
-        .filter_map(|x| crate::writer::convert_pub(ty, x))
+        .filter_map(|x| crate::writer::convert(ty, x))
         .filter(|t| !matches!(t, TypedValue::Keyword(s) if s.len() > crate::IGNORE_ABOVE))
         .collect()
 }

@@ -314,12 +314,8 @@ pub(crate) fn flatten_pub(v: &Value, out: &mut Vec<Value>, object: &mut bool) {
     flatten(v, out, object)
 }
 
-pub(crate) fn convert_pub(ty: FieldType, v: &Value) -> Option<TypedValue> {
-    convert(ty, v)
-}
-
 /// Converts one scalar to a declared type, as Elasticsearch coerces.
-fn convert(ty: FieldType, v: &Value) -> Option<TypedValue> {
+pub(crate) fn convert(ty: FieldType, v: &Value) -> Option<TypedValue> {
     Some(match (ty, v) {
         (FieldType::Keyword, Value::String(s)) => TypedValue::Keyword(s.clone()),
         (FieldType::Keyword, Value::Number(n)) => TypedValue::Keyword(n.to_string()),

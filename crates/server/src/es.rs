@@ -27,9 +27,9 @@ use searchd_collection::DocId;
 use crate::backend::{FacetOutput, FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::{ApiError, Code};
 use crate::query::{
-    backend_error, backend_of, explain_json, parse_filter, parse_page, perform_search,
-    read_request, run_read, Ask, BodyRule, CommonOptions, JsonObject, Mode, Read, SearchSpec,
-    COMMON_KEYS,
+    backend_error, backend_of, explain_json, parse_filter, parse_optional_filter, parse_page,
+    perform_search, read_request, run_read, Ask, BodyRule, CommonOptions, JsonObject, Mode, Read,
+    SearchSpec, COMMON_KEYS,
 };
 use crate::state::App;
 use crate::wire::json_response;
@@ -535,10 +535,11 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
         let r = crate::backend::Page {
             sort,
             after,
-            filter: match &parts.filter {
-                Some(v) => Some(parse_filter(&schema, v, "filter")?),
-                None => None,
-            },
+            filter: parts
+                .filter
+                .as_ref()
+                .map(|v| parse_filter(&schema, v, "filter"))
+                .transpose()?,
             from,
             size,
             fields: source.wanted(),
@@ -767,10 +768,7 @@ pub(crate) async fn count(rd: Read) -> Result<Vec<u8>, ApiError> {
         ));
     }
     let r = crate::backend::Page {
-        filter: match &parts.filter {
-            Some(v) => Some(parse_filter(&rd.backend.schema(), v, "filter")?),
-            None => None,
-        },
+        filter: parse_optional_filter(&**rd.backend, parts.filter.as_ref(), "filter")?,
         total: true,
         ..rd.request()
     };

@@ -421,10 +421,7 @@ pub(crate) async fn perform_search(
                 ef: spec.ef,
                 oversample: app.cfg.oversample,
                 fields,
-                filter: match &spec.filter {
-                    Some(v) => Some(parse_filter(&backend.schema(), v, "filter")?),
-                    None => None,
-                },
+                filter: parse_optional_filter(&**backend, spec.filter.as_ref(), "filter")?,
                 facets: spec.facets,
                 deadline,
                 explain: spec.common.explain,
@@ -667,10 +664,7 @@ impl Read {
     /// The body's key `key` as a filter, parsed against the backend's schema (`None`: the
     /// key is absent).
     pub fn filter(&self, key: &str) -> Result<Option<Filter>, ApiError> {
-        match self.body.get(key) {
-            Some(v) => parse_filter(&self.backend.schema(), v, key).map(Some),
-            None => Ok(None),
-        }
+        parse_optional_filter(&**self.backend, self.body.get(key), key)
     }
 
     /// Run `req` on the backend ([`run_read`]).
@@ -766,6 +760,17 @@ pub(crate) fn parse_filter(
     path: &str,
 ) -> Result<Filter, ApiError> {
     Filter::parse_at(v, schema, path).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+/// A request's filter when it has one, parsed against the backend's schema (which is
+/// fetched only then: searches without a filter pay nothing here).
+pub(crate) fn parse_optional_filter(
+    backend: &dyn SearchBackend,
+    v: Option<&serde_json::Value>,
+    path: &str,
+) -> Result<Option<Filter>, ApiError> {
+    v.map(|v| parse_filter(&backend.schema(), v, path))
+        .transpose()
 }
 
 /// The filter of a delete: parsed, and refused when it places no condition (it would
