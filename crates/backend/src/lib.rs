@@ -6,6 +6,7 @@
 //! for one collection. The server's `LocalBackend` runs on searchd's own engine (a
 //! collection on the CPU pool); `searchd-qdrant`'s `QdrantBackend` on a Qdrant collection.
 //! Both take the same requests, as Qdrant's local and remote shards do.
+#![forbid(unsafe_code)]
 
 use std::future::Future;
 use std::pin::Pin;

@@ -267,16 +267,6 @@ pub struct BuildArgs {
     pub force: bool,
 }
 
-/// Whether process `pid` exists (Linux: `/proc/PID`; elsewhere every pid counts as
-/// alive, so nothing is removed).
-fn pid_alive(pid: u32) -> bool {
-    if cfg!(target_os = "linux") {
-        std::path::Path::new(&format!("/proc/{pid}")).exists()
-    } else {
-        true
-    }
-}
-
 /// `OUT.tmp-PID`, where an index directory is written before it is renamed to `OUT`.
 fn tmp_dir(out: &std::path::Path, pid: u32) -> Option<PathBuf> {
     let name = out.file_name()?;
@@ -309,7 +299,7 @@ pub fn remove_dead_tmp_dirs(out: &std::path::Path) -> Vec<PathBuf> {
         else {
             continue;
         };
-        if pid == std::process::id() || pid_alive(pid) {
+        if pid == std::process::id() || searchd_os::proc::alive(pid) {
             continue;
         }
         let path = e.path();
@@ -781,8 +771,9 @@ pub fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> CmdResult 
 /// and written whatever the outcome; the exit status then says it: 0 when some step met
 /// the SLO, 1 when none did or the run was aborted, 130 after Ctrl-C (the first Ctrl-C
 /// ends the run early, a second one exits at once).
-pub fn load(a: &searchd_load::LoadArgs) -> CmdResult {
+pub fn load(flags: &crate::flags::load::LoadArgs) -> CmdResult {
     let started = Instant::now();
+    let a = &flags.config().map_err(CliError::Input)?;
     let stop = searchd_load::interrupt::install();
     let report = match searchd_load::run_blocking_with_stop(a, stop) {
         Ok(r) => r,

@@ -72,10 +72,10 @@ pub struct DemoArgs {
     #[arg(
         long,
         value_enum,
-        default_value_t = searchd_server::BackendKind::Local,
+        default_value_t = crate::flags::serve::BackendKind::Local,
         hide_possible_values = true
     )]
-    pub backend: searchd_server::BackendKind,
+    pub backend: crate::flags::serve::BackendKind,
 }
 
 /// `--n` of the local demo when not given.
@@ -85,8 +85,8 @@ impl DemoArgs {
     /// `--n`, or the backend's default.
     pub fn n(&self) -> usize {
         self.n.unwrap_or(match self.backend {
-            searchd_server::BackendKind::Local => LOCAL_DEMO_N,
-            searchd_server::BackendKind::Qdrant => crate::demo_qdrant::QDRANT_DEMO_N,
+            crate::flags::serve::BackendKind::Local => LOCAL_DEMO_N,
+            crate::flags::serve::BackendKind::Qdrant => crate::demo_qdrant::QDRANT_DEMO_N,
         })
     }
 }
@@ -109,7 +109,7 @@ pub(crate) fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
 }
 
 pub fn demo(a: &DemoArgs) -> CmdResult {
-    if a.backend == searchd_server::BackendKind::Qdrant {
+    if a.backend == crate::flags::serve::BackendKind::Qdrant {
         return crate::demo_qdrant::demo_qdrant(a);
     }
     if a.text {
@@ -334,31 +334,18 @@ fn eval_html(
 /// Steps 5 and 6 of a demo: serve `scfg` on a free loopback port in this process (on `rt`),
 /// wait for `/ready`, ramp with the demo's load settings against the ground truth in
 /// `gt_path`, stop the server and print the table. `about` ends the "listening" line.
-/// The demo's capacity ramp against `url` (the ramp, warm-up, step length, SLO and query
-/// count of `a`), with `extra` load flags.
-pub(crate) fn load_args(
-    url: &str,
-    a: &DemoArgs,
-    extra: &[&str],
-) -> Result<searchd_load::LoadArgs, CliError> {
-    let slo = a.slo_p99_ms.to_string();
-    let nq = a.queries.to_string();
-    let argv = [
-        "--url",
-        url,
-        "--ramp",
-        a.ramp.as_str(),
-        "--warmup",
-        a.warmup.as_str(),
-        "--duration",
-        a.duration.as_str(),
-        "--slo-p99-ms",
-        slo.as_str(),
-        "--queries",
-        nq.as_str(),
-    ];
-    searchd_load::LoadArgs::try_parse_from(argv.iter().chain(extra).copied())
-        .map_err(|e| CliError::Input(format!("demo load settings: {e}")))
+/// The demo's capacity ramp against `url`: the ramp, warm-up, step length, SLO and query
+/// count of `a`; callers set what else they need (`gt`, `endpoint`, `text_queries`).
+pub(crate) fn load_config(url: &str, a: &DemoArgs) -> Result<searchd_load::LoadConfig, CliError> {
+    use searchd_load::config::{parse_duration, parse_ramp};
+    let bad = |what: &str, e: String| CliError::Input(format!("demo load settings: {what}: {e}"));
+    let mut c = searchd_load::LoadConfig::new(url);
+    c.ramp = parse_ramp(&a.ramp).map_err(|e| bad("--ramp", e))?;
+    c.warmup = parse_duration(&a.warmup).map_err(|e| bad("--warmup", e))?;
+    c.duration = parse_duration(&a.duration).map_err(|e| bad("--duration", e))?;
+    c.slo_p99_ms = a.slo_p99_ms;
+    c.query_count = a.queries;
+    Ok(c)
 }
 
 pub(crate) fn serve_and_ramp(
@@ -383,8 +370,8 @@ pub(crate) fn serve_and_ramp(
     eprintln!("    listening on {url}, ready{about}");
 
     step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
-    let gt_arg = gt_path.to_string_lossy().into_owned();
-    let load_args = load_args(&url, a, &["--gt", gt_arg.as_str()])?;
+    let mut load_args = load_config(&url, a)?;
+    load_args.gt = Some(gt_path.to_path_buf());
     let report = rt.block_on(searchd_load::run(&load_args));
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);

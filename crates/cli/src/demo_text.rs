@@ -301,12 +301,12 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
     step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
     let json_path = dir.join("report.json");
     let html_path = dir.join("report.html");
-    let tq = dir.join("queries.jsonl").to_string_lossy().into_owned();
-    let mut extra = vec!["--endpoint", "POST /collections/demo/search"];
+    let mut load_args = crate::demo::load_config(&url, a)?;
+    load_args.endpoint = searchd_load::config::parse_endpoint("POST /collections/demo/search")
+        .map_err(CliError::Input)?;
     if model.is_some() {
-        extra.extend(["--text-queries", tq.as_str()]);
+        load_args.text_queries = Some(dir.join("queries.jsonl"));
     }
-    let load_args = crate::demo::load_args(&url, a, &extra)?;
     let report = rt.block_on(searchd_load::run(&load_args));
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);

@@ -1,11 +1,13 @@
 //! `searchd`: dense retrieval with its capacity lab built in. This binary is thin: each
 //! subcommand parses flags and calls a library crate.
+#![forbid(unsafe_code)]
 
 mod bench_memory;
 mod commands;
 mod demo;
 mod demo_qdrant;
 mod demo_text;
+mod flags;
 mod qdrant_ingest;
 mod quality;
 mod restore;
@@ -68,11 +70,11 @@ enum Command {
     Embed(Box<text::EmbedArgs>),
     /// Capacity measurement of any server speaking the searchd HTTP API: SLO-stopped
     /// closed-loop ramp or open-loop constant rate, every response checked.
-    Load(Box<searchd_load::LoadArgs>),
+    Load(Box<flags::load::LoadArgs>),
     /// HTTP JSON search API over index and collection directories: vector and text
     /// queries, documents by id, admission control, deadlines, /health /ready /stats
     /// /metrics, atomic reload.
-    Serve(Box<searchd_server::ServeArgs>),
+    Serve(Box<flags::serve::ServeArgs>),
     /// A snapshot of a live collection (`POST /collections/{name}/snapshot`) to a new
     /// collection directory, checked by opening it first.
     Restore(restore::RestoreArgs),
@@ -123,10 +125,12 @@ fn main() {
         Command::Serve(a) => {
             text::serve_embedder(a.model.as_deref(), a.embed_threads).and_then(|embedder| {
                 let reranker = text::serve_reranker(a.rerank_model.as_deref(), a.embed_threads)?;
-                searchd_server::run_blocking_with(a, embedder, reranker).map_err(|e| match e {
-                    searchd_server::ServerError::Runtime(_)
-                    | searchd_server::ServerError::Io(_) => util::CliError::Io(e.to_string()),
-                    e => util::CliError::Input(e.to_string()),
+                searchd_server::run_blocking_with(&a.settings(), embedder, reranker).map_err(|e| {
+                    match e {
+                        searchd_server::ServerError::Runtime(_)
+                        | searchd_server::ServerError::Io(_) => util::CliError::Io(e.to_string()),
+                        e => util::CliError::Input(e.to_string()),
+                    }
                 })
             })
         }

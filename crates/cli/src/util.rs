@@ -143,10 +143,7 @@ pub fn load_vectors(path: &Path, hdf5_default: &str) -> CmdResult<Vectors> {
 
 /// Peak resident memory of this process (VmHWM), in bytes, where /proc has it.
 pub fn peak_rss_bytes() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    searchd_os::proc::status(searchd_os::proc::Of::This)?.peak_rss_bytes
 }
 
 pub fn human_bytes(b: u64) -> String {
@@ -199,28 +196,15 @@ pub fn parse_metric(s: &str) -> Result<searchd_engine::Metric, String> {
 /// faults so far. A major fault is a read from disk, the cost that appears once a memory
 /// cap no longer holds what a search touches.
 pub fn process_memory() -> serde_json::Value {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = |field: &str| -> Option<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|k| k * 1024)
-    };
-    // /proc/self/stat: fields after the command name's closing parenthesis; minflt and
-    // majflt are the 10th and 12th fields of the whole line.
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let field = |i: usize| after.get(i - 3).and_then(|v| v.parse::<u64>().ok());
+    use searchd_os::proc::{self, Of};
+    let status = proc::status(Of::This).unwrap_or_default();
+    let stat = proc::stat(Of::This);
     serde_json::json!({
-        "rss_bytes": kb("VmRSS"),
-        "peak_rss_bytes": kb("VmHWM"),
-        "rss_anon_bytes": kb("RssAnon"),
-        "rss_file_bytes": kb("RssFile"),
-        "minor_faults": field(10),
-        "major_faults": field(12),
+        "rss_bytes": status.rss_bytes,
+        "peak_rss_bytes": status.peak_rss_bytes,
+        "rss_anon_bytes": status.rss_anon_bytes,
+        "rss_file_bytes": status.rss_file_bytes,
+        "minor_faults": stat.map(|s| s.minor_faults),
+        "major_faults": stat.map(|s| s.major_faults),
     })
 }

@@ -720,10 +720,18 @@ fn quantize_placement_and_memory_bench() {
     let o = searchd(&args);
     let err = String::from_utf8_lossy(&o.stderr);
     if o.status.code() == Some(2) && err.contains("cgroup") {
-        eprintln!("skipping the memory-cap runs: {err}");
-        return;
+        let why = format!("no memory cgroup for the capped runs: {err}");
+        return searchd_testkit::needs::skip(
+            searchd_testkit::needs::Need::Cgroup,
+            "quantize_placement_and_memory_bench",
+            &why,
+        );
     }
     assert!(o.status.success(), "{err}");
+    searchd_testkit::needs::ran(
+        searchd_testkit::needs::Need::Cgroup,
+        "quantize_placement_and_memory_bench",
+    );
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&bench_json).unwrap()).unwrap();
     assert_eq!(doc["schema"], "searchd.bench-memory.v1");

@@ -49,18 +49,8 @@ fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-fn model() -> Option<PathBuf> {
-    match std::env::var_os("SEARCHD_TEST_MODEL") {
-        Some(m) => Some(PathBuf::from(m)),
-        None => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI=true but SEARCHD_TEST_MODEL is not set: .ci/run installs the model (bash .ci/model.sh)"
-            );
-            eprintln!("skipped: needs the model; set SEARCHD_TEST_MODEL=DIR (bash .ci/model.sh)");
-            None
-        }
-    }
+fn model(test: &str) -> Option<PathBuf> {
+    searchd_testkit::needs::model(test)
 }
 
 const WORDS: [&str; 16] = [
@@ -252,7 +242,9 @@ fn bad_documents_and_flags_are_refused() {
 
 #[test]
 fn kill_during_ingest_then_resume_yields_the_same_collection() {
-    let Some(model) = model() else { return };
+    let Some(model) = model("kill_during_ingest_then_resume_yields_the_same_collection") else {
+        return;
+    };
     let d = tempfile::tempdir().unwrap();
     let docs = d.path().join("docs.jsonl");
     write_docs(&docs, 400);
@@ -344,7 +336,9 @@ fn kill_during_ingest_then_resume_yields_the_same_collection() {
 
 #[test]
 fn embed_writes_a_matrix_and_text_queries_are_served() {
-    let Some(model) = model() else { return };
+    let Some(model) = model("embed_writes_a_matrix_and_text_queries_are_served") else {
+        return;
+    };
     let d = tempfile::tempdir().unwrap();
     let docs = d.path().join("docs.jsonl");
     write_docs(&docs, 60);

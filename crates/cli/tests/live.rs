@@ -509,11 +509,8 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// Whether a test that needs a user+mount namespace with a tmpfs may skip here: not under
 /// `CI=true`, where it must run (the CI machine has `unshare` and user namespaces).
-fn skip_without_namespaces(why: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but {why}: the disk-full tests must run in CI");
-    }
-    eprintln!("skipped: {why}");
+fn skip_without_namespaces(test: &str, why: &str) {
+    searchd_testkit::needs::skip(searchd_testkit::needs::Need::Namespaces, test, why);
 }
 
 /// A 4 MiB tmpfs at `D/mnt` in a user and mount namespace of its own (`unshare`, so no root
@@ -521,7 +518,7 @@ fn skip_without_namespaces(why: &str) {
 /// `$1` the mount, `$3` the searchd binary, `$4` `D/server.pid`, `$5`... `ports`) and then
 /// stays, holding the mount, for a minute. `None` (after [`skip_without_namespaces`]) where
 /// `unshare` cannot run.
-fn on_tmpfs(d: &Path, src: &Path, serves: &str, ports: &[u16]) -> Option<Child> {
+fn on_tmpfs(test: &str, d: &Path, src: &Path, serves: &str, ports: &[u16]) -> Option<Child> {
     let mnt = d.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let script = format!(
@@ -543,7 +540,7 @@ fn on_tmpfs(d: &Path, src: &Path, serves: &str, ports: &[u16]) -> Option<Child> 
     match spawned {
         Ok(c) => Some(c),
         Err(e) => {
-            skip_without_namespaces(&format!("cannot run unshare ({e})"));
+            skip_without_namespaces(test, &format!("cannot run unshare ({e})"));
             None
         }
     }
@@ -626,15 +623,26 @@ fn a_full_disk_answers_507_loses_nothing_and_writes_resume() {
     let serves = r#""$3" serve --collection "$1/c" --addr "127.0.0.1:$5" --threads 1 --refresh-ms 50 --commit-ms 200 &
 echo $! > "$4"
 wait"#;
-    let Some(mut holder) = on_tmpfs(d.path(), &src, serves, &[port]) else {
+    let Some(mut holder) = on_tmpfs(
+        "a_full_disk_answers_507_loses_nothing_and_writes_resume",
+        d.path(),
+        &src,
+        serves,
+        &[port],
+    ) else {
         return;
     };
     if let Err(why) = ready_on_tmpfs(&mut holder, port) {
-        return skip_without_namespaces(&format!(
-            "no user+mount namespace with a tmpfs here ({why})"
-        ));
+        return skip_without_namespaces(
+            "a_full_disk_answers_507_loses_nothing_and_writes_resume",
+            &format!("no user+mount namespace with a tmpfs here ({why})"),
+        );
     }
     let (server, inside) = tmpfs_of(d.path(), "server.pid");
+    searchd_testkit::needs::ran(
+        searchd_testkit::needs::Need::Namespaces,
+        "a_full_disk_answers_507_loses_nothing_and_writes_resume",
+    );
 
     let upsert = |rng: &mut Rng, id: u64, color: &str| {
         let v = rng.vector();
@@ -754,15 +762,26 @@ wait
 "$3" serve --collection "$1/c" --addr "127.0.0.1:$6" --threads 1 &
 echo $! > "$4.2"
 wait"#;
-    let Some(mut holder) = on_tmpfs(d.path(), &src, serves, &[port1, port2]) else {
+    let Some(mut holder) = on_tmpfs(
+        "a_restart_on_a_full_disk_serves_every_acknowledged_write_read_only",
+        d.path(),
+        &src,
+        serves,
+        &[port1, port2],
+    ) else {
         return;
     };
     if let Err(why) = ready_on_tmpfs(&mut holder, port1) {
-        return skip_without_namespaces(&format!(
-            "no user+mount namespace with a tmpfs here ({why})"
-        ));
+        return skip_without_namespaces(
+            "a_restart_on_a_full_disk_serves_every_acknowledged_write_read_only",
+            &format!("no user+mount namespace with a tmpfs here ({why})"),
+        );
     }
     let (server, inside) = tmpfs_of(d.path(), "server.pid");
+    searchd_testkit::needs::ran(
+        searchd_testkit::needs::Need::Namespaces,
+        "a_restart_on_a_full_disk_serves_every_acknowledged_write_read_only",
+    );
     // Acknowledged upserts and deletes, in the log only (refreshes are 10 minutes away).
     let mut gone = Vec::new();
     for i in 0..30u64 {

@@ -108,17 +108,12 @@ fn write_docs(path: &Path) {
 /// The Qdrant binary; `None` (the test is skipped) where there is none, but under
 /// `CI=true` a missing binary fails the test.
 fn qdrant_binary(test: &str) -> Option<PathBuf> {
-    let found = find_binary();
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put a qdrant executable on PATH"
-        );
-        println!(
-            "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put a qdrant executable on PATH)"
-        );
-    }
-    found
+    searchd_testkit::needs::require(
+        searchd_testkit::needs::Need::Qdrant,
+        test,
+        find_binary(),
+        "no Qdrant binary",
+    )
 }
 
 #[test]

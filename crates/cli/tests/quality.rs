@@ -36,18 +36,8 @@ fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-fn model() -> Option<PathBuf> {
-    match std::env::var_os("SEARCHD_TEST_MODEL") {
-        Some(m) => Some(PathBuf::from(m)),
-        None => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI=true but SEARCHD_TEST_MODEL is not set: .ci/run installs the model (bash .ci/model.sh)"
-            );
-            eprintln!("skipped: needs the model; set SEARCHD_TEST_MODEL=DIR (bash .ci/model.sh)");
-            None
-        }
-    }
+fn model(test: &str) -> Option<PathBuf> {
+    searchd_testkit::needs::model(test)
 }
 
 const DOCS: [&str; 5] = [
@@ -344,7 +334,9 @@ fn bad_quality_lab_input_is_refused() {
 /// model given as the cross-encoder is refused.
 #[test]
 fn dense_and_hybrid_quality_with_the_model() {
-    let Some(model) = model() else { return };
+    let Some(model) = model("dense_and_hybrid_quality_with_the_model") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("docs.jsonl");
     let texts = [

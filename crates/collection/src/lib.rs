@@ -41,7 +41,6 @@ pub mod request;
 mod rows;
 mod segment;
 mod segwrite;
-pub mod sys;
 pub mod validate;
 pub mod wal;
 

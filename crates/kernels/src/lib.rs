@@ -84,6 +84,7 @@
 //! with k=10 in 1.14-1.32 s CPU (58-67 GFLOP/s), numpy `sgemm` 1.13-1.25 s. The hand-written
 //! kernel is on par with `gemm` and BLAS for big batches and clearly ahead for small ones
 //! (no packing), so it is used, with no extra dependency.
+#![warn(missing_docs)]
 
 #[cfg(target_arch = "aarch64")]
 mod arm;

@@ -48,6 +48,7 @@
 //! the query counts `m` times (its clause is boosted by `m`): the sum over query tokens, as a
 //! Lucene `BooleanQuery` of repeated clauses and `bm25s`' `get_scores` both compute. The
 //! query is a disjunction (OR) of the terms. Ties are broken by the lower row.
+#![forbid(unsafe_code)]
 
 mod analyzer;
 mod index;

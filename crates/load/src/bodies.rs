@@ -10,7 +10,7 @@ use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::args::Pick;
+use crate::config::Pick;
 use crate::error::LoadError;
 
 /// Pre-serialised bodies with what each answer should hold.

@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
-use crate::args::Endpoint;
+use crate::config::Endpoint;
 use crate::error::LoadError;
 use crate::stats::ErrorKind;
 

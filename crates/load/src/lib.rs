@@ -6,16 +6,16 @@
 //! apart, and check every answer.
 //!
 //! ```no_run
-//! let args = searchd_load::LoadArgs::new("http://127.0.0.1:8080");
+//! let args = searchd_load::LoadConfig::new("http://127.0.0.1:8080");
 //! let report = searchd_load::run_blocking(&args)?;
 //! searchd_load::print_table(&report, &mut std::io::stdout())?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod args;
 pub mod bodies;
 pub mod check;
 pub mod client;
+pub mod config;
 pub mod error;
 pub mod gt;
 pub mod html;
@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-pub use args::{CacheMode, Endpoint, LoadArgs, Pick, Ramp, Rates, RetryAfter};
+pub use config::{CacheMode, Endpoint, LoadConfig, Pick, Ramp, Rates, RetryAfter};
 pub use error::LoadError;
 pub use report::{
     print_table, Best, Config, EndpointStep, Endpoints, MixInfo, Report, ServerStep, Step,
@@ -55,7 +55,7 @@ pub async fn simple_request(
     path: &str,
     body: Option<Vec<u8>>,
 ) -> Result<(u16, Vec<u8>), LoadError> {
-    let endpoint = args::parse_endpoint(&format!("{method} {path}")).map_err(LoadError::usage)?;
+    let endpoint = config::parse_endpoint(&format!("{method} {path}")).map_err(LoadError::usage)?;
     let mut target = client::Target::new(url, &endpoint)?;
     target.resolve().await;
     client::request_simple(
@@ -70,14 +70,14 @@ pub async fn simple_request(
     .map_err(|m| LoadError::usage(format!("{method} {url}{path}: {m}")))
 }
 
-pub async fn run(args: &LoadArgs) -> Result<Report, LoadError> {
+pub async fn run(args: &LoadConfig) -> Result<Report, LoadError> {
     runner::run_impl(args, Arc::new(AtomicBool::new(false))).await
 }
 
 /// [`run`], stopping early once `stop` is set: the current step ends at once (its
 /// measured part kept and marked `partial`), no further step starts, and the report
 /// says `interrupted`. [`interrupt::install`] sets such a flag on the first Ctrl-C.
-pub async fn run_with_stop(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<Report, LoadError> {
+pub async fn run_with_stop(args: &LoadConfig, stop: Arc<AtomicBool>) -> Result<Report, LoadError> {
     runner::run_impl(args, stop).await
 }
 
@@ -96,12 +96,15 @@ pub fn exit_status(report: &Report) -> i32 {
 /// [`run`] on a tokio runtime of its own. (The requests themselves always run
 /// on `--threads` client threads of their own, whatever runtime calls [`run`];
 /// the calling runtime only paces steps and samples resources.)
-pub fn run_blocking(args: &LoadArgs) -> Result<Report, LoadError> {
+pub fn run_blocking(args: &LoadConfig) -> Result<Report, LoadError> {
     run_blocking_with_stop(args, Arc::new(AtomicBool::new(false)))
 }
 
 /// [`run_with_stop`] on a tokio runtime of its own.
-pub fn run_blocking_with_stop(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<Report, LoadError> {
+pub fn run_blocking_with_stop(
+    args: &LoadConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<Report, LoadError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -118,7 +121,7 @@ fn write_file(path: &Path, data: &[u8]) -> Result<(), LoadError> {
 }
 
 /// Write whichever of `--json`, `--csv`, `--html` were given.
-pub fn write_outputs(report: &Report, args: &LoadArgs) -> Result<(), LoadError> {
+pub fn write_outputs(report: &Report, args: &LoadConfig) -> Result<(), LoadError> {
     if let Some(p) = &args.json {
         let mut s = report::to_json(report);
         s.push('\n');
@@ -139,7 +142,7 @@ pub fn write_outputs(report: &Report, args: &LoadArgs) -> Result<(), LoadError> 
 /// stdout, write the requested files. On [`LoadError::SloFailed`] the table
 /// is printed and the files are written before the error is returned. The
 /// caller maps errors to an exit status with [`LoadError::exit_code`].
-pub fn run_cli(args: &LoadArgs) -> Result<Report, LoadError> {
+pub fn run_cli(args: &LoadConfig) -> Result<Report, LoadError> {
     let result = run_blocking_with_stop(args, interrupt::install());
     let report = match &result {
         Ok(r) => r,

@@ -11,7 +11,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use crate::args::Endpoint;
+use crate::config::Endpoint;
 use crate::error::LoadError;
 
 /// Fewest entries of a mix schedule.

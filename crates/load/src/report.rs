@@ -48,7 +48,7 @@ pub struct Report {
     /// Wall time of the whole run.
     pub elapsed_s: f64,
     /// `--cache`: "cold" (a unique nonce on every request), "warm", or null when not given.
-    pub cache: Option<crate::args::CacheMode>,
+    pub cache: Option<crate::config::CacheMode>,
     /// `--mix` endpoints, in the order given; absent without `--mix`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mix: Option<Vec<MixInfo>>,
@@ -163,7 +163,7 @@ pub struct Config {
     pub server_pid: Option<u32>,
     pub fail_on_slo: bool,
     /// "ignore" or "honor" (`--retry-after`).
-    pub retry_after: crate::args::RetryAfter,
+    pub retry_after: crate::config::RetryAfter,
 }
 
 /// The load generator's environment.
@@ -343,10 +343,10 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
     )?;
     if let Some(c) = r.cache {
         let what = match c {
-            crate::args::CacheMode::Cold => {
+            crate::config::CacheMode::Cold => {
                 "cold (a unique nonce query parameter on every request)"
             }
-            crate::args::CacheMode::Warm => "warm (requests repeat; caches may answer them)",
+            crate::config::CacheMode::Warm => "warm (requests repeat; caches may answer them)",
         };
         writeln!(w, "cache: {what}")?;
     }

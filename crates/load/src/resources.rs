@@ -90,28 +90,11 @@ pub async fn sample(src: ServerSource, target: &Target) -> Option<ServerSample> 
     }
 }
 
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
 /// RSS and CPU seconds of a process from /proc (Linux).
 pub fn proc_sample(pid: u32) -> Option<ServerSample> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok();
-    let rss = status.as_deref().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-    let cpu = stat.as_deref().and_then(parse_proc_stat_cpu);
+    use searchd_os::proc::{self, Of};
+    let rss = proc::status(Of::Process(pid)).and_then(|s| s.rss_bytes);
+    let cpu = proc::stat(Of::Process(pid)).map(|s| s.cpu_seconds());
     if rss.is_none() && cpu.is_none() {
         return None;
     }
@@ -121,48 +104,23 @@ pub fn proc_sample(pid: u32) -> Option<ServerSample> {
     })
 }
 
-/// utime + stime in seconds from the text of /proc/PID/stat.
-pub fn parse_proc_stat_cpu(stat: &str) -> Option<f64> {
-    // Fields after the command name (which may contain spaces) start at field 3.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
-    Some((utime + stime) / clock_ticks())
-}
-
 /// Kernel id of the calling thread (Linux), for [`client_cpu_seconds`].
 pub fn current_tid() -> Option<i32> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions and cannot fail.
-        Some(unsafe { libc::gettid() })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
+    searchd_os::gettid()
 }
 
 /// CPU seconds used so far by the load generator's client threads `tids` (from
 /// /proc/self/task/TID/stat), so a server in the same process is not counted as client
 /// work. Falls back to the whole process when the threads are unknown or unreadable.
 pub fn client_cpu_seconds(tids: &[i32]) -> f64 {
+    use searchd_os::proc::{self, Of};
     if !tids.is_empty() {
-        let mut total = 0.0;
-        let mut all = true;
-        for t in tids {
-            match std::fs::read_to_string(format!("/proc/self/task/{t}/stat"))
-                .ok()
-                .as_deref()
-                .and_then(parse_proc_stat_cpu)
-            {
-                Some(c) => total += c,
-                None => all = false,
-            }
-        }
-        if all {
-            return total;
+        let per: Option<Vec<f64>> = tids
+            .iter()
+            .map(|&t| proc::stat(Of::Thread(t)).map(|s| s.cpu_seconds()))
+            .collect();
+        if let Some(per) = per {
+            return per.iter().sum();
         }
     }
     self_cpu_seconds()
@@ -170,15 +128,7 @@ pub fn client_cpu_seconds(tids: &[i32]) -> f64 {
 
 /// CPU seconds (user + system) used so far by this process.
 pub fn self_cpu_seconds() -> f64 {
-    // SAFETY: getrusage writes into the zeroed struct we pass.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            return 0.0;
-        }
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        tv(ru.ru_utime) + tv(ru.ru_stime)
-    }
+    searchd_os::process_cpu_seconds()
 }
 
 /// Cores available to this process.

@@ -10,10 +10,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::args::{LoadArgs, Pick};
 use crate::bodies::{BodySet, PickShared, Picker};
 use crate::check::{check_response, recall_of, Check};
 use crate::client::{request_once_as, Conn, Target, Timer};
+use crate::config::{LoadConfig, Pick};
 use crate::error::LoadError;
 use crate::gt::IdMatrix;
 use crate::mix::{build_schedule, read_mix_file, MixLine};
@@ -445,20 +445,7 @@ struct DispatchOut {
     cpu_s: f64,
 }
 
-/// CPU time of the calling thread, seconds.
-fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc == 0 {
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    } else {
-        0.0
-    }
-}
+use searchd_os::thread_cpu_seconds;
 
 /// Longest single sleep of the dispatcher, so a stop request is seen promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
@@ -690,7 +677,7 @@ impl StepRaw {
 }
 
 struct Runner<'a> {
-    args: &'a LoadArgs,
+    args: &'a LoadConfig,
     sh: Arc<Shared>,
     server_src: ServerSource,
     pb: ProgressBar,
@@ -1010,7 +997,7 @@ impl Runner<'_> {
     }
 }
 
-fn aggregate(raws: &[StepRaw], args: &LoadArgs, names: &[String]) -> Step {
+fn aggregate(raws: &[StepRaw], args: &LoadConfig, names: &[String]) -> Step {
     let first = &raws[0];
     let mut errors = ErrorCounts::default();
     let (mut ok, mut recall_sum, mut recall_n, mut late, mut dropped) = (0, 0.0, 0, 0, 0);
@@ -1154,7 +1141,7 @@ const PREFLIGHT_CONNECT: Duration = Duration::from_millis(800);
 /// the first body. A 4xx answer to generated or text-query bodies refuses the run with
 /// the server's message; any other failure becomes a warning and the run goes on.
 async fn preflight(
-    args: &LoadArgs,
+    args: &LoadConfig,
     target: &Target,
     bodies: &BodySet,
     search_bodies: bool,
@@ -1189,7 +1176,7 @@ async fn preflight(
             .map_or(0, |(_, i)| i),
     };
     let body = bodies.bodies.get(idx).cloned().unwrap_or_default();
-    let req = if args.cache == Some(crate::args::CacheMode::Cold) {
+    let req = if args.cache == Some(crate::config::CacheMode::Cold) {
         init_nonce();
         let mut buf = Vec::new();
         let n = NONCE.fetch_add(1, Ordering::Relaxed);
@@ -1260,8 +1247,8 @@ async fn preflight(
     }
 }
 
-/// Check flags that clap cannot check alone.
-pub(crate) fn validate(args: &LoadArgs) -> Result<(), LoadError> {
+/// Check the values one by one and together (each message names its flag).
+pub(crate) fn validate(args: &LoadConfig) -> Result<(), LoadError> {
     let u = LoadError::usage;
     if !(args.slo_p99_ms.is_finite() && args.slo_p99_ms > 0.0) {
         return Err(u("--slo-p99-ms must be > 0"));
@@ -1287,11 +1274,6 @@ pub(crate) fn validate(args: &LoadArgs) -> Result<(), LoadError> {
     if args.query_count == 0 {
         return Err(u("--query-count must be at least 1"));
     }
-    if args.request_count.is_some() {
-        return Err(u(
-            "-n (a number of requests, as oha) is not supported: runs are timed; use --duration (-z) and --warmup",
-        ));
-    }
     if args.ramp.0.is_empty() {
         return Err(u("--ramp needs at least one concurrency"));
     }
@@ -1304,26 +1286,34 @@ pub(crate) fn validate(args: &LoadArgs) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn levels(args: &LoadArgs) -> Vec<Level> {
+fn levels(args: &LoadConfig) -> Vec<Level> {
     if let Some(r) = args.rate {
         vec![Level::Open(r)]
     } else if let Some(rs) = &args.rate_ramp {
         rs.0.iter().map(|&r| Level::Open(r)).collect()
     } else {
-        args.ramp_levels().into_iter().map(Level::Closed).collect()
+        args.ramp.0.iter().copied().map(Level::Closed).collect()
     }
 }
 
 /// The whole run (see [`crate::run`]).
-pub(crate) async fn run_impl(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<Report, LoadError> {
+pub(crate) async fn run_impl(
+    args: &LoadConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<Report, LoadError> {
     let started = Instant::now();
     let started_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
     validate(args)?;
-    let url = args.target_url().map_err(LoadError::usage)?;
-    let mut target = Target::new(&url, &args.endpoint)?;
+    let url = args.url.trim();
+    if url.is_empty() {
+        return Err(LoadError::usage(
+            "--url is required (e.g. --url http://127.0.0.1:8080)",
+        ));
+    }
+    let mut target = Target::new(url, &args.endpoint)?;
     // --mix: every endpoint's lines, read before any load.
     let mix_lines: Option<Vec<Vec<MixLine>>> = match &args.mix {
         Some(spec) => Some(
@@ -1440,7 +1430,7 @@ pub(crate) async fn run_impl(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<R
     }
     let n_count = args.n_max.or(stats.as_ref().and_then(|s| s.index_n));
     let optimistic = matches!(args.pick, Pick::Fixed(_)) && (search || mixed);
-    let cold = args.cache == Some(crate::args::CacheMode::Cold);
+    let cold = args.cache == Some(crate::config::CacheMode::Cold);
     let mix_total_lines: usize = mix_lines
         .as_ref()
         .map_or(0, |ls| ls.iter().map(|l| l.len()).sum());
@@ -1463,7 +1453,7 @@ pub(crate) async fn run_impl(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<R
             bodies.len()
         ));
     }
-    if args.retry_after == crate::args::RetryAfter::Honor && !args.open_loop() {
+    if args.retry_after == crate::config::RetryAfter::Honor && !args.open_loop() {
         warnings.push(
             "--retry-after honor: a slot answered 503/429 waits Retry-After before its next request, so fewer requests are in flight than the concurrency says".into(),
         );
@@ -1553,7 +1543,7 @@ pub(crate) async fn run_impl(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<R
         request_timeout: args.request_timeout,
         live: LiveStats::new(),
         pick: PickShared::new(args.pick, pick_n),
-        honor_retry_after: args.retry_after == crate::args::RetryAfter::Honor,
+        honor_retry_after: args.retry_after == crate::config::RetryAfter::Honor,
         mix_ep,
         mix_head,
         mix_names: args
@@ -1702,7 +1692,7 @@ pub(crate) async fn run_impl(args: &LoadArgs, stop: Arc<AtomicBool>) -> Result<R
         target: target.base.clone(),
         config: Config {
             endpoint: args.endpoint.to_string(),
-            ramp: (!open).then(|| args.ramp_levels()),
+            ramp: (!open).then(|| args.ramp.0.clone()),
             rates: open.then(|| {
                 lv.iter()
                     .filter_map(|l| match l {

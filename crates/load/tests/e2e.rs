@@ -2,6 +2,8 @@
 //! misbehaving routes), the library run against it, the JSON checked against
 //! docs/schemas/searchd.load.v1.schema.json.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +20,7 @@ use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-use searchd_load::{run, LoadArgs, LoadError, Report};
+use searchd_load::{run, LoadConfig, LoadError, Report};
 
 const N: u64 = 500;
 const RSS: u64 = 12_345_678;
@@ -196,15 +198,8 @@ async fn start_server(with_stats: bool) -> TestServer {
     TestServer { url, state, task }
 }
 
-fn args(url: &str, extra: &[&str]) -> LoadArgs {
-    let mut v = vec!["--url", url, "--quiet", "--threads", "2"];
-    for (flag, default) in [("--warmup", "200ms"), ("--duration", "300ms")] {
-        if !extra.contains(&flag) {
-            v.extend([flag, default]);
-        }
-    }
-    v.extend_from_slice(extra);
-    LoadArgs::try_parse_from(v).unwrap()
+fn args(url: &str, extra: &[&str]) -> LoadConfig {
+    common::args(url, extra, "200ms", "300ms")
 }
 
 fn schema_check(r: &Report) -> Value {
@@ -927,7 +922,7 @@ async fn usage_errors_are_clear() {
             "--body-file",
         ),
     ] {
-        let a = LoadArgs::try_parse_from(flags.clone()).unwrap();
+        let a = common::config("", &flags).unwrap();
         let e = run(&a).await.unwrap_err();
         assert!(matches!(e, LoadError::Usage { .. }), "{flags:?}: {e}");
         assert!(e.to_string().contains(needle), "{flags:?}: {e}");

@@ -1,6 +1,8 @@
 //! `--mix` (weighted mix of endpoints) and `--cache cold|warm`: parsing, and runs
 //! against an in-process axum server that records every request target it sees.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,9 +17,9 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value};
 
-use searchd_load::args::parse_endpoint;
+use searchd_load::config::parse_endpoint;
 use searchd_load::mix::{build_schedule, mix_lines_from_reader, parse_mix, parse_mix_line};
-use searchd_load::{run, LoadArgs, LoadError, Report};
+use searchd_load::{run, LoadConfig, LoadError, Report};
 
 // ---------------------------------------------------------------- parsing
 
@@ -61,31 +63,6 @@ fn mix_specs_parse() {
             "{bad}: {e}"
         );
     }
-}
-
-#[test]
-fn mix_flag_conflicts_and_defaults() {
-    let a = LoadArgs::try_parse_from(["--url", "http://x", "--mix", "a=f.txt:2"]).unwrap();
-    assert_eq!(a.mix.unwrap().0.len(), 1);
-    assert_eq!(a.cache, None);
-    for other in [["--body-file", "b.jsonl"], ["--text-queries", "q.jsonl"]] {
-        let e =
-            LoadArgs::try_parse_from(["--url", "http://x", "--mix", "a=f.txt", other[0], other[1]])
-                .err()
-                .unwrap();
-        assert_eq!(
-            e.kind(),
-            clap::error::ErrorKind::ArgumentConflict,
-            "{other:?}"
-        );
-    }
-    let e = LoadArgs::try_parse_from(["--url", "http://x", "--mix", "a=f.txt:0"])
-        .err()
-        .unwrap();
-    assert!(e.to_string().contains("must be > 0"), "{e}");
-    let a = LoadArgs::try_parse_from(["--url", "http://x", "--cache", "cold"]).unwrap();
-    assert_eq!(a.cache, Some(searchd_load::CacheMode::Cold));
-    assert!(LoadArgs::try_parse_from(["--url", "http://x", "--cache", "lukewarm"]).is_err());
 }
 
 #[test]
@@ -306,15 +283,8 @@ async fn start_server() -> TestServer {
     TestServer { url, seen, task }
 }
 
-fn args(url: &str, extra: &[&str]) -> LoadArgs {
-    let mut v = vec!["--url", url, "--quiet", "--threads", "2"];
-    for (flag, default) in [("--warmup", "100ms"), ("--duration", "300ms")] {
-        if !extra.contains(&flag) {
-            v.extend([flag, default]);
-        }
-    }
-    v.extend_from_slice(extra);
-    LoadArgs::try_parse_from(v).unwrap()
+fn args(url: &str, extra: &[&str]) -> LoadConfig {
+    common::args(url, extra, "100ms", "300ms")
 }
 
 fn schema_check(r: &Report) -> Value {

@@ -3,15 +3,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use searchd_load::args::{parse_duration, parse_endpoint, parse_pick, parse_ramp, parse_rates};
 use searchd_load::bodies::{BodySet, PickShared, Picker};
 use searchd_load::check::{check_response, check_search_body, check_status, recall_of, Check};
+use searchd_load::config::{parse_duration, parse_endpoint, parse_pick, parse_ramp, parse_rates};
 use searchd_load::gt::{parse_ivecs, parse_npy_ids};
 use searchd_load::stats::{
     best_step, error_rate, median, new_histogram, percentiles_ms, scheduled_offset_ns, slo_pass,
     spread, LiveStats,
 };
-use searchd_load::{ErrorKind, LoadArgs, LoadError, Pick};
+use searchd_load::{ErrorKind, LoadError, Pick};
 
 #[test]
 fn durations_parse() {
@@ -72,84 +72,6 @@ fn picks_and_endpoints_parse() {
     for bad in ["POST", "/search", "POST search", "POST /a /b"] {
         assert!(parse_endpoint(bad).is_err(), "{bad}");
     }
-}
-
-#[test]
-fn flags_defaults_and_conflicts() {
-    let a = LoadArgs::new("http://127.0.0.1:1");
-    assert_eq!(a.ramp.0, vec![1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256]);
-    assert_eq!(a.warmup, Duration::from_secs(5));
-    assert_eq!(a.duration, Duration::from_secs(10));
-    assert_eq!(a.slo_p99_ms, 100.0);
-    assert_eq!(a.max_error_rate, 0.01);
-    assert_eq!(a.query_count, 1000);
-    assert_eq!(a.k, 10);
-    assert_eq!(a.pick, Pick::Uniform);
-    assert_eq!(a.request_timeout, Duration::from_secs(10));
-    assert_eq!(a.endpoint.to_string(), "POST /search");
-    assert!(!a.open_loop());
-
-    let e = LoadArgs::try_parse_from(["--url", "http://x", "--ramp", "1,2", "--rate", "5"])
-        .err()
-        .unwrap();
-    assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
-    let e = LoadArgs::try_parse_from(["--url", "http://x", "--ramp", "1,nope"])
-        .err()
-        .unwrap();
-    assert!(
-        e.to_string().contains("'nope' is not a positive integer"),
-        "{e}"
-    );
-    let a = LoadArgs::try_parse_from(["--url", "http://x", "--rate-ramp", "10,20"]).unwrap();
-    assert!(a.open_loop());
-}
-
-#[test]
-fn old_names_and_wrk_oha_habits() {
-    // --queries (the contract's name) is the count, like --query-count.
-    let a = LoadArgs::try_parse_from(["--url", "http://x", "--queries", "50"]).unwrap();
-    assert_eq!(a.query_count, 50);
-    let a = LoadArgs::try_parse_from(["--url", "http://x", "--query-count", "7"]).unwrap();
-    assert_eq!(a.query_count, 7);
-    // A path that is not a vector file: a message saying what the flag means.
-    let e = LoadArgs::try_parse_from(["--url", "http://x", "--queries", "q.jsonl"])
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("rows of the server's query matrix"), "{e}");
-    // A .npy query file: its rows.
-    let dir = tempfile::tempdir().unwrap();
-    let q = dir.path().join("q.npy");
-    let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (37, 4), }".to_string();
-    while !(10 + header.len() + 1).is_multiple_of(64) {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend((header.len() as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(vec![0u8; 37 * 4 * 4]);
-    std::fs::write(&q, b).unwrap();
-    let a =
-        LoadArgs::try_parse_from(["--url", "http://x", "--queries", q.to_str().unwrap()]).unwrap();
-    assert_eq!(a.query_count, 37);
-    // -c N is one step; -z/-d durations; -q rate; -t threads; --port; a trailing URL.
-    let a = LoadArgs::try_parse_from(["-c", "16", "-z", "3s", "-t", "1", "--port", "9"]).unwrap();
-    assert_eq!(a.ramp_levels(), vec![16]);
-    assert_eq!(a.duration, Duration::from_secs(3));
-    assert_eq!(a.threads, Some(1));
-    assert_eq!(a.target_url().unwrap(), "http://127.0.0.1:9");
-    let a = LoadArgs::try_parse_from(["-q", "250", "-d", "2s", "http://h:1"]).unwrap();
-    assert_eq!(a.rate, Some(250.0));
-    assert_eq!(a.duration, Duration::from_secs(2));
-    assert_eq!(a.target_url().unwrap(), "http://h:1");
-    // No target at all, or two: a clear message.
-    let a = LoadArgs::try_parse_from(["--ramp", "1"]).unwrap();
-    assert!(a.target_url().unwrap_err().contains("--url is required"));
-    let a = LoadArgs::try_parse_from(["--url", "http://a:1", "--port", "2"]).unwrap();
-    assert!(a.target_url().unwrap_err().contains("once"));
-    // -c conflicts with an explicit ramp.
-    assert!(LoadArgs::try_parse_from(["--url", "http://x", "-c", "2", "--ramp", "1"]).is_err());
 }
 
 #[test]

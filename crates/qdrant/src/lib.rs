@@ -32,6 +32,7 @@
 //!   `DeadlineExceeded` or the deadline passing on our side -> 504, `ResourceExhausted` ->
 //!   503 `overloaded`, `Unavailable` and any other failure -> 503 `not_ready`. While Qdrant
 //!   is unreachable `/ready` answers 503; a background probe every second flips it back.
+#![forbid(unsafe_code)]
 
 use std::time::Duration;
 

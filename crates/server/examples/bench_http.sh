@@ -4,14 +4,14 @@
 #   crates/server/examples/bench_http.sh INDEX_DIR QUERIES.npy [OUT_DIR]
 #
 # Needs wrk (Debian: apt-get install -y wrk) and the release examples:
-#   cargo build --release -p searchd-server --example serve --example bench_engine
+#   cargo build --release -p searchd-server --example bench_engine && cargo build --release
 # Env: CONCS="1 2 8 32 128 512" DURATION=10 EF=64 PORT=18090 SERVE_FLAGS="..." NQ=2000
 # Each step waits (up to 60 s) for the machine to be idle first: server, wrk and the engine
 # run share the cores, and other jobs on the box would otherwise be measured too.
 set -euo pipefail
 INDEX=$1; QUERIES=$2; OUT=${3:-/tmp/searchd-bench}
 CONCS=${CONCS:-"1 2 8 32 128 512"}; DURATION=${DURATION:-10}; EF=${EF:-64}; PORT=${PORT:-18090}
-BIN=${BIN:-target/release/examples}
+BIN=${BIN:-target/release/examples}; SEARCHD=${SEARCHD:-target/release/searchd}
 SCRIPT=$(dirname "$0")/qidx.lua
 mkdir -p "$OUT"
 
@@ -29,7 +29,7 @@ wait_quiet() {
 wait_quiet
 echo "engine: $("$BIN/bench_engine" /dev/null "$QUERIES" "$INDEX" "$EF" "$(nproc)" 5 2>/dev/null || true)"
 
-"$BIN/serve" --index "$INDEX" --queries "$QUERIES" --addr "127.0.0.1:$PORT" --ef "$EF" \
+"$SEARCHD" serve --index "$INDEX" --queries "$QUERIES" --addr "127.0.0.1:$PORT" --ef "$EF" \
   --populate ${SERVE_FLAGS:-} > "$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT

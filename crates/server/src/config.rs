@@ -1,4 +1,5 @@
-//! `searchd serve` flags and the server's configuration.
+//! The server's configuration: [`ServeSettings`] (what `searchd serve` is told, plain
+//! values with documented defaults) resolved into a [`ServerConfig`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,236 +43,148 @@ pub const QUEUE_PER_THREAD: usize = 64;
 /// accepted p99 at 4x overload was 153 ms (`bench/results/qdrant-gcide.md`).
 pub const DEFAULT_MAX_QUEUE_WAIT_MS: u64 = 50;
 
-/// Where the float32 vectors of an index live (`--vectors`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum VectorsPlacement {
-    /// Map the index files: pages are shared through the page cache (one copy for every
-    /// process on the machine) and loading is instant.
-    #[default]
-    Mmap,
-    /// Read the index files into private memory.
-    Ram,
-    /// Quantized indexes: leave the float32 vectors on disk and read the few rows each
-    /// search rescores with pread (not part of the resident set).
-    Disk,
-    /// Quantized indexes: do not open the float32 vectors; answer from the codes alone
-    /// (approximate scores, no rescoring).
-    None,
-}
-
-impl From<VectorsPlacement> for VectorPlacement {
-    fn from(p: VectorsPlacement) -> VectorPlacement {
-        match p {
-            VectorsPlacement::Mmap => VectorPlacement::Mmap,
-            VectorsPlacement::Ram => VectorPlacement::Ram,
-            VectorsPlacement::Disk => VectorPlacement::Disk,
-            VectorsPlacement::None => VectorPlacement::None,
-        }
-    }
-}
-
-/// Where the graph or the codes of an index live (`--graph`, `--codes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PartPlacementArg {
-    /// Map the file (shared page cache).
-    Mmap,
-    /// Read the file into private memory.
-    Ram,
-}
-
-impl From<PartPlacementArg> for Placement {
-    fn from(p: PartPlacementArg) -> Placement {
-        match p {
-            PartPlacementArg::Mmap => Placement::Mmap,
-            PartPlacementArg::Ram => Placement::Ram,
-        }
-    }
-}
-
-/// Flags of `searchd serve` (see CONTRACTS.md). Flatten into a clap command with
-/// `#[command(flatten)]` or use as a subcommand's args.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
+/// What `searchd serve` is told, as plain values: its flags (CONTRACTS.md) parsed by the
+/// binary (`crates/cli/src/flags/serve.rs`), or any other source (a test, a config file).
+/// [`ServeSettings::default`] has every flag's default; [`ServerConfig::from_settings`]
+/// checks the values and resolves them into a server's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeSettings {
     /// Index directory to serve (written by `searchd build`); served as the collection
     /// named after the directory, behind the v1 routes.
-    #[arg(long, value_name = "DIR", required_unless_present_any = ["collection", "qdrant_collection"])]
     pub index: Option<PathBuf>,
 
     /// Collection directory to serve (written by `searchd ingest`), as `DIR` (named after
     /// the directory) or `NAME=DIR`. Repeat to serve several; the first (after --index, if
     /// given) is the default behind the v1 routes (/search, /stats).
-    #[arg(long, value_name = "[NAME=]DIR")]
     pub collection: Vec<String>,
 
-    #[command(flatten)]
-    pub qdrant: QdrantServeArgs,
+    /// The Qdrant backend (`--backend qdrant`).
+    pub qdrant: QdrantSettings,
 
     /// Sentence-transformers model directory for `{"text": ...}` queries (config.json,
     /// model.safetensors, tokenizer.json, pooling config). Must be the model that embedded
     /// the collections (checked against their manifests).
-    #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
 
     /// Cross-encoder model directory (a Hugging Face BertForSequenceClassification with one
     /// label, e.g. cross-encoder/ms-marco-MiniLM-L-6-v2) for `"rerank": {"top": N}`.
-    #[arg(long, value_name = "DIR")]
     pub rerank_model: Option<PathBuf>,
 
     /// Text queries: how long the batcher waits for more texts after the first, in
     /// microseconds.
-    #[arg(long, default_value_t = 2000, value_name = "US")]
     pub embed_window_us: u64,
 
     /// Text queries: most texts embedded in one forward pass.
-    #[arg(long, default_value_t = crate::embedq::DEFAULT_EMBED_BATCH, value_name = "N")]
     pub embed_batch: usize,
 
     /// Threads of the embedder's matrix products (default: one per core).
-    #[arg(long, value_name = "N")]
     pub embed_threads: Option<usize>,
 
     /// Query matrix (.npy / .fvecs ...) whose rows `{"qidx": N}` requests search for.
-    #[arg(long, value_name = "FILE")]
     pub queries: Option<PathBuf>,
 
     /// Address to listen on. Loopback by default; pass 0.0.0.0:PORT to serve the network.
-    #[arg(long, default_value = DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
 
     /// HNSW candidate list size for requests that do not give `ef` (raised to k); for
     /// ivfpq indexes, the number of lists probed.
-    #[arg(long, default_value_t = DEFAULT_EF)]
     pub ef: usize,
 
     /// Search threads (the CPU pool that runs searches, filters, counts, facets and
     /// pages; connections and embedding have their own threads). Default: one per core
     /// (README "Search threads" has the sweep behind it).
-    #[arg(long, visible_alias = "search-threads", value_name = "N")]
     pub threads: Option<usize>,
 
     /// Threads of the async runtime that handles connections and HTTP (not searches).
     /// Default 1: on small machines the cores are better spent searching. Use 2 or more on
     /// a server exposed to untrusted clients: a reconnect storm on a single I/O thread
     /// slows every client's HTTP (bench/results/trickle-abuse.md).
-    #[arg(long, value_name = "N")]
     pub io_threads: Option<usize>,
 
     /// Lower the scheduling priority of the I/O thread(s) by this much (nice), so that on a
     /// saturated machine searches get the cores first and a flood of refused requests
     /// cannot starve them. 0 leaves priorities alone.
-    #[arg(long, default_value_t = DEFAULT_IO_NICE, value_name = "N", allow_negative_numbers = false)]
     pub io_nice: i32,
 
     /// Searches admitted at once (running or handed to the pool). Default: 2 x threads.
-    #[arg(long, value_name = "N")]
     pub max_inflight: Option<usize>,
 
     /// Searches that may wait for an in-flight slot; past it requests get an immediate 503
     /// `overloaded` with `Retry-After: 1`. Default: 64 x threads.
-    #[arg(long, value_name = "N")]
     pub queue: Option<usize>,
 
     /// Refuse (503 `overloaded`, `Retry-After: 1`) a request that would have to queue when
     /// the requests already admitted would take longer than this to complete at the rate
     /// measured while the server was saturated. Bounds queueing by time as well as by
     /// count, whatever the service time (text queries, a remote engine). 0 turns it off.
-    #[arg(long, default_value_t = DEFAULT_MAX_QUEUE_WAIT_MS, value_name = "MS")]
     pub max_queue_wait_ms: u64,
 
     /// Deadline of each search from the arrival of its request, queueing included; a search
     /// past it is stopped (or not started) and answered 504 `deadline_exceeded`.
-    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS, value_name = "MS")]
     pub timeout_ms: u64,
 
     /// Turn on the response cache with this many bytes (e.g. 64MiB, 512KiB, 1000000).
     /// Off by default: with rotating queries it only adds work (README "Response cache").
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub cache_bytes: Option<u64>,
 
     /// Time to live of a cached reply.
-    #[arg(
-        long,
-        default_value_t = 60,
-        value_name = "SECONDS",
-        requires = "cache_bytes"
-    )]
     pub cache_ttl_s: u64,
 
     /// Bearer token required by /admin/* routes. Without it, admin routes are only
     /// accepted from loopback peers.
-    #[arg(
-        long,
-        env = "SEARCHD_ADMIN_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
     pub admin_token: Option<String>,
 
     /// Largest request body in bytes; larger bodies get 413 `body_too_large`.
-    #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
     pub body_limit: usize,
 
     /// Time a client has to send a request's headers, and then its body, before the
     /// connection is closed (slow or stalled clients).
-    #[arg(long, default_value_t = DEFAULT_READ_TIMEOUT_MS, value_name = "MS")]
     pub read_timeout_ms: u64,
 
     /// Where the float32 vectors live: `mmap` (shared page cache), `ram` (private copy),
     /// and for quantized indexes `disk` (rescoring rows read with pread) or `none` (no
     /// rescoring).
-    #[arg(long, value_enum, default_value_t = VectorsPlacement::Mmap)]
-    pub vectors: VectorsPlacement,
+    pub vectors: VectorPlacement,
 
     /// Where the HNSW graph and id map live (default: like --vectors when that is mmap or
     /// ram, mmap otherwise).
-    #[arg(long, value_enum)]
-    pub graph: Option<PartPlacementArg>,
+    pub graph: Option<Placement>,
 
     /// Where a quantized index's codes live (default: like --graph's default).
-    #[arg(long, value_enum)]
-    pub codes: Option<PartPlacementArg>,
+    pub codes: Option<Placement>,
 
     /// Quantized indexes: rescore the best X*k traversal candidates with float32 vectors
     /// (default: the value recorded in the index, 4).
-    #[arg(long, value_name = "X")]
     pub oversample: Option<f32>,
 
     /// Pre-fault every mapped page at load so the first queries do not pay page faults.
-    #[arg(long)]
     pub populate: bool,
 
     /// Skip the checksum pass over the index files at load (faster start).
-    #[arg(long)]
     pub no_verify: bool,
 
     /// Serve collections without taking writes (writes get 409 `conflict`). A second
     /// process serving a collection that another one writes is read-only by itself.
-    #[arg(long)]
     pub read_only: bool,
 
     /// When an acknowledged write is synced to disk: `none` (written to the log before the
     /// reply: survives `kill -9`), `always` (fdatasync before each reply: survives power
     /// loss), `group` (one fdatasync shared by concurrent writers: survives power loss).
-    #[arg(long, default_value = "none", value_parser = ["none", "always", "group"])]
     pub fsync: String,
 
     /// Writes not waited for (`"wait": false`) become visible to searches within this.
-    #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub refresh_ms: u64,
 
     /// Threads of the background optimizer's index builds (merges of segments).
-    #[arg(long, default_value_t = 1, value_name = "N")]
     pub optimizer_threads: usize,
 
     /// Lower the scheduling priority of the optimizer's merge thread (and its index
     /// builds) by this much (nice), so merges take idle cycles and searches keep theirs.
     /// 0 leaves it alone.
-    #[arg(long, default_value_t = 10, value_name = "N")]
     pub optimizer_nice: i32,
 
     /// Live collections commit (sync segments and deleted sets, write the manifest, drop
     /// the log before it) at least this often while there are changes.
-    #[arg(long, default_value_t = 5000, value_name = "MS")]
     pub commit_ms: u64,
 
     /// Segments a refresh or merge writes below this many documents get an exact-scan
@@ -279,50 +192,96 @@ pub struct ServeArgs {
     /// sequential distance per row: on 1M x 384 a 6,700-row flat segment cost each search
     /// more (1.5 ms) than the whole 1M graph walk (0.6 ms), so small segments become
     /// graphs early (bench/results/segment-cost-synth1m.md).
-    #[arg(long, default_value_t = 1_000, value_name = "DOCS")]
     pub flat_max: usize,
 
     /// What upserts do with top-level fields the collection's mapping does not have, as
     /// Elasticsearch's `dynamic`: `true` types them from the first upsert that has them and
     /// indexes them (filters, facets, sorting); `false` stores them without indexing;
     /// `strict` refuses the document (400).
-    #[arg(long, default_value = "true", value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
     pub dynamic_mapping: String,
 
     /// The merger rewrites a segment once this share of its rows is deleted (minor graph
     /// segments, under a tenth of the largest, at 0.1 or this if lower). 1 keeps deleted
     /// rows in large segments until they are merged for another reason.
-    #[arg(long, default_value_t = 0.3, value_name = "RATIO")]
     pub vacuum_ratio: f64,
 
     /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
     /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON). One request
     /// may hold at most three quarters of --max-pending-bytes while it is read: a larger
     /// body gets 413 whatever this says.
-    #[arg(long, default_value_t = DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
     pub write_body_limit: usize,
 
     /// `POST /admin/reload` only opens index directories inside this directory
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
-    #[arg(long, value_name = "DIR")]
     pub reload_root: Option<PathBuf>,
 
     /// Most connections open at once. Past it, new connections are answered by a minimal
     /// responder: /health, /healthz, /ready and /readyz as usual, everything else 503
     /// `overloaded` (Retry-After: 1), and closed.
-    #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     pub max_connections: usize,
 
     /// Most bytes of requests being read or processed, over all connections (headers and
     /// bodies, e.g. 64MiB). A request that would go past it gets 503 `overloaded` and its
     /// connection is closed, so slow uploads cannot exhaust memory.
-    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
     pub max_pending_bytes: u64,
 
     /// Largest request head (request line and headers) in bytes; larger heads get 431
     /// `headers_too_large`. At least 8192.
-    #[arg(long, default_value_t = crate::limits::DEFAULT_MAX_HEADER_BYTES, value_name = "BYTES")]
     pub max_header_bytes: usize,
+}
+
+impl Default for ServeSettings {
+    /// The flags' defaults: nothing to serve yet, [`DEFAULT_ADDR`], ef [`DEFAULT_EF`],
+    /// threads and admission per core, [`DEFAULT_TIMEOUT_MS`], no cache, 1 MiB bodies,
+    /// mmap placement with checksums verified, writes synced by the log (`fsync` none),
+    /// refreshes every second, commits every 5 s.
+    fn default() -> ServeSettings {
+        ServeSettings {
+            index: None,
+            collection: Vec::new(),
+            qdrant: QdrantSettings::default(),
+            model: None,
+            rerank_model: None,
+            embed_window_us: crate::embedq::DEFAULT_EMBED_WINDOW.as_micros() as u64,
+            embed_batch: crate::embedq::DEFAULT_EMBED_BATCH,
+            embed_threads: None,
+            queries: None,
+            addr: DEFAULT_ADDR.to_string(),
+            ef: DEFAULT_EF,
+            threads: None,
+            io_threads: None,
+            io_nice: DEFAULT_IO_NICE,
+            max_inflight: None,
+            queue: None,
+            max_queue_wait_ms: DEFAULT_MAX_QUEUE_WAIT_MS,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            cache_bytes: None,
+            cache_ttl_s: 60,
+            admin_token: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            read_timeout_ms: DEFAULT_READ_TIMEOUT_MS,
+            vectors: VectorPlacement::Mmap,
+            graph: None,
+            codes: None,
+            oversample: None,
+            populate: false,
+            no_verify: false,
+            read_only: false,
+            fsync: "none".to_string(),
+            refresh_ms: 1000,
+            optimizer_threads: 1,
+            optimizer_nice: 10,
+            commit_ms: 5000,
+            flat_max: 1_000,
+            dynamic_mapping: "true".to_string(),
+            vacuum_ratio: 0.3,
+            write_body_limit: DEFAULT_WRITE_BODY_LIMIT,
+            reload_root: None,
+            max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
+            max_pending_bytes: crate::limits::DEFAULT_MAX_PENDING_BYTES as u64,
+            max_header_bytes: crate::limits::DEFAULT_MAX_HEADER_BYTES,
+        }
+    }
 }
 
 /// What to serve as one collection.
@@ -351,7 +310,7 @@ pub enum QuerySource {
 }
 
 /// Everything [`crate::serve`] needs. Build with [`ServerConfig::new`] (defaults) or
-/// [`ServerConfig::from_args`].
+/// [`ServerConfig::from_settings`].
 #[derive(Clone)]
 pub struct ServerConfig {
     /// The default collection (behind the v1 routes).
@@ -421,41 +380,6 @@ const _: () = assert!(
         && DEFAULT_BODY_LIMIT <= crate::limits::DEFAULT_MAX_PENDING_BYTES / 4 * 3
 );
 
-fn parse_bytes_usize(s: &str) -> Result<usize, String> {
-    parse_bytes(s).and_then(|b| usize::try_from(b).map_err(|e| e.to_string()))
-}
-
-/// `64MiB`, `512KiB`, `1GiB`, `1000000` (bytes); KB/MB/GB are powers of 1000.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 64MiB, 512KiB, 1000000)"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {s:?} (use KiB, MiB, GiB)"
-            ))
-        }
-    };
-    let v = (x * mult).round();
-    if !(1.0..=1e15).contains(&v) {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(v as u64)
-}
-
 /// Number of cores this process may use.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -500,9 +424,10 @@ impl ServerConfig {
         }
     }
 
-    /// Configuration from `searchd serve` flags.
-    pub fn from_args(args: &ServeArgs) -> Result<ServerConfig, ServerError> {
-        if let Some(cfg) = qdrant_config_from_args(args)? {
+    /// Configuration from `searchd serve`'s settings, checked (a bad value is a
+    /// [`ServerError::Config`] naming its flag).
+    pub fn from_settings(args: &ServeSettings) -> Result<ServerConfig, ServerError> {
+        if let Some(cfg) = qdrant_config_from_settings(args)? {
             return Ok(cfg);
         }
         let threads = args.threads.unwrap_or_else(available_cores);
@@ -581,11 +506,7 @@ impl ServerConfig {
             populate: args.populate,
             lock: false,
             verify: !args.no_verify,
-            ..LoadOptions::with_parts(
-                args.vectors.into(),
-                args.graph.map(Into::into),
-                args.codes.map(Into::into),
-            )
+            ..LoadOptions::with_parts(args.vectors, args.graph, args.codes)
         };
         cfg.queries = args.queries.clone().map(QuerySource::Path);
         cfg.ef = args.ef;
@@ -704,7 +625,7 @@ pub(crate) fn dir_name(p: &Path) -> String {
 }
 
 /// Which engine answers searches (`serve --backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackendKind {
     /// searchd's own engine over index and collection directories.
     #[default]
@@ -713,37 +634,39 @@ pub enum BackendKind {
     Qdrant,
 }
 
-/// `searchd serve` flags of the Qdrant backend.
-#[derive(Debug, Clone, clap::Args)]
-pub struct QdrantServeArgs {
+/// The Qdrant backend's part of [`ServeSettings`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct QdrantSettings {
     /// The engine: `local` (index and collection directories) or `qdrant` (a Qdrant
     /// collection, with --qdrant-url and --qdrant-collection).
-    #[arg(long, value_enum, default_value_t = BackendKind::Local)]
     pub backend: BackendKind,
     /// Qdrant's gRPC address (port 6334 by default in Qdrant), e.g. http://127.0.0.1:6334.
-    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:6334")]
     pub qdrant_url: String,
     /// The Qdrant collection to serve (also its name in searchd's routes).
-    #[arg(long, value_name = "NAME")]
     pub qdrant_collection: Option<String>,
     /// gRPC channels (HTTP/2 connections) to Qdrant.
-    #[arg(long, default_value_t = searchd_qdrant::DEFAULT_CHANNELS, value_name = "N")]
     pub qdrant_channels: usize,
     /// Qdrant API key (sent as the `api-key` header), if the cluster has one.
-    #[arg(
-        long,
-        env = "QDRANT_API_KEY",
-        hide_env_values = true,
-        value_name = "KEY"
-    )]
     pub qdrant_api_key: Option<String>,
 }
 
-/// Where the Qdrant collection is.
+impl Default for QdrantSettings {
+    /// The local backend; Qdrant's default gRPC address, [`searchd_qdrant::DEFAULT_CHANNELS`].
+    fn default() -> QdrantSettings {
+        QdrantSettings {
+            backend: BackendKind::Local,
+            qdrant_url: "http://127.0.0.1:6334".to_string(),
+            qdrant_collection: None,
+            qdrant_channels: searchd_qdrant::DEFAULT_CHANNELS,
+            qdrant_api_key: None,
+        }
+    }
+}
+
 /// The server configuration for `serve --backend qdrant` (`None` for the local backend):
 /// every general flag as for the local backend, the one collection from Qdrant.
-pub(crate) fn qdrant_config_from_args(
-    args: &ServeArgs,
+pub(crate) fn qdrant_config_from_settings(
+    args: &ServeSettings,
 ) -> Result<Option<ServerConfig>, ServerError> {
     let q = &args.qdrant;
     if q.backend == BackendKind::Local {
@@ -795,7 +718,7 @@ pub(crate) fn qdrant_config_from_args(
     local.qdrant.backend = BackendKind::Local;
     local.qdrant.qdrant_collection = None;
     local.index = Some(std::path::PathBuf::from("."));
-    let mut cfg = ServerConfig::from_args(&local)?;
+    let mut cfg = ServerConfig::from_settings(&local)?;
     cfg.index = IndexSource::Qdrant(searchd_qdrant::QdrantTarget {
         url: q.qdrant_url.clone(),
         collection: name.clone(),

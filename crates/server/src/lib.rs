@@ -120,10 +120,10 @@ pub use rerank::{reorder as rerank_order, TextRerank, MAX_RERANK_TOP};
 pub use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
 
 pub use config::{
-    available_cores, BackendKind, IndexSource, PartPlacementArg, QdrantServeArgs, QuerySource,
-    ServeArgs, ServerConfig, VectorsPlacement, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF,
-    DEFAULT_IO_NICE, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, INFLIGHT_PER_THREAD,
-    QUEUE_PER_THREAD,
+    available_cores, BackendKind, IndexSource, QdrantSettings, QuerySource, ServeSettings,
+    ServerConfig, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE,
+    DEFAULT_MAX_QUEUE_WAIT_MS, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS,
+    DEFAULT_WRITE_BODY_LIMIT, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
 };
 pub use error::{Code, ServerError};
 pub use limits::{
@@ -488,18 +488,18 @@ pub async fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Sen
 /// `searchd serve`: build the runtime (`--io-threads` workers), raise the open-files limit,
 /// bind `--addr`, install SIGTERM/SIGINT handling and serve until a signal; returns `Ok`
 /// after a graceful drain.
-pub fn run_blocking(args: &ServeArgs) -> Result<(), ServerError> {
+pub fn run_blocking(args: &ServeSettings) -> Result<(), ServerError> {
     run_blocking_with(args, None, None)
 }
 
 /// [`run_blocking`] with an embedder for text queries (the binary loads `--model`) and a
 /// cross-encoder for rerank (`--rerank-model`).
 pub fn run_blocking_with(
-    args: &ServeArgs,
+    args: &ServeSettings,
     embedder: Option<Arc<dyn TextEmbedder>>,
     reranker: Option<Arc<dyn TextRerank>>,
 ) -> Result<(), ServerError> {
-    let mut config = ServerConfig::from_args(args)?;
+    let mut config = ServerConfig::from_settings(args)?;
     config.embedder = embedder;
     config.reranker = reranker;
     if let Err(e) = raise_nofile_limit() {

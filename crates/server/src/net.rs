@@ -336,33 +336,7 @@ pub(crate) async fn accept_loop<F: Future>(
     }
 }
 
-pub use searchd_collection::sys::renice_current_thread;
-
-/// Raise the soft limit on open files to the hard limit, so many idle connections cannot
-/// exhaust descriptors. Returns the new soft limit.
-pub fn raise_nofile_limit() -> std::io::Result<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            lim.rlim_cur = lim.rlim_max;
-        }
-    }
-    Ok(lim.rlim_cur)
-}
+pub use searchd_os::{raise_nofile_limit, renice_current_thread};
 
 #[cfg(test)]
 mod tests {

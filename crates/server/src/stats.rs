@@ -334,30 +334,14 @@ pub struct ProcessStats {
 }
 
 pub fn process_stats() -> ProcessStats {
-    let mut p = ProcessStats::default();
-    // SAFETY: sysconf only reads a configuration value.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    if let Ok(s) = std::fs::read_to_string("/proc/self/statm") {
-        if let Some(rss) = s
-            .split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            p.rss_bytes = rss * page;
-        }
+    match searchd_os::proc::stat(searchd_os::proc::Of::This) {
+        Some(s) => ProcessStats {
+            rss_bytes: s.rss_pages * searchd_os::page_size(),
+            cpu_seconds: s.cpu_seconds(),
+            threads: s.threads,
+        },
+        None => ProcessStats::default(),
     }
-    if let Ok(s) = std::fs::read_to_string("/proc/self/stat") {
-        // Fields after the command name, which is in parentheses and may contain spaces.
-        if let Some(rest) = s.rfind(')').map(|i| &s[i + 1..]) {
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            // rest[0] is field 3 (state); utime is 14, stime 15, num_threads 20.
-            let num = |field: usize| f.get(field - 3).and_then(|v| v.parse::<u64>().ok());
-            p.cpu_seconds = (num(14).unwrap_or(0) + num(15).unwrap_or(0)) as f64 / tck;
-            p.threads = num(20).unwrap_or(0);
-        }
-    }
-    p
 }
 
 /// Live index figures for `/metrics`.

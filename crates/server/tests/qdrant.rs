@@ -26,22 +26,14 @@ use searchd_server::qdrant::admin::{ingest_collection, Existing, IngestOptions};
 use searchd_server::qdrant::local::{find_binary, LocalQdrant};
 use searchd_server::qdrant::QdrantTarget;
 use searchd_server::{IndexSource, ServerConfig};
+use searchd_testkit::needs::{self, Need};
 use serde_json::{json, Value};
 
 const DIM: usize = 16;
 const N: usize = 600;
 
 fn qdrant_or_skip(test: &str) -> Option<(LocalQdrant, tempfile::TempDir)> {
-    let Some(bin) = find_binary() else {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{test}: no Qdrant binary and CI=true: set QDRANT_BIN or put a qdrant executable on PATH"
-        );
-        println!(
-            "skipped: {test}: no Qdrant binary (set QDRANT_BIN or put a qdrant executable on PATH)"
-        );
-        return None;
-    };
+    let bin = needs::require(Need::Qdrant, test, find_binary(), "no Qdrant binary")?;
     let dir = tempfile::tempdir().unwrap();
     let q = LocalQdrant::start(&bin, &dir.path().join("qdrant"), Duration::from_secs(60))
         .expect("qdrant starts");

@@ -5,13 +5,18 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use common::*;
+use searchd_server::{ServeSettings, ServerConfig};
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    serve: searchd_server::ServeArgs,
+/// `searchd serve --index DIR` plus `edit` (the flags themselves are parsed by the binary;
+/// `crates/cli/src/flags/serve.rs` tests that they become these settings).
+fn settings(index: &str, edit: impl FnOnce(&mut ServeSettings)) -> ServeSettings {
+    let mut s = ServeSettings {
+        index: Some(index.into()),
+        ..ServeSettings::default()
+    };
+    edit(&mut s);
+    s
 }
 
 #[test]
@@ -25,25 +30,17 @@ fn sigterm_stops_run_blocking_cleanly() {
     let addr = format!("127.0.0.1:{port}");
     let qpath = f.dir.path().join("q.fvecs");
     searchd_vecio::write_vectors(&qpath, f.queries.as_slice(), f.queries.n(), DIM).unwrap();
-    let cli = Cli::try_parse_from([
-        "serve",
-        "--index",
-        f.index_dir.to_str().unwrap(),
-        "--queries",
-        qpath.to_str().unwrap(),
-        "--addr",
-        &addr,
-        "--threads",
-        "2",
-        "--vectors",
-        "ram",
-        "--no-verify",
-    ])
-    .unwrap();
-    assert_eq!(cli.serve.timeout_ms, 1000);
-    assert_eq!(cli.serve.body_limit, 1 << 20);
-    assert_eq!(cli.serve.ef, 64);
-    let server = std::thread::spawn(move || searchd_server::run_blocking(&cli.serve));
+    let serve = settings(f.index_dir.to_str().unwrap(), |s| {
+        s.queries = Some(qpath.clone());
+        s.addr = addr.clone();
+        s.threads = Some(2);
+        s.vectors = searchd_engine::VectorPlacement::Ram;
+        s.no_verify = true;
+    });
+    assert_eq!(serve.timeout_ms, 1000);
+    assert_eq!(serve.body_limit, 1 << 20);
+    assert_eq!(serve.ef, 64);
+    let server = std::thread::spawn(move || searchd_server::run_blocking(&serve));
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -91,66 +88,45 @@ fn sigterm_stops_run_blocking_cleanly() {
 }
 
 #[test]
-fn bad_flags_are_config_errors() {
-    let cli = Cli::try_parse_from(["serve", "--index", "/nonexistent", "--threads", "0"]).unwrap();
-    let err = searchd_server::run_blocking(&cli.serve).unwrap_err();
+fn bad_settings_are_config_errors() {
+    let err = searchd_server::run_blocking(&settings("/nonexistent", |s| s.threads = Some(0)))
+        .unwrap_err();
     assert!(err.to_string().contains("--threads"), "{err}");
-    let cli = Cli::try_parse_from(["serve", "--index", "/x", "--ef", "5000"]).unwrap();
-    let err = searchd_server::ServerConfig::from_args(&cli.serve)
+    let err = ServerConfig::from_settings(&settings("/x", |s| s.ef = 5000))
         .err()
         .unwrap();
     assert!(err.to_string().contains("--ef"), "{err}");
-    assert!(Cli::try_parse_from(["serve", "--index", "/x", "--vectors", "floppy"]).is_err());
-    assert!(Cli::try_parse_from(["serve", "--index", "/x", "--graph", "disk"]).is_err());
-    let cli = Cli::try_parse_from([
-        "serve",
-        "--index",
-        "/x",
-        "--vectors",
-        "disk",
-        "--graph",
-        "ram",
-    ])
+    let cfg = ServerConfig::from_settings(&settings("/x", |s| {
+        s.vectors = searchd_engine::VectorPlacement::Disk;
+        s.graph = Some(searchd_engine::Placement::Ram);
+    }))
     .unwrap();
-    let cfg = searchd_server::ServerConfig::from_args(&cli.serve).unwrap();
     assert_eq!(cfg.load.vectors, searchd_engine::VectorPlacement::Disk);
     assert_eq!(cfg.load.graph, searchd_engine::Placement::Ram);
     // Codes follow the default for vectors off memory: mapped.
     assert_eq!(cfg.load.codes, searchd_engine::Placement::Mmap);
-    for bad in ["0.5", "1000", "NaN"] {
-        let cli = Cli::try_parse_from(["serve", "--index", "/x", "--oversample", bad]).unwrap();
-        let err = searchd_server::ServerConfig::from_args(&cli.serve)
+    for bad in [0.5, 1000.0, f32::NAN] {
+        let err = ServerConfig::from_settings(&settings("/x", |s| s.oversample = Some(bad)))
             .err()
             .unwrap();
         assert!(err.to_string().contains("--oversample"), "{bad}: {err}");
     }
-    let cli = Cli::try_parse_from([
-        "serve",
-        "--index",
-        "/x",
-        "--reload-root",
-        "/nonexistent-root",
-    ])
+    let err = ServerConfig::from_settings(&settings("/x", |s| {
+        s.reload_root = Some("/nonexistent-root".into())
+    }))
+    .err()
     .unwrap();
-    let err = searchd_server::ServerConfig::from_args(&cli.serve)
-        .err()
-        .unwrap();
     assert!(err.to_string().contains("--reload-root"), "{err}");
-    let cli = Cli::try_parse_from(["serve", "--index", "/x"]).unwrap();
-    let cfg = searchd_server::ServerConfig::from_args(&cli.serve).unwrap();
+    let serve = settings("/x", |_| {});
+    let cfg = ServerConfig::from_settings(&serve).unwrap();
     assert_eq!(cfg.max_inflight, 2 * cfg.threads);
     assert_eq!(cfg.queue, 64 * cfg.threads);
     assert_eq!(cfg.timeout, Duration::from_secs(1));
-    assert_eq!(cli.serve.addr, "127.0.0.1:8080");
+    assert_eq!(serve.addr, "127.0.0.1:8080");
     // A missing index directory is a clear error from run_blocking.
-    let cli = Cli::try_parse_from([
-        "serve",
-        "--index",
-        "/nonexistent-index",
-        "--addr",
-        "127.0.0.1:0",
-    ])
-    .unwrap();
-    let err = searchd_server::run_blocking(&cli.serve).unwrap_err();
+    let err = searchd_server::run_blocking(&settings("/nonexistent-index", |s| {
+        s.addr = "127.0.0.1:0".into()
+    }))
+    .unwrap_err();
     assert!(err.to_string().contains("/nonexistent-index"), "{err}");
 }

@@ -69,7 +69,7 @@ impl LiveCollection {
                 .spawn_scoped(sc, || {
                     // Threads the index build starts inherit this priority.
                     if nice != 0 {
-                        if let Err(e) = crate::sys::renice_current_thread(nice) {
+                        if let Err(e) = searchd_os::renice_current_thread(nice) {
                             tracing::warn!(error = %e, "could not lower the merge's priority");
                         }
                     }

@@ -1,13 +1,12 @@
-//! Command-line flags of `searchd load` and the parsers behind them.
+//! `searchd load`'s flags: clap's view of [`searchd_load::LoadConfig`] (the load library takes
+//! the plain struct; only this binary parses arguments), with the habits of wrk and oha
+//! (`-c`, `-z`/`-d`, `-q`, `-t`, `--port`, a trailing URL) resolved here.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
-
-/// Default closed-loop ramp.
-pub const DEFAULT_RAMP: &str = "1,2,4,8,16,32,64,96,128,192,256";
+use searchd_load::config::{Endpoint, Pick, Ramp, Rates};
+use searchd_load::{CacheMode, LoadConfig, RetryAfter};
 
 /// Capacity measurement of a server speaking the searchd HTTP API.
 ///
@@ -62,12 +61,12 @@ pub struct LoadArgs {
     /// Method and path to load. 'POST /search' sends rotating query bodies and
     /// checks every answer; 'GET /health' (or any GET) sends no body and only
     /// checks for status 200, a bare HTTP ceiling.
-    #[arg(long, default_value = "POST /search", value_parser = parse_endpoint)]
+    #[arg(long, default_value = "POST /search", value_parser = searchd_load::config::parse_endpoint)]
     pub endpoint: Endpoint,
 
     /// Closed-loop concurrency steps, comma separated (each step = that many
     /// connections, one request in flight on each).
-    #[arg(long, default_value = DEFAULT_RAMP, value_parser = parse_ramp,
+    #[arg(long, default_value = searchd_load::config::DEFAULT_RAMP, value_parser = searchd_load::config::parse_ramp,
           conflicts_with_all = ["rate", "rate_ramp"])]
     pub ramp: Ramp,
 
@@ -76,21 +75,21 @@ pub struct LoadArgs {
     /// thread (sleep, then spin on the monotonic clock); latency is measured from
     /// each request's scheduled send time (no coordinated omission), and how late
     /// sends left is reported as the step's send_error_us.
-    #[arg(long, short_alias = 'q', conflicts_with = "rate_ramp", value_parser = parse_rate)]
+    #[arg(long, short_alias = 'q', conflicts_with = "rate_ramp", value_parser = searchd_load::config::parse_rate)]
     pub rate: Option<f64>,
 
     /// Open loop over several arrival rates (requests/s), comma separated;
     /// stops after the first rate that breaks the SLO.
-    #[arg(long, value_parser = parse_rates)]
+    #[arg(long, value_parser = searchd_load::config::parse_rates)]
     pub rate_ramp: Option<Rates>,
 
     /// Warm-up time of each step; its measurements are discarded.
     /// Durations: 500ms, 5s, 2m, 1.5s (a bare number is seconds).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = searchd_load::config::parse_duration)]
     pub warmup: Duration,
 
     /// Measured time of each step (also -z, as oha, and -d, as wrk).
-    #[arg(long, short_alias = 'z', short_aliases = ['d'], default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, short_alias = 'z', short_aliases = ['d'], default_value = "10s", value_parser = searchd_load::config::parse_duration)]
     pub duration: Duration,
 
     /// Latency SLO: a step passes when its p99 is at most this many ms.
@@ -109,13 +108,13 @@ pub struct LoadArgs {
     /// rejects qidx N-1. (Old name --queries still works; given a .npy/.fvecs
     /// file it uses that file's row count.)
     #[arg(long = "query-count", alias = "queries", value_name = "N", default_value = "1000",
-          value_parser = parse_query_count)]
+          value_parser = searchd_load::config::parse_query_count)]
     pub query_count: usize,
 
     /// How the next query is chosen: uniform, zipf:S (skew S > 0, query 0 the
     /// hottest), seq (round robin), fixed:N (always query N; optimistic: the
     /// server's caches see one query; reported as such).
-    #[arg(long, default_value = "uniform", value_parser = parse_pick)]
+    #[arg(long, default_value = "uniform", value_parser = searchd_load::config::parse_pick)]
     pub pick: Pick,
 
     /// Send these bodies instead: JSON lines, each line sent verbatim (blank
@@ -138,9 +137,9 @@ pub struct LoadArgs {
     /// its lines rotating in order; --pick chooses among the schedule's entries. Each
     /// answer must have a 2xx status and, when not empty, a JSON body; the report
     /// gives every step's figures per endpoint (steps[].endpoints).
-    #[arg(long, value_name = "NAME=FILE:WEIGHT,...", value_parser = crate::mix::parse_mix,
+    #[arg(long, value_name = "NAME=FILE:WEIGHT,...", value_parser = searchd_load::mix::parse_mix,
           conflicts_with_all = ["body_file", "text_queries"])]
-    pub mix: Option<crate::mix::MixSpec>,
+    pub mix: Option<searchd_load::mix::MixSpec>,
 
     /// Label the run as measuring a cold or a warm cache (recorded in the report).
     /// `cold`: every request gets a cache key never used before: a unique query
@@ -150,7 +149,7 @@ pub struct LoadArgs {
     /// parameter. Requests are then serialised per send. `warm`: requests are sent as
     /// they are, so repeated bodies can be served from a cache (the warm-up primes it).
     #[arg(long, value_enum)]
-    pub cache: Option<CacheMode>,
+    pub cache: Option<CacheFlag>,
 
     /// Field of --text-queries lines that holds the text.
     #[arg(long, default_value = "query")]
@@ -191,11 +190,11 @@ pub struct LoadArgs {
     pub connections: usize,
 
     /// Open loop: a send later than this past its scheduled time counts as late.
-    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "10ms", value_parser = searchd_load::config::parse_duration)]
     pub late_threshold: Duration,
 
     /// Per-request timeout (connect + send + full answer); counted as `timeout`.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = searchd_load::config::parse_duration)]
     pub request_timeout: Duration,
 
     /// Server process id for RSS and CPU from /proc when the target has no
@@ -208,8 +207,8 @@ pub struct LoadArgs {
     /// do); `honor` first waits the answer's Retry-After seconds (a well-behaved
     /// client; at most 10 s and never past the step's end). The open loop is not
     /// affected: its arrivals are scheduled.
-    #[arg(long, value_enum, default_value_t = RetryAfter::Ignore)]
-    pub retry_after: RetryAfter,
+    #[arg(long, value_enum, default_value_t = RetryAfterFlag::Ignore)]
+    pub retry_after: RetryAfterFlag,
 
     /// Make the library call fail (LoadError::SloFailed) when no step meets the SLO.
     /// `searchd load` always exits 1 then; the flag is kept for old scripts.
@@ -242,39 +241,79 @@ pub struct LoadArgs {
     pub html: Option<PathBuf>,
 }
 
-#[derive(Parser)]
-#[command(name = "load")]
-struct Standalone {
-    #[command(flatten)]
-    args: LoadArgs,
+/// `--retry-after`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfterFlag {
+    Ignore,
+    Honor,
+}
+
+/// `--cache`: what the run is labelled as measuring.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheFlag {
+    /// A unique `nonce` query parameter on every request: no answer can come from a cache.
+    Cold,
+    /// Requests sent as they are: repeated ones may be served from a cache.
+    Warm,
 }
 
 impl LoadArgs {
-    /// All defaults, for the given target URL.
-    pub fn new(url: &str) -> Self {
-        Self::try_parse_from(["--url", url]).expect("defaults parse")
-    }
-
-    /// Parse flags (without the program name), e.g.
-    /// `LoadArgs::try_parse_from(["--url", "http://127.0.0.1:8080", "--ramp", "1,2"])`.
-    pub fn try_parse_from<I, T>(flags: I) -> Result<Self, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString> + Clone,
-    {
-        let argv = std::iter::once(std::ffi::OsString::from("load"))
-            .chain(flags.into_iter().map(Into::into));
-        Standalone::try_parse_from(argv).map(|s| s.args)
-    }
-
-    /// Whether this is an open-loop run (`--rate` or `--rate-ramp`).
-    pub fn open_loop(&self) -> bool {
-        self.rate.is_some() || self.rate_ramp.is_some()
+    /// The flags as the load library's configuration; an error (a usage error: exit 2)
+    /// when the target is given twice or not at all, or for oha's `-n`.
+    pub fn config(&self) -> Result<LoadConfig, String> {
+        if self.request_count.is_some() {
+            return Err("-n (a number of requests, as oha) is not supported: runs are timed; use --duration (-z) and --warmup".into());
+        }
+        Ok(LoadConfig {
+            url: self.target_url()?,
+            endpoint: self.endpoint.clone(),
+            ramp: match self.concurrency {
+                Some(c) => Ramp(vec![c]),
+                None => self.ramp.clone(),
+            },
+            rate: self.rate,
+            rate_ramp: self.rate_ramp.clone(),
+            warmup: self.warmup,
+            duration: self.duration,
+            slo_p99_ms: self.slo_p99_ms,
+            max_error_rate: self.max_error_rate,
+            query_count: self.query_count,
+            pick: self.pick,
+            body_file: self.body_file.clone(),
+            text_queries: self.text_queries.clone(),
+            mix: self.mix.clone(),
+            cache: self.cache.map(|c| match c {
+                CacheFlag::Cold => CacheMode::Cold,
+                CacheFlag::Warm => CacheMode::Warm,
+            }),
+            text_field: self.text_field.clone(),
+            text_mode: self.text_mode.clone(),
+            k: self.k,
+            ef: self.ef,
+            gt: self.gt.clone(),
+            n_max: self.n_max,
+            trials: self.trials,
+            connections: self.connections,
+            late_threshold: self.late_threshold,
+            request_timeout: self.request_timeout,
+            server_pid: self.server_pid,
+            retry_after: match self.retry_after {
+                RetryAfterFlag::Ignore => RetryAfter::Ignore,
+                RetryAfterFlag::Honor => RetryAfter::Honor,
+            },
+            fail_on_slo: self.fail_on_slo,
+            seed: self.seed,
+            threads: self.threads,
+            quiet: self.quiet,
+            json: self.json.clone(),
+            csv: self.csv.clone(),
+            html: self.html.clone(),
+        })
     }
 
     /// The target's base URL: --url, else the trailing URL argument, else --port on
     /// loopback; an error naming the flags when none was given.
-    pub fn target_url(&self) -> Result<String, String> {
+    fn target_url(&self) -> Result<String, String> {
         if !self.url.trim().is_empty() {
             if self.url_arg.is_some() || self.port.is_some() {
                 return Err("give the target once: --url, a trailing URL or --port".into());
@@ -290,219 +329,187 @@ impl LoadArgs {
             (None, None) => Err("--url is required (e.g. --url http://127.0.0.1:8080)".into()),
         }
     }
+}
 
-    /// The closed-loop concurrency steps: `-c N` or `--ramp`.
-    pub fn ramp_levels(&self) -> Vec<u32> {
-        match self.concurrency {
-            Some(c) => vec![c],
-            None => self.ramp.0.clone(),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    #[command(name = "load")]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+
+    fn parse<const N: usize>(flags: [&str; N]) -> Result<LoadArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("load").chain(flags)).map(|c| c.load)
+    }
+
+    #[test]
+    fn oha_request_count_is_refused_with_a_reason() {
+        let e = parse(["--url", "http://x", "-n", "100"])
+            .unwrap()
+            .config()
+            .unwrap_err();
+        assert!(e.contains("runs are timed"), "{e}");
+    }
+
+    #[test]
+    fn flags_defaults_and_conflicts() {
+        let a = parse(["--url", "http://127.0.0.1:1"])
+            .unwrap()
+            .config()
+            .unwrap();
+        let lib = LoadConfig::new("http://127.0.0.1:1");
+        assert_eq!(
+            (
+                a.ramp.clone(),
+                a.warmup,
+                a.duration,
+                a.slo_p99_ms,
+                a.max_error_rate
+            ),
+            (
+                lib.ramp,
+                lib.warmup,
+                lib.duration,
+                lib.slo_p99_ms,
+                lib.max_error_rate
+            )
+        );
+        assert_eq!(
+            (
+                a.query_count,
+                a.k,
+                a.pick,
+                a.request_timeout,
+                a.endpoint.clone()
+            ),
+            (
+                lib.query_count,
+                lib.k,
+                lib.pick,
+                lib.request_timeout,
+                lib.endpoint
+            )
+        );
+        assert_eq!(
+            (
+                a.seed,
+                a.trials,
+                a.connections,
+                a.late_threshold,
+                a.retry_after
+            ),
+            (
+                lib.seed,
+                lib.trials,
+                lib.connections,
+                lib.late_threshold,
+                lib.retry_after
+            )
+        );
+        assert_eq!(
+            (a.text_field.as_str(), a.url.as_str()),
+            (lib.text_field.as_str(), lib.url.as_str())
+        );
+        assert_eq!(a.ramp.0, vec![1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256]);
+        assert_eq!(a.warmup, Duration::from_secs(5));
+        assert_eq!(a.duration, Duration::from_secs(10));
+        assert_eq!(a.slo_p99_ms, 100.0);
+        assert_eq!(a.max_error_rate, 0.01);
+        assert_eq!(a.query_count, 1000);
+        assert_eq!(a.k, 10);
+        assert_eq!(a.pick, Pick::Uniform);
+        assert_eq!(a.request_timeout, Duration::from_secs(10));
+        assert_eq!(a.endpoint.to_string(), "POST /search");
+        assert!(!a.open_loop());
+
+        let e = parse(["--url", "http://x", "--ramp", "1,2", "--rate", "5"])
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let e = parse(["--url", "http://x", "--ramp", "1,nope"])
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("'nope' is not a positive integer"),
+            "{e}"
+        );
+        let a = parse(["--url", "http://x", "--rate-ramp", "10,20"]).unwrap();
+        assert!(a.config().unwrap().open_loop());
+    }
+
+    #[test]
+    fn old_names_and_wrk_oha_habits() {
+        // --queries (the contract's name) is the count, like --query-count.
+        let a = parse(["--url", "http://x", "--queries", "50"]).unwrap();
+        assert_eq!(a.query_count, 50);
+        let a = parse(["--url", "http://x", "--query-count", "7"]).unwrap();
+        assert_eq!(a.query_count, 7);
+        // A path that is not a vector file: a message saying what the flag means.
+        let e = parse(["--url", "http://x", "--queries", "q.jsonl"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("rows of the server's query matrix"), "{e}");
+        // A .npy query file: its rows.
+        let dir = tempfile::tempdir().unwrap();
+        let q = dir.path().join("q.npy");
+        let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (37, 4), }".to_string();
+        while !(10 + header.len() + 1).is_multiple_of(64) {
+            header.push(' ');
         }
+        header.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend((header.len() as u16).to_le_bytes());
+        b.extend(header.as_bytes());
+        b.extend(vec![0u8; 37 * 4 * 4]);
+        std::fs::write(&q, b).unwrap();
+        let a = parse(["--url", "http://x", "--queries", q.to_str().unwrap()]).unwrap();
+        assert_eq!(a.query_count, 37);
+        // -c N is one step; -z/-d durations; -q rate; -t threads; --port; a trailing URL.
+        let a = parse(["-c", "16", "-z", "3s", "-t", "1", "--port", "9"]).unwrap();
+        assert_eq!(a.config().unwrap().ramp.0, vec![16]);
+        assert_eq!(a.duration, Duration::from_secs(3));
+        assert_eq!(a.threads, Some(1));
+        assert_eq!(a.config().unwrap().url, "http://127.0.0.1:9");
+        let a = parse(["-q", "250", "-d", "2s", "http://h:1"]).unwrap();
+        assert_eq!(a.rate, Some(250.0));
+        assert_eq!(a.duration, Duration::from_secs(2));
+        assert_eq!(a.config().unwrap().url, "http://h:1");
+        // No target at all, or two: a clear message.
+        let a = parse(["--ramp", "1"]).unwrap();
+        assert!(a.config().unwrap_err().contains("--url is required"));
+        let a = parse(["--url", "http://a:1", "--port", "2"]).unwrap();
+        assert!(a.config().unwrap_err().contains("once"));
+        // -c conflicts with an explicit ramp.
+        assert!(parse(["--url", "http://x", "-c", "2", "--ramp", "1"]).is_err());
     }
-}
 
-/// Parse `--query-count`: a positive integer, or (the old `--queries` habit) the path
-/// of a query matrix (.npy, .fvecs), whose row count is used.
-pub fn parse_query_count(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    if let Ok(n) = t.parse::<usize>() {
-        return Ok(n);
-    }
-    let path = std::path::Path::new(t);
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if !path.exists() || !matches!(ext.as_str(), "npy" | "fvecs") {
-        return Err(format!(
-            "'{s}' is not a number: --query-count (old name --queries) is how many rows of the server's query matrix to rotate over (the server reads the matrix: serve --queries FILE)"
-        ));
-    }
-    crate::gt::count_rows(path).map_err(|e| format!("{s}: {e}"))
-}
-
-/// Client behaviour after `503`/`429` (see `--retry-after`).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RetryAfter {
-    Ignore,
-    Honor,
-}
-
-/// `--cache`: what the run is labelled as measuring.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    /// A unique `nonce` query parameter on every request: no answer can come from a cache.
-    Cold,
-    /// Requests sent as they are: repeated ones may be served from a cache.
-    Warm,
-}
-
-/// `METHOD /path`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    pub method: hyper::Method,
-    pub path: String,
-}
-
-impl Endpoint {
-    /// True when requests carry a query body and answers get the full check.
-    pub fn is_search(&self) -> bool {
-        self.method != hyper::Method::GET && self.method != hyper::Method::HEAD
-    }
-}
-
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.method, self.path)
-    }
-}
-
-/// Closed-loop concurrency levels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ramp(pub Vec<u32>);
-
-/// Open-loop arrival rates (requests/s).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rates(pub Vec<f64>);
-
-/// Query choice.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pick {
-    Uniform,
-    /// Zipf with exponent s over ranks 1..=n; rank r is query r-1.
-    Zipf(f64),
-    Seq,
-    Fixed(usize),
-}
-
-impl fmt::Display for Pick {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Pick::Uniform => write!(f, "uniform"),
-            Pick::Zipf(s) => write!(f, "zipf:{s}"),
-            Pick::Seq => write!(f, "seq"),
-            Pick::Fixed(n) => write!(f, "fixed:{n}"),
+    #[test]
+    fn mix_flag_conflicts_and_defaults() {
+        let a = parse(["--url", "http://x", "--mix", "a=f.txt:2"]).unwrap();
+        assert_eq!(a.mix.unwrap().0.len(), 1);
+        assert_eq!(a.cache, None);
+        for other in [["--body-file", "b.jsonl"], ["--text-queries", "q.jsonl"]] {
+            let e = parse(["--url", "http://x", "--mix", "a=f.txt", other[0], other[1]])
+                .err()
+                .unwrap();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{other:?}"
+            );
         }
+        let e = parse(["--url", "http://x", "--mix", "a=f.txt:0"])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("must be > 0"), "{e}");
+        let a = parse(["--url", "http://x", "--cache", "cold"]).unwrap();
+        assert_eq!(a.config().unwrap().cache, Some(CacheMode::Cold));
+        assert!(parse(["--url", "http://x", "--cache", "lukewarm"]).is_err());
     }
-}
-
-/// Parse `5s`, `500ms`, `2m`, `1h`, `250us`, `1.5s`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let err = || format!("invalid duration '{s}': expected e.g. 500ms, 5s, 2m");
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(err());
-    }
-    let v: f64 = num.parse().map_err(|_| err())?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(err()),
-    };
-    if !secs.is_finite() || secs > 1e7 {
-        return Err(err());
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parse a ramp like `1,2,4,8`: positive integers, comma separated.
-pub fn parse_ramp(s: &str) -> Result<Ramp, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let p = part.trim();
-        let v: u32 = p.parse().map_err(|_| {
-            format!("invalid ramp '{s}': '{p}' is not a positive integer (expected e.g. 1,2,4,8)")
-        })?;
-        if v == 0 {
-            return Err(format!(
-                "invalid ramp '{s}': concurrency must be at least 1"
-            ));
-        }
-        if v > 100_000 {
-            return Err(format!("invalid ramp '{s}': concurrency {v} is too large"));
-        }
-        out.push(v);
-    }
-    Ok(Ramp(out))
-}
-
-/// Parse one arrival rate (requests/s, > 0).
-pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid rate '{s}': expected requests per second, e.g. 500"))?;
-    if !(v.is_finite() && v > 0.0 && v <= 10_000_000.0) {
-        return Err(format!("invalid rate '{s}': must be > 0"));
-    }
-    Ok(v)
-}
-
-/// Parse a list of arrival rates like `100,200,400`.
-pub fn parse_rates(s: &str) -> Result<Rates, String> {
-    s.split(',')
-        .map(parse_rate)
-        .collect::<Result<Vec<_>, _>>()
-        .map(Rates)
-        .map_err(|e| format!("invalid rate ramp '{s}': {e}"))
-}
-
-/// Parse `uniform`, `zipf:S`, `seq`, `fixed:N`.
-pub fn parse_pick(s: &str) -> Result<Pick, String> {
-    let t = s.trim();
-    let err =
-        |why: &str| format!("invalid pick '{s}': {why} (expected uniform, zipf:S, seq or fixed:N)");
-    match t.split_once(':') {
-        None => match t {
-            "uniform" => Ok(Pick::Uniform),
-            "seq" => Ok(Pick::Seq),
-            "zipf" => Ok(Pick::Zipf(1.0)),
-            "fixed" => Ok(Pick::Fixed(0)),
-            _ => Err(err("unknown mode")),
-        },
-        Some(("zipf", v)) => {
-            let e: f64 = v
-                .parse()
-                .map_err(|_| err("zipf exponent is not a number"))?;
-            if !(e.is_finite() && e > 0.0) {
-                return Err(err("zipf exponent must be > 0"));
-            }
-            Ok(Pick::Zipf(e))
-        }
-        Some(("fixed", v)) => v
-            .parse()
-            .map(Pick::Fixed)
-            .map_err(|_| err("fixed index is not a non-negative integer")),
-        Some(_) => Err(err("unknown mode")),
-    }
-}
-
-/// Parse `POST /search`, `GET /health`.
-pub fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
-    let err = |why: &str| {
-        format!("invalid endpoint '{s}': {why} (expected e.g. 'POST /search' or 'GET /health')")
-    };
-    let mut it = s.split_whitespace();
-    let (Some(m), Some(p), None) = (it.next(), it.next(), it.next()) else {
-        return Err(err("needs a method and a path"));
-    };
-    let method = hyper::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
-        .map_err(|_| err("bad method"))?;
-    if !p.starts_with('/') {
-        return Err(err("path must start with /"));
-    }
-    p.parse::<hyper::Uri>().map_err(|_| err("bad path"))?;
-    Ok(Endpoint {
-        method,
-        path: p.to_string(),
-    })
 }

@@ -1,0 +1,62 @@
+//! Distance kernels, per backend this CPU has (`cargo bench -p searchd-kernels`): one
+//! `dot` / `l2sq` call on operands hot in L1 at the dimensions searchd serves, and the
+//! blocked `dot_block` (queries x rows, as exact search and ground truth run it).
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use searchd_kernels::Backend;
+
+/// Deterministic values in [-1, 1) (xorshift).
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn pairs(c: &mut Criterion) {
+    let mut g = c.benchmark_group("pair");
+    for dim in [50, 128, 384, 768] {
+        let a = data(dim, 1);
+        let b = data(dim, 2);
+        g.throughput(Throughput::Elements(dim as u64));
+        for be in Backend::available() {
+            g.bench_with_input(
+                BenchmarkId::new(format!("dot/{}", be.name()), dim),
+                &dim,
+                |bn, _| bn.iter(|| be.dot(black_box(&a), black_box(&b))),
+            );
+            g.bench_with_input(
+                BenchmarkId::new(format!("l2sq/{}", be.name()), dim),
+                &dim,
+                |bn, _| bn.iter(|| be.l2sq(black_box(&a), black_box(&b))),
+            );
+        }
+    }
+    g.finish();
+}
+
+fn blocks(c: &mut Criterion) {
+    let (nq, nb, dim) = (64, 4096, 384);
+    let q = data(nq * dim, 3);
+    let b = data(nb * dim, 4);
+    let mut out = vec![0.0f32; nq * nb];
+    let mut g = c.benchmark_group("dot_block");
+    g.throughput(Throughput::Elements((2 * nq * nb * dim) as u64));
+    g.sample_size(20);
+    for be in Backend::available() {
+        g.bench_function(format!("{}/{nq}x{nb}x{dim}", be.name()), |bn| {
+            bn.iter(|| be.dot_block(black_box(&q), nq, black_box(&b), nb, dim, &mut out))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, pairs, blocks);
+criterion_main!(benches);
