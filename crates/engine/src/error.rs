@@ -12,11 +12,12 @@ pub enum Error {
     },
     #[error("{path}: not a searchd index file ({message})")]
     Format { path: PathBuf, message: String },
-    #[error("{path}: index format version {found} is not supported (this searchd reads version {supported})")]
+    #[error("{path}: index format version {found} is not supported (this searchd reads versions {oldest} to {newest})")]
     Version {
         path: PathBuf,
         found: u32,
-        supported: u32,
+        oldest: u32,
+        newest: u32,
     },
     #[error("{path}: checksum mismatch (expected crc32 {expected:08x}, file has {actual:08x}); the index is corrupt, rebuild it or open with --no-verify")]
     Checksum {

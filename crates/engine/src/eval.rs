@@ -99,7 +99,7 @@ pub fn evaluate(
     gt_k: usize,
     cfg: &EvalConfig,
     on_row: impl FnMut(&EvalRow),
-) -> crate::Result<Vec<EvalRow>> {
+) -> crate::error::Result<Vec<EvalRow>> {
     evaluate_checked(index, index, queries, gt, gt_k, cfg, on_row)
 }
 
@@ -113,19 +113,19 @@ pub fn evaluate_checked(
     gt_k: usize,
     cfg: &EvalConfig,
     mut on_row: impl FnMut(&EvalRow),
-) -> crate::Result<Vec<EvalRow>> {
+) -> crate::error::Result<Vec<EvalRow>> {
     if !checker.has_vectors() || checker.len() != index.len() || checker.dim() != index.dim() {
-        return Err(crate::Error::invalid(
+        return Err(crate::error::Error::invalid(
             "recall needs the index's float32 vectors (open the checker with --vectors disk, mmap or ram)",
         ));
     }
     let dim = index.dim();
     let nq = queries.len() / dim;
     if nq == 0 {
-        return Err(crate::Error::invalid("there are no queries"));
+        return Err(crate::error::Error::invalid("there are no queries"));
     }
     if gt.len() / gt_k.max(1) < nq {
-        return Err(crate::Error::invalid(format!(
+        return Err(crate::error::Error::invalid(format!(
             "ground truth has {} rows, there are {nq} queries",
             gt.len() / gt_k.max(1)
         )));
@@ -136,13 +136,13 @@ pub fn evaluate_checked(
         .map(|(i, q)| {
             index
                 .prepare_query(q)
-                .map_err(|e| crate::Error::invalid(format!("query {i}: {e}")))
+                .map_err(|e| crate::error::Error::invalid(format!("query {i}: {e}")))
         })
-        .collect::<crate::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cfg.threads)
         .build()
-        .map_err(|e| crate::Error::invalid(format!("cannot start threads: {e}")))?;
+        .map_err(|e| crate::error::Error::invalid(format!("cannot start threads: {e}")))?;
     let mut rows = Vec::new();
     for &ef in &cfg.efs {
         let mut params = SearchParams::new(cfg.k, ef);

@@ -97,20 +97,20 @@ pub(crate) fn scan_one(
     k: usize,
     filter: Option<&dyn Fn(u32) -> bool>,
     deadline: Option<std::time::Instant>,
-) -> Result<Vec<Neighbor>, crate::SearchError> {
+) -> Result<Vec<Neighbor>, crate::error::SearchError> {
     let mut top = TopK::new(k);
     for (i, row) in base.chunks_exact(dim).enumerate() {
         if i % 4096 == 4095 {
             if let Some(d) = deadline {
                 if std::time::Instant::now() >= d {
-                    return Err(crate::SearchError::DeadlineExceeded);
+                    return Err(crate::error::SearchError::DeadlineExceeded);
                 }
             }
         }
         if filter.is_some_and(|f| !f(i as u32)) {
             continue;
         }
-        let dist = crate::hnsw::distance(metric, query, row);
+        let dist = crate::distance::distance(metric, query, row);
         top.push(Neighbor { dist, id: i as u32 });
     }
     Ok(top.into_sorted())

@@ -20,6 +20,7 @@ use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
 use searchd_kernels::Metric;
 
+use crate::distance::{distance, F32Scorer, Rows, Scorer};
 use crate::error::SearchError;
 use crate::heap::{CandidateHeap, Neighbor, ResultHeap};
 use crate::visited::{with_visited, VisitedSet};
@@ -41,38 +42,6 @@ impl Default for HnswParams {
             m: 16,
             ef_construction: 200,
             seed: 42,
-        }
-    }
-}
-
-/// Lower-is-better distance used inside the graph.
-#[inline(always)]
-pub(crate) fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
-    match metric {
-        Metric::Cosine | Metric::InnerProduct => -searchd_kernels::dot(a, b),
-        Metric::L2 => searchd_kernels::l2sq(a, b),
-    }
-}
-
-/// Row-major vectors of one dimension.
-#[derive(Clone, Copy)]
-pub(crate) struct Rows<'a> {
-    pub data: &'a [f32],
-    pub dim: usize,
-}
-
-impl<'a> Rows<'a> {
-    #[inline(always)]
-    pub fn row(&self, i: u32) -> &'a [f32] {
-        let s = i as usize * self.dim;
-        &self.data[s..s + self.dim]
-    }
-
-    #[inline(always)]
-    pub fn prefetch_n(&self, i: u32, lines: usize) {
-        let s = i as usize * self.dim;
-        if let Some(row) = self.data.get(s..s + self.dim) {
-            crate::prefetch::prefetch_lines(row, lines);
         }
     }
 }
@@ -113,37 +82,6 @@ impl Links for GraphView<'_> {
     }
     fn len(&self) -> usize {
         self.levels.len()
-    }
-}
-
-/// How far one query is from stored node `id`: float32 rows, or quantized codes.
-/// Lower is better.
-pub(crate) trait Scorer {
-    fn dist(&self, id: u32) -> f32;
-    /// Start loading up to `lines` cache lines of `id`'s data.
-    fn prefetch_all(&self, id: u32, lines: usize);
-    /// Start loading the first cache line of `id`'s data.
-    #[inline(always)]
-    fn prefetch_first(&self, id: u32) {
-        self.prefetch_all(id, 1)
-    }
-}
-
-/// A float32 query against float32 rows.
-pub(crate) struct F32Scorer<'a> {
-    pub metric: Metric,
-    pub rows: Rows<'a>,
-    pub query: &'a [f32],
-}
-
-impl Scorer for F32Scorer<'_> {
-    #[inline(always)]
-    fn dist(&self, id: u32) -> f32 {
-        distance(self.metric, self.query, self.rows.row(id))
-    }
-    #[inline(always)]
-    fn prefetch_all(&self, id: u32, lines: usize) {
-        self.rows.prefetch_n(id, lines)
     }
 }
 

@@ -166,68 +166,6 @@ impl IvfView<'_> {
     }
 }
 
-/// Check `ivf.bin` and return the byte ranges of centroids, offsets and ids.
-pub(crate) fn parse(path: &std::path::Path, b: &[u8], n: usize, dim: usize) -> Result<IvfLayout> {
-    use crate::format::{Header, HEADER_LEN};
-    let h = Header::parse(path, b, crate::format::IVF_MAGIC)?;
-    let [hn, hdim, nlist, _, _, _] = h.fields;
-    if hn as usize != n || hdim as usize != dim || nlist == 0 || nlist as usize > n.max(1) {
-        return Err(Error::format(
-            path,
-            format!("header says {hn} x {hdim} in {nlist} lists, the index has {n} x {dim}"),
-        ));
-    }
-    let nlist = nlist as usize;
-    let centroids = (HEADER_LEN, nlist * dim);
-    let offsets = (centroids.0 + 4 * nlist * dim, nlist + 1);
-    let ids = (offsets.0 + 4 * (nlist + 1), n);
-    let expect = ids.0 + 4 * n;
-    if b.len() != expect {
-        return Err(Error::Size {
-            path: path.to_path_buf(),
-            expected: expect as u64,
-            actual: b.len() as u64,
-        });
-    }
-    let layout = IvfLayout {
-        centroids,
-        offsets,
-        ids,
-    };
-    // Structural check (also without checksums): offsets rise from 0 to n, ids in range,
-    // centroids finite. One pass.
-    let v = layout.view(b, dim);
-    let ok_offsets = v.offsets[0] == 0
-        && v.offsets[nlist] as usize == n
-        && v.offsets.windows(2).all(|w| w[0] <= w[1]);
-    if !ok_offsets || v.ids.iter().any(|&i| i as usize >= n) {
-        return Err(Error::format(path, "list offsets or row ids out of range"));
-    }
-    if v.centroids.iter().any(|x| !x.is_finite()) {
-        return Err(Error::format(path, "a coarse centroid is not finite"));
-    }
-    Ok(layout)
-}
-
-/// Byte ranges (start, element count) inside `ivf.bin`.
-pub(crate) struct IvfLayout {
-    centroids: (usize, usize),
-    offsets: (usize, usize),
-    ids: (usize, usize),
-}
-
-impl IvfLayout {
-    pub fn view<'a>(&self, b: &'a [u8], dim: usize) -> IvfView<'a> {
-        let f = |(s, len): (usize, usize)| &b[s..s + 4 * len];
-        IvfView {
-            dim,
-            centroids: bytemuck::cast_slice(f(self.centroids)),
-            offsets: bytemuck::cast_slice(f(self.offsets)),
-            ids: bytemuck::cast_slice(f(self.ids)),
-        }
-    }
-}
-
 /// Scan the probed lists: the best `r` positions by approximate distance, as neighbours
 /// whose `id` is the row id.
 #[allow(clippy::too_many_arguments)]
@@ -243,11 +181,11 @@ pub(crate) fn scan(
     r: usize,
     filter: Option<&dyn Fn(u32) -> bool>,
     deadline: Option<std::time::Instant>,
-) -> std::result::Result<Vec<Neighbor>, crate::SearchError> {
+) -> std::result::Result<Vec<Neighbor>, crate::error::SearchError> {
     let mut top = crate::heap::TopK::new(r);
     for &(l, base_ip) in probed {
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(crate::SearchError::DeadlineExceeded);
+            return Err(crate::error::SearchError::DeadlineExceeded);
         }
         let (s, e) = (
             ivf.offsets[l as usize] as usize,
@@ -259,10 +197,7 @@ pub(crate) fn scan(
                 continue;
             }
             let ip = base_ip + lut.ip(&codes[j * m..(j + 1) * m]);
-            let dist = match metric {
-                Metric::L2 => norms[j] + query_norm - 2.0 * ip,
-                Metric::Cosine | Metric::InnerProduct => -ip,
-            };
+            let dist = crate::distance::from_ip(metric, ip, norms[j], query_norm);
             if dist < top.bound() {
                 top.push(Neighbor { dist, id });
             }

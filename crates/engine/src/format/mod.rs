@@ -21,11 +21,22 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, Result};
 
+mod manifest;
+
+pub use manifest::{CodeKind, CodesParams, FileEntry, IndexKind, Manifest, Params};
+
+/// The version this searchd writes.
 pub const FORMAT_VERSION: u32 = 1;
+/// The versions this searchd reads (manifests and file headers). A format change that old
+/// readers cannot follow bumps [`FORMAT_VERSION`]; readers keep opening every version in
+/// this range (`tests/fixtures/format-v1/` holds directories of version 1 that must open).
+pub const READ_VERSIONS: std::ops::RangeInclusive<u32> = 1..=FORMAT_VERSION;
+/// Quantized indexes rescore the best `oversample * k` candidates of the traversal with
+/// float32 vectors; this is the default `oversample` (a manifest may record another, a
+/// search may ask for another).
+pub const DEFAULT_OVERSAMPLE: f32 = 4.0;
 pub const HEADER_LEN: usize = 64;
 pub const VECTORS_MAGIC: [u8; 8] = *b"SRCHDVEC";
 pub const GRAPH_MAGIC: [u8; 8] = *b"SRCHDHNS";
@@ -90,13 +101,7 @@ impl Header {
             ));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION {
-            return Err(Error::Version {
-                path: path.to_path_buf(),
-                found: version,
-                supported: FORMAT_VERSION,
-            });
-        }
+        check_version(path, version)?;
         let hlen = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
         if hlen as usize != HEADER_LEN {
             return Err(Error::format(
@@ -113,61 +118,6 @@ impl Header {
             version,
             fields,
         })
-    }
-}
-
-/// One file listed in the manifest.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct FileEntry {
-    pub name: String,
-    pub bytes: u64,
-    pub crc32: u32,
-}
-
-/// `manifest.json`: what an index directory holds.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Manifest {
-    pub format: String,
-    pub format_version: u32,
-    pub kind: String,
-    pub metric: String,
-    pub dim: usize,
-    pub n: usize,
-    pub params: serde_json::Value,
-    pub files: Vec<FileEntry>,
-    pub created_by: String,
-}
-
-impl Manifest {
-    pub fn read(dir: &Path) -> Result<Manifest> {
-        let path = dir.join(MANIFEST);
-        if !dir.is_dir() {
-            return Err(Error::io(
-                dir,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "index directory not found"),
-            ));
-        }
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        let m: Manifest = serde_json::from_str(&text)
-            .map_err(|e| Error::format(&path, format!("manifest is not valid: {e}")))?;
-        if m.format != MANIFEST_FORMAT {
-            return Err(Error::format(
-                &path,
-                format!("format is {:?}, expected {MANIFEST_FORMAT:?}", m.format),
-            ));
-        }
-        if m.format_version != FORMAT_VERSION {
-            return Err(Error::Version {
-                path,
-                found: m.format_version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        Ok(m)
-    }
-
-    pub fn file(&self, name: &str) -> Option<&FileEntry> {
-        self.files.iter().find(|f| f.name == name)
     }
 }
 
@@ -279,6 +229,19 @@ impl Drop for DirWriter {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// Refuse a format version outside [`READ_VERSIONS`].
+pub fn check_version(path: &Path, found: u32) -> Result<()> {
+    if READ_VERSIONS.contains(&found) {
+        return Ok(());
+    }
+    Err(Error::Version {
+        path: path.to_path_buf(),
+        found,
+        oldest: *READ_VERSIONS.start(),
+        newest: *READ_VERSIONS.end(),
+    })
 }
 
 /// Check a file's size and (if `verify`) CRC32 against its manifest entry.

@@ -1,0 +1,230 @@
+//! Searches on compressed codes: an HNSW walk scored on SQ8, PQ or binary codes, or an
+//! IVF-PQ list scan, then the best `oversample * k` candidates rescored with the float32
+//! vectors (wherever they are) so returned scores are exact.
+
+use crate::distance::{distance, HammingScorer, IpScorer, Scorer};
+use crate::error::SearchError;
+use crate::files::codes::{Codes, Quantizer};
+use crate::files::vectors::{read_row, Vectors};
+use crate::heap::Neighbor;
+use crate::hnsw::{self, GraphView, SearchCtx};
+use crate::index::params::{FilterPlan, Hit, SearchParams, Walk, MAX_OVERSAMPLE};
+use crate::index::Index;
+use crate::ivf::IvfView;
+
+impl Index {
+    /// Graph search on the codes (or, for [`FilterPlan::Exact`], a scan of the allowed
+    /// rows' codes), rescored. `None`: the walk ran over its budget or found too few.
+    pub(super) fn search_codes<F: Fn(u32) -> bool>(
+        &self,
+        g: &GraphView<'_>,
+        codes: &Codes,
+        q: &[f32],
+        p: &SearchParams<'_>,
+        walk: &Walk<F>,
+    ) -> std::result::Result<Option<Vec<Hit>>, SearchError> {
+        let r = self.candidates_wanted(codes, p)?;
+        let rescore = self.vectors.opened();
+        let ef = p.ef.max(r);
+        let rows = codes.rows();
+        let query_norm = searchd_kernels::norm_sq(q);
+        let candidates = match &codes.quant {
+            Quantizer::Sq8(quant) => {
+                let prepared = quant.prepare(q);
+                self.traverse(
+                    g,
+                    p,
+                    walk,
+                    r,
+                    ef,
+                    self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
+                )?
+            }
+            Quantizer::Pq(quant) => {
+                let prepared = quant.prepare(q);
+                self.traverse(
+                    g,
+                    p,
+                    walk,
+                    r,
+                    ef,
+                    self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
+                )?
+            }
+            Quantizer::Binary(quant) => {
+                let prepared = quant.prepare(q);
+                self.traverse(
+                    g,
+                    p,
+                    walk,
+                    r,
+                    ef,
+                    HammingScorer {
+                        codes: bytemuck::cast_slice(&rows[..self.info.n * codes.len]),
+                        words: codes.len / 8,
+                        query: &prepared,
+                    },
+                )?
+            }
+        };
+        match candidates {
+            Some(c) if c.len() >= walk.want => self.finish(q, c, p.k, rescore).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// HNSW search of `r` candidates with list size `ef`, with one scorer type
+    /// (monomorphised per code kind, so the distance inlines into the traversal loop).
+    fn traverse<S: Scorer, F: Fn(u32) -> bool>(
+        &self,
+        g: &GraphView<'_>,
+        p: &SearchParams<'_>,
+        walk: &Walk<F>,
+        r: usize,
+        ef: usize,
+        scorer: S,
+    ) -> std::result::Result<Option<Vec<Neighbor>>, SearchError> {
+        if walk.plan == FilterPlan::Exact {
+            let pass = |i: u32| walk.filter.as_ref().is_none_or(|f| f(i));
+            let scan = SearchParams { k: r, ..*p };
+            return self.scan_rows(&scorer, &scan, &pass).map(Some);
+        }
+        let ctx = SearchCtx {
+            scorer,
+            deadline: p.deadline,
+            filter: walk.filter.as_ref(),
+            two_hop: walk.plan == FilterPlan::GraphTwoHop,
+            budget: walk.budget,
+        };
+        hnsw::search(
+            g,
+            g.entry,
+            g.max_level,
+            &ctx,
+            r,
+            self.walk_ef(p, walk.plan, ef),
+        )
+    }
+
+    fn ip_scorer<'a, F: Fn(&[u8]) -> f32>(
+        &self,
+        codes: &'a Codes,
+        query_norm: f32,
+        ip: F,
+    ) -> IpScorer<'a, F> {
+        IpScorer {
+            metric: self.metric,
+            codes: codes.rows(),
+            len: codes.len,
+            norms: codes.norms(),
+            query_norm,
+            ip,
+        }
+    }
+
+    /// Rescoring depth for a quantized search: `ceil(oversample * k)` candidates (just `k`
+    /// when there are no float32 vectors to rescore with).
+    fn candidates_wanted(
+        &self,
+        codes: &Codes,
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<usize, SearchError> {
+        let over = p.oversample.unwrap_or(codes.oversample);
+        if !(1.0..=MAX_OVERSAMPLE).contains(&over) {
+            return Err(SearchError::BadOversample {
+                got: over,
+                max: MAX_OVERSAMPLE,
+            });
+        }
+        Ok(if self.vectors.opened() {
+            ((p.k as f32 * over).ceil() as usize).max(p.k)
+        } else {
+            p.k
+        })
+    }
+
+    /// IVF-PQ: scan the `ef` nearest lists (every list for [`FilterPlan::Exact`]), skipping
+    /// rows that fail the filter, then rescore. `None`: too few rows passed (the caller
+    /// falls back to the exact scan).
+    pub(super) fn search_ivf<F: Fn(u32) -> bool>(
+        &self,
+        ivf: &IvfView<'_>,
+        codes: &Codes,
+        q: &[f32],
+        p: &SearchParams<'_>,
+        walk: &Walk<F>,
+    ) -> std::result::Result<Option<Vec<Hit>>, SearchError> {
+        let r = self.candidates_wanted(codes, p)?;
+        let Quantizer::Pq(quant) = &codes.quant else {
+            return Err(SearchError::Storage {
+                message: "ivfpq index without pq codes".into(),
+            });
+        };
+        let nprobe = if walk.plan == FilterPlan::Exact {
+            ivf.nlist()
+        } else {
+            p.ef
+        };
+        let probed = ivf.probe(self.metric, q, nprobe);
+        let lut = quant.prepare(q);
+        let filter = walk.filter.as_ref().map(|f| f as &dyn Fn(u32) -> bool);
+        let candidates = crate::ivf::scan(
+            ivf,
+            self.metric,
+            &probed,
+            &lut,
+            codes.rows(),
+            codes.len,
+            codes.norms(),
+            searchd_kernels::norm_sq(q),
+            r,
+            filter,
+            p.deadline,
+        )?;
+        if candidates.len() < walk.want {
+            return Ok(None);
+        }
+        self.finish(q, candidates, p.k, self.vectors.opened())
+            .map(Some)
+    }
+
+    /// The best `k` of `candidates` (ids are stored rows), rescored with the float32
+    /// vectors when `rescore`, so the returned order and scores are exact.
+    fn finish(
+        &self,
+        q: &[f32],
+        candidates: Vec<Neighbor>,
+        k: usize,
+        rescore: bool,
+    ) -> std::result::Result<Vec<Hit>, SearchError> {
+        if !rescore {
+            let mut c = candidates;
+            c.truncate(k);
+            return Ok(self.hits(c));
+        }
+        let mut exact: Vec<Neighbor> = Vec::with_capacity(candidates.len());
+        match &self.vectors {
+            Vectors::Mem(_) => {
+                let rows = self.rows()?;
+                exact.extend(candidates.iter().map(|c| Neighbor {
+                    dist: distance(self.metric, q, rows.row(c.id)),
+                    id: c.id,
+                }));
+            }
+            Vectors::Disk(disk) => {
+                let mut v = vec![0f32; self.info.dim];
+                for c in &candidates {
+                    read_row(disk, c.id as usize, &mut v)?;
+                    exact.push(Neighbor {
+                        dist: distance(self.metric, q, &v),
+                        id: c.id,
+                    });
+                }
+            }
+            Vectors::Absent => return Err(SearchError::NoVectors),
+        }
+        exact.sort_unstable();
+        exact.truncate(k);
+        Ok(self.hits(exact))
+    }
+}

@@ -1,0 +1,54 @@
+//! The engine's module layering (issue "The engine by file format"): no import cycle
+//! between its top-level modules (`build` writes through `files`, `index` reads through
+//! `files`, neither imports the other's internals), imports by module path, a crate root
+//! that only declares modules and re-exports, and no source file over 1,000 lines. The
+//! checks are `searchd_testkit::layering`.
+
+use std::path::{Path, PathBuf};
+
+use searchd_testkit::layering::{check_acyclic, check_file_sizes, strip_comments};
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn the_module_graph_is_acyclic() {
+    let g = check_acyclic(&src());
+    assert!(
+        g.edges.len() >= 15,
+        "expected the crate's modules: {:?}",
+        g.edges.keys()
+    );
+    // The file readers and writers do not reach up into the index or the build.
+    for low in ["files", "format", "distance", "hnsw", "ivf"] {
+        let up = &g.edges[low];
+        assert!(
+            !up.contains("index") && !up.contains("build"),
+            "{low} imports {up:?}"
+        );
+    }
+}
+
+#[test]
+fn the_crate_root_only_declares_modules_and_reexports() {
+    let lib = strip_comments(&std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs"));
+    let mut bad = Vec::new();
+    for stmt in lib.split(';') {
+        let s = stmt.trim();
+        if s.is_empty() {
+            continue;
+        }
+        let ok = s.starts_with("pub use ")
+            || ((s.starts_with("mod ") || s.starts_with("pub mod ")) && !s.contains('{'));
+        if !ok {
+            bad.push(s.to_string());
+        }
+    }
+    assert!(bad.is_empty(), "lib.rs defines or imports: {bad:?}");
+}
+
+#[test]
+fn no_source_file_is_over_the_limit() {
+    check_file_sizes(&src());
+}
