@@ -1,6 +1,7 @@
 //! Distance kernels, per backend this CPU has (`cargo bench -p searchd-kernels`): one
 //! `dot` / `l2sq` call on operands hot in L1 at the dimensions searchd serves, and the
-//! blocked `dot_block` (queries x rows, as exact search and ground truth run it).
+//! blocked `dot_block` (queries x rows, as exact search and ground truth run it), and the PQ
+//! table lookup `pq_adc`.
 
 use std::hint::black_box;
 
@@ -58,5 +59,31 @@ fn blocks(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pairs, blocks);
+/// PQ asymmetric distance: one code of `m` bytes against a query's `m x 256` table, per
+/// backend, over 4,096 codes (the IVF-PQ scan and PQ-coded HNSW walks run this).
+fn pq_adc(c: &mut Criterion) {
+    let rows = 4096;
+    let mut g = c.benchmark_group("pq_adc");
+    g.throughput(Throughput::Elements(rows as u64));
+    for m in [16, 32, 48, 64] {
+        let lut = data(m * 256, 5);
+        let codes: Vec<u8> = data(m * rows, 6)
+            .iter()
+            .map(|x| ((x + 1.0) * 127.9) as u8)
+            .collect();
+        for be in Backend::available() {
+            g.bench_with_input(BenchmarkId::new(be.name(), m), &m, |bn, &m| {
+                bn.iter(|| {
+                    codes
+                        .chunks_exact(m)
+                        .map(|c| be.pq_adc(black_box(&lut), black_box(c)))
+                        .sum::<f32>()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, pairs, blocks, pq_adc);
 criterion_main!(benches);

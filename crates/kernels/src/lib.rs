@@ -250,7 +250,8 @@ pub fn argmin(v: &[f32]) -> Option<usize> {
 /// | 48 | 19-29                 | 34-52  | 73-77                |
 /// | 64 | 28-38                 | 61-66  | 67-105               |
 ///
-/// (`cargo test --release -p searchd-kernels --lib pq_adc_timing -- --ignored --nocapture`.)
+/// (Measured by a timing harness since replaced by the `pq_adc` group of `cargo bench -p
+/// searchd-kernels`, which times each backend's entry against the scalar reference.)
 /// On this CPU one 8-lane gather costs more than the eight independent scalar loads it
 /// replaces; CPUs with faster gathers may differ, so the gather path is kept and tested.
 ///

@@ -296,8 +296,9 @@ pub(crate) unsafe fn dot_u8_i16_avx2(a: &[u8], b: &[i16]) -> i32 {
 /// the 8 subspaces, two gathers in flight per step, scalar tail.
 ///
 /// Not in any backend table: on the AMD EPYC (Zen 3) this crate was tuned on it is ~1.7-2x
-/// slower than [`pq_adc_avx2_unrolled`] (see [`crate::pq_adc`]). Kept, tested and timed
-/// (`pq_adc_timing` below) so the choice can be re-checked on CPUs with faster gathers.
+/// slower than [`pq_adc_avx2_unrolled`] (see [`crate::pq_adc`]). Kept and tested so the
+/// choice can be re-checked on CPUs with faster gathers (put it in the AVX2 table and run
+/// `cargo bench -p searchd-kernels -- pq_adc`).
 ///
 /// # Safety
 /// CPU supports AVX2; `lut.len() == codes.len() * 256`.
@@ -419,8 +420,6 @@ pub(crate) unsafe fn argmin_avx2(v: &[f32]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::hint::black_box;
-    use std::time::Instant;
 
     /// Deterministic pseudo-random bytes and floats (xorshift).
     fn xorshift(n: usize, seed: u64) -> Vec<u64> {
@@ -466,43 +465,6 @@ mod tests {
                 let got = unsafe { pq_adc_avx2_gather(&lut, c) };
                 // Different summation order: m terms of magnitude <= 1, error <= ~2 m u.
                 assert!((got - want).abs() <= 1e-5 * (m as f32 + 1.0), "m={m}");
-            }
-        }
-    }
-
-    /// Timing behind the choice of the AVX2 `pq_adc` entry (run in release):
-    /// `cargo test --release -p searchd-kernels --lib pq_adc_timing -- --ignored --nocapture`
-    #[test]
-    #[ignore = "timing, not a test"]
-    fn pq_adc_timing() {
-        if !has_avx2() {
-            return;
-        }
-        type F = unsafe fn(&[f32], &[u8]) -> f32;
-        let paths: [(&str, F); 3] = [
-            ("avx2 gather", pq_adc_avx2_gather),
-            ("avx2 unrolled", pq_adc_avx2_unrolled),
-            ("reference", |l, c| crate::scalar::pq_adc(l, c)),
-        ];
-        for m in [16, 32, 48, 64] {
-            let rows = 4096;
-            let (lut, codes) = case(m, rows, 7);
-            for (name, f) in paths {
-                let mut best = f64::INFINITY;
-                for _ in 0..15 {
-                    let t = Instant::now();
-                    let mut s = 0.0f32;
-                    for _ in 0..(1_000_000 / rows) {
-                        for c in codes.chunks_exact(m) {
-                            // SAFETY: AVX2 detected above; lut.len() == c.len() * 256.
-                            s += unsafe { f(black_box(&lut), black_box(c)) };
-                        }
-                    }
-                    black_box(s);
-                    best = best.min(t.elapsed().as_secs_f64());
-                }
-                let calls = (1_000_000 / rows * rows) as f64;
-                println!("m={m:3} {name:14} {:6.2} ns/call", best * 1e9 / calls);
             }
         }
     }
