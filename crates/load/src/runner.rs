@@ -278,7 +278,7 @@ fn finish(
                         .expect("auto-resizing histogram");
                 }
                 if let (Some(gt), Some(q)) = (&sh.gt, sh.bodies.qidx.get(idx).copied().flatten()) {
-                    if (q as usize) < gt.rows {
+                    if (q as usize) < gt.n {
                         acc.recall_sum +=
                             recall_of(ids, gt.row(q as usize), sh.bodies.k[idx] as usize);
                         acc.recall_n += 1;
@@ -1374,12 +1374,12 @@ pub(crate) async fn run_impl(
             let m = crate::gt::read_ids(p)?;
             let max_q = bodies.qidx.iter().flatten().max().copied();
             if let Some(q) = max_q {
-                if q as usize >= m.rows {
+                if q as usize >= m.n {
                     return Err(LoadError::GroundTruth {
                         path: p.clone(),
                         message: format!(
                             "has {} rows but the bodies use qidx up to {q} (lower --query-count?)",
-                            m.rows
+                            m.n
                         ),
                     });
                 }

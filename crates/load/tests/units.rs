@@ -6,7 +6,6 @@ use std::time::Duration;
 use searchd_load::bodies::{BodySet, PickShared, Picker};
 use searchd_load::check::{check_response, check_search_body, check_status, recall_of, Check};
 use searchd_load::config::{parse_duration, parse_endpoint, parse_pick, parse_ramp, parse_rates};
-use searchd_load::gt::{parse_ivecs, parse_npy_ids};
 use searchd_load::stats::{
     best_step, error_rate, median, new_histogram, percentiles_ms, scheduled_offset_ns, slo_pass,
     spread, LiveStats,
@@ -318,28 +317,36 @@ fn npy(descr: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
     v
 }
 
+/// Ground truth is read by `searchd-vecio` (the one id reader); the load lab's wrapper
+/// keeps the file's path in its error.
 #[test]
 fn ground_truth_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let read = |name: &str, bytes: &[u8]| searchd_load::gt::read_ids(&file(name, bytes));
+    let err = |name: &str, bytes: &[u8]| read(name, bytes).unwrap_err().to_string();
     let p: Vec<u8> = [1i32, 2, 3, 4, 5, 6]
         .iter()
         .flat_map(|x| x.to_le_bytes())
         .collect();
-    let m = parse_npy_ids(&npy("<i4", "(3, 2)", &p)).unwrap();
-    assert_eq!((m.rows, m.cols), (3, 2));
+    let m = read("a.npy", &npy("<i4", "(3, 2)", &p)).unwrap();
+    assert_eq!((m.n, m.k), (3, 2));
     assert_eq!(m.row(1), &[3, 4]);
     let p8: Vec<u8> = [7i64, 8].iter().flat_map(|x| x.to_le_bytes()).collect();
-    let m = parse_npy_ids(&npy("<i8", "(1, 2)", &p8)).unwrap();
+    let m = read("b.npy", &npy("<i8", "(1, 2)", &p8)).unwrap();
     assert_eq!(m.row(0), &[7, 8]);
-    assert!(parse_npy_ids(&npy("<f4", "(3, 2)", &p))
-        .unwrap_err()
-        .contains("int32 or int64"));
-    assert!(parse_npy_ids(&npy("<i4", "(3, 3)", &p))
-        .unwrap_err()
-        .contains("truncated"));
-    assert!(parse_npy_ids(&npy("<i4", "(6,)", &p))
-        .unwrap_err()
-        .contains("2-D"));
-    assert!(parse_npy_ids(b"hello world").unwrap_err().contains("magic"));
+    let e = err("c.npy", &npy("<f4", "(3, 2)", &p));
+    assert!(e.contains("int32") && e.contains("c.npy"), "{e}");
+    let e = err("d.npy", &npy("<i4", "(3, 3)", &p));
+    assert!(e.contains("d.npy") && e.contains("bytes"), "{e}");
+    let e = err("e.npy", &npy("<i4", "(6,)", &p));
+    assert!(e.contains("e.npy") && e.contains("2-D"), "{e}");
+    let e = err("f.npy", b"hello world");
+    assert!(e.contains("f.npy"), "{e}");
 
     let mut iv = Vec::new();
     for row in [[1i32, 2], [3, 4]] {
@@ -348,11 +355,10 @@ fn ground_truth_readers() {
             iv.extend(x.to_le_bytes());
         }
     }
-    let m = parse_ivecs(&iv).unwrap();
-    assert_eq!((m.rows, m.cols, m.row(1)), (2, 2, &[3i64, 4][..]));
-    assert!(parse_ivecs(&iv[..iv.len() - 2])
-        .unwrap_err()
-        .contains("truncated"));
+    let m = read("g.ivecs", &iv).unwrap();
+    assert_eq!((m.n, m.k, m.row(1)), (2, 2, &[3i64, 4][..]));
+    let e = err("h.ivecs", &iv[..iv.len() - 2]);
+    assert!(e.contains("h.ivecs"), "{e}");
 }
 
 #[test]
