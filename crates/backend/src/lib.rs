@@ -6,6 +6,7 @@
 //! for one collection. The server's `LocalBackend` runs on searchd's own engine (a
 //! collection on the CPU pool); `searchd-qdrant`'s `QdrantBackend` on a Qdrant collection.
 //! Both take the same requests, as Qdrant's local and remote shards do.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::future::Future;
@@ -33,6 +34,7 @@ pub trait Release: Send + Sync {
 pub struct Permit(Arc<dyn Release>);
 
 impl Permit {
+    /// A permit that calls `place.release()` when it is dropped.
     pub fn new(place: Arc<dyn Release>) -> Permit {
         Permit(place)
     }
@@ -49,6 +51,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One search, admitted.
 pub struct SearchRequest {
+    /// What to search: the query, filter, facets and stored fields wanted.
     pub search: Search,
     /// The admission place; the backend drops it when the work is done, before replying.
     pub permit: Option<Permit>,
@@ -56,7 +59,9 @@ pub struct SearchRequest {
 
 /// One read ([`Page`]), admitted.
 pub struct ReadRequest {
+    /// What to read: the filter, and a count, facets and/or one sorted page.
     pub page: Page,
+    /// The admission place; the backend drops it when the work is done, before replying.
     pub permit: Option<Permit>,
 }
 
@@ -68,7 +73,10 @@ pub enum BackendError {
     /// No such document (404 `not_found`).
     NotFound(String),
     /// The deadline passed; `started` tells whether work had begun (504).
-    Deadline { started: bool },
+    Deadline {
+        /// True when work had begun; false when the deadline passed while it waited.
+        started: bool,
+    },
     /// The backend is at capacity (503 `overloaded`).
     Overloaded(String),
     /// The backend cannot be reached or is not ready (503 `not_ready`).
@@ -124,7 +132,10 @@ pub trait SearchBackend: Send + Sync + 'static {
     fn ready(&self) -> Result<(), String> {
         Ok(())
     }
+    /// Answer one search; the request's permit is dropped before the reply.
     fn search(&self, req: SearchRequest) -> BoxFuture<'_, Result<SearchOutput, BackendError>>;
+    /// The stored document `id` with the `fields` wanted; [`BackendError::NotFound`] when
+    /// there is none.
     fn get(&self, id: DocId, fields: FieldsWanted)
         -> BoxFuture<'_, Result<Document, BackendError>>;
     /// Counts, facets and sorted pages over the documents matching a filter. Default: not
@@ -175,7 +186,9 @@ pub trait SearchBackend: Send + Sync + 'static {
 /// One write, as the HTTP layer parsed it.
 #[derive(Debug)]
 pub enum WriteOp {
+    /// Insert or replace these documents, by id.
     Upsert(Vec<LiveDoc>),
+    /// Delete the documents with these ids.
     Delete(Vec<DocId>),
     /// Delete what the filter matches (never a vacuous filter: the server refuses those).
     DeleteFilter(Filter),

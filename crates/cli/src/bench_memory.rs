@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::Serialize;
 
-use crate::commands::{write_json, OpenArgs};
+use crate::commands::OpenArgs;
+use crate::util::write_json;
 use crate::util::{summary, CliError, CmdResult};
 
 #[derive(Args, Debug)]

@@ -10,7 +10,7 @@ use searchd_engine::{
     Placement, Quantization, VectorPlacement,
 };
 
-use crate::util::{self, bar, load_vectors, summary, CliError, CmdResult};
+use crate::util::{self, bar, load_vectors, summary, write_json, CliError, CmdResult};
 
 #[derive(Subcommand, Debug)]
 pub enum DatasetCmd {
@@ -753,18 +753,6 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
     }
     summary("eval done", started);
     Ok(())
-}
-
-/// Write JSON to a temporary file and rename it into place.
-pub fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> CmdResult {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let text = serde_json::to_string_pretty(doc).expect("JSON serialises");
-    std::fs::write(&tmp, text + "\n")
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            CliError::Input(format!("{}: {e}", path.display()))
-        })
 }
 
 /// `searchd load`: run, print the table, write the requested files. A report is printed

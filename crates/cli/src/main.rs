@@ -5,8 +5,6 @@
 mod bench_memory;
 mod commands;
 mod demo;
-mod demo_qdrant;
-mod demo_text;
 mod flags;
 mod qdrant_ingest;
 mod quality;
@@ -47,7 +45,7 @@ enum LogFormat {
 enum Command {
     /// The whole pipeline on built-in synthetic data: data, exact ground truth, HNSW
     /// build, recall gate, server on a free loopback port, capacity ramp, report.
-    Demo(Box<demo::DemoArgs>),
+    Demo(Box<flags::demo::DemoArgs>),
     /// Make data sets.
     #[command(subcommand)]
     Dataset(commands::DatasetCmd),
@@ -120,6 +118,7 @@ fn main() {
         Command::Eval(a) => commands::eval_cmd(a),
         Command::Bench(BenchCmd::Memory(a)) => bench_memory::run(a),
         Command::Load(a) => commands::load(a),
+        Command::Ingest(a) if a.qdrant.to.is_some() => qdrant_ingest::run(a),
         Command::Ingest(a) => text::ingest_cmd(a),
         Command::Embed(a) => text::embed_cmd(a),
         Command::Serve(a) => {

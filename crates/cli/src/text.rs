@@ -82,7 +82,7 @@ pub struct IngestArgs {
     #[arg(long, value_name = "DIR", required_unless_present = "to")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub qdrant: crate::qdrant_ingest::QdrantIngestArgs,
+    pub qdrant: crate::flags::ingest::QdrantIngestArgs,
     /// Input format (default: from the extension: .jsonl/.ndjson/.json, .parquet).
     #[arg(long, value_parser = ["jsonl", "parquet"])]
     pub format: Option<String>,
@@ -322,10 +322,8 @@ fn collection_error(e: searchd_collection::Error) -> CliError {
     }
 }
 
+/// `searchd ingest` into a collection directory (`--to qdrant://` is `qdrant_ingest::run`).
 pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
-    if a.qdrant.to.is_some() {
-        return crate::qdrant_ingest::run(a);
-    }
     let Some(out) = &a.out else {
         return Err(CliError::Input(
             "give --out DIR (or --to qdrant://HOST:6334/NAME)".into(),
@@ -457,7 +455,7 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
         v["schema"] = "searchd.ingest.v1".into();
         v["out"] = serde_json::json!(out);
         v["peak_rss_bytes"] = serde_json::json!(util::peak_rss_bytes());
-        crate::commands::write_json(path, &v)?;
+        crate::util::write_json(path, &v)?;
     }
     summary("ingest done", started);
     Ok(())

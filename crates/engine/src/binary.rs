@@ -61,9 +61,12 @@ impl Binary {
         Ok(Binary { mean })
     }
 
+    /// Dimensions of the vectors it encodes.
     pub fn dim(&self) -> usize {
         self.mean.len()
     }
+    /// The per-dimension means the vectors are centred on: bit `d` of a code is set when
+    /// `v[d] > mean[d]`.
     pub fn mean(&self) -> &[f32] {
         &self.mean
     }

@@ -14,8 +14,11 @@ use crate::hnsw::{self, HnswParams};
 /// What to build. Defaults: HNSW, cosine, M=16, ef_construction=200, seed 42, all cores.
 #[derive(Debug, Clone)]
 pub struct BuildConfig {
+    /// Index kind: flat (exact scan), HNSW graph or IVF-PQ lists.
     pub kind: IndexKind,
+    /// Metric searches rank by; under cosine the stored vectors are normalised.
     pub metric: Metric,
+    /// HNSW graph parameters; IVF-PQ takes only `seed` (for its k-means) from them.
     pub hnsw: HnswParams,
     /// Worker threads; 0 means one per core. With 1, the build is deterministic.
     pub threads: usize,
@@ -44,10 +47,16 @@ impl Default for BuildConfig {
 /// What a build did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BuildReport {
+    /// Vectors indexed.
     pub n: usize,
+    /// Dimensions per vector.
     pub dim: usize,
+    /// Seconds spent on the search structure (the HNSW graph, or the IVF coarse lists);
+    /// 0 for flat indexes and for [`quantize_index`].
     pub graph_seconds: f64,
+    /// Wall-clock seconds of the whole build, writing included.
     pub total_seconds: f64,
+    /// Total size of the files in the output directory, in bytes.
     pub bytes: u64,
 }
 

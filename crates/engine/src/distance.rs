@@ -20,17 +20,21 @@ pub fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
 /// Row-major vectors of one dimension.
 #[derive(Clone, Copy)]
 pub struct Rows<'a> {
+    /// `n * dim` values: row `i` is `data[i * dim..(i + 1) * dim]`.
     pub data: &'a [f32],
+    /// Values per row.
     pub dim: usize,
 }
 
 impl<'a> Rows<'a> {
+    /// Row `i` (`dim` values). Panics if `i` is out of range.
     #[inline(always)]
     pub fn row(&self, i: u32) -> &'a [f32] {
         let s = i as usize * self.dim;
         &self.data[s..s + self.dim]
     }
 
+    /// Start loading up to `lines` cache lines of row `i` (nothing if `i` is out of range).
     #[inline(always)]
     pub fn prefetch_n(&self, i: u32, lines: usize) {
         let s = i as usize * self.dim;
@@ -53,6 +57,7 @@ pub fn from_ip(metric: Metric, ip: f32, norm: f32, query_norm: f32) -> f32 {
 /// How far one query is from stored node `id`: float32 rows, or quantized codes.
 /// Lower is better.
 pub trait Scorer {
+    /// Lower-is-better distance from the query to node `id`.
     fn dist(&self, id: u32) -> f32;
     /// Start loading up to `lines` cache lines of `id`'s data.
     fn prefetch_all(&self, id: u32, lines: usize);
@@ -65,8 +70,11 @@ pub trait Scorer {
 
 /// A float32 query against float32 rows.
 pub struct F32Scorer<'a> {
+    /// Metric the distance follows.
     pub metric: Metric,
+    /// The stored float32 rows.
     pub rows: Rows<'a>,
+    /// The prepared query (unit length under cosine), `rows.dim` values.
     pub query: &'a [f32],
 }
 
@@ -83,12 +91,15 @@ impl Scorer for F32Scorer<'_> {
 
 /// Traversal distance from an approximate inner product on codes of `len` bytes (SQ8, PQ).
 pub struct IpScorer<'a, F: Fn(&[u8]) -> f32> {
+    /// Metric that turns the inner product into a distance ([`from_ip`]).
     pub metric: Metric,
     /// Codes of `len` bytes from row 0.
     pub codes: &'a [u8],
+    /// Bytes per code.
     pub len: usize,
     /// Squared norms of the rows (l2).
     pub norms: &'a [f32],
+    /// The query's squared norm (used by l2).
     pub query_norm: f32,
     /// The approximate inner product of the query with one code.
     pub ip: F,
@@ -115,7 +126,9 @@ impl<F: Fn(&[u8]) -> f32> Scorer for IpScorer<'_, F> {
 pub struct HammingScorer<'a> {
     /// Codes of `words` u64 from row 0.
     pub codes: &'a [u64],
+    /// u64 words per code.
     pub words: usize,
+    /// The query's binary code, `words` words.
     pub query: &'a [u64],
 }
 

@@ -4,9 +4,12 @@
 
 use std::cmp::Ordering;
 
+/// A node and its lower-is-better distance; ordered by distance, then by id.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Neighbor {
+    /// Lower-is-better distance to the query (see the module docs).
     pub dist: f32,
+    /// Row of the vectors searched (inside an index: the internal id, a stored row).
     pub id: u32,
 }
 

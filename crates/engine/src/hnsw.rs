@@ -569,13 +569,21 @@ impl<'a> Builder<'a> {
 
 /// A built graph in plain arrays, ready to be written to `graph.bin`.
 pub struct BuiltGraph {
+    /// Most links per node on levels above 0.
     pub m: usize,
+    /// Most links per node on level 0 (`2 * m`).
     pub m0: usize,
+    /// The entry point of searches: a node on the top level.
     pub entry: u32,
+    /// The top level (the entry point's).
     pub max_level: usize,
+    /// n x (1 + m0): each node's level-0 link count, then its links (padded with 0).
     pub level0: Vec<u32>,
+    /// Each node's top level (0..=15).
     pub levels: Vec<u8>,
+    /// n + 1 entries: each node's first (1 + m)-word block in `upper` (its level 1).
     pub upper_start: Vec<u32>,
+    /// (1 + m)-word blocks, one per node and level above 0: link count, then links.
     pub upper: Vec<u32>,
 }
 

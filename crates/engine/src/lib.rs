@@ -9,6 +9,7 @@
 //!   the same module's reader ([`storage`] places it) and picks the structure a search
 //!   walks by index kind; [`Index::search`] answers queries. Distances live in [`distance`].
 //! - [`exact::knn`] is the exact ground truth; [`eval`] measures recall and speed.
+#![warn(missing_docs)]
 
 pub mod binary;
 pub mod build;

@@ -39,9 +39,13 @@ pub const DEFAULT_ITERS: usize = 20;
 /// iterations, `seed` for the initial centroids.
 #[derive(Debug, Clone, Copy)]
 pub struct PqParams {
+    /// Subspaces, which is also bytes per code; must divide the dimension.
     pub m: usize,
+    /// Most rows used for training (at least [`KSUB`]). Default [`DEFAULT_SAMPLE`].
     pub sample: usize,
+    /// Most Lloyd iterations per subspace (at least 1). Default [`DEFAULT_ITERS`].
     pub iters: usize,
+    /// Seed of the initial centroid choice. Default 42.
     pub seed: u64,
 }
 
@@ -211,6 +215,7 @@ impl Pq {
         }
     }
 
+    /// Dimensions of the vectors it encodes.
     pub fn dim(&self) -> usize {
         self.dim
     }

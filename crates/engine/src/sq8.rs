@@ -93,12 +93,15 @@ impl Sq8 {
         Ok(Sq8 { lo, step })
     }
 
+    /// Dimensions of the vectors it encodes.
     pub fn dim(&self) -> usize {
         self.lo.len()
     }
+    /// Low end of each dimension's range (the value of code 0).
     pub fn lo(&self) -> &[f32] {
         &self.lo
     }
+    /// Each dimension's step between consecutive codes (always > 0).
     pub fn step(&self) -> &[f32] {
         &self.step
     }

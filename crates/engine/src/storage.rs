@@ -19,6 +19,7 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// Parse a name as [`Placement::name`] gives it (`mmap`, `ram`); `None` for anything else.
     pub fn parse(s: &str) -> Option<Placement> {
         match s {
             "mmap" => Some(Placement::Mmap),
@@ -29,6 +30,7 @@ impl Placement {
 }
 
 impl Placement {
+    /// The name on the command line and in reports: `mmap` or `ram`.
     pub fn name(self) -> &'static str {
         match self {
             Placement::Mmap => "mmap",
@@ -58,6 +60,7 @@ pub enum VectorPlacement {
 }
 
 impl VectorPlacement {
+    /// Parse a name as [`VectorPlacement::name`] gives it; `None` for anything else.
     pub fn parse(s: &str) -> Option<VectorPlacement> {
         match s {
             "mmap" => Some(VectorPlacement::Mmap),
@@ -67,6 +70,7 @@ impl VectorPlacement {
             _ => None,
         }
     }
+    /// The name on the command line and in reports: `mmap`, `ram`, `disk` or `none`.
     pub fn name(self) -> &'static str {
         match self {
             VectorPlacement::Mmap => "mmap",
@@ -88,8 +92,11 @@ impl VectorPlacement {
 /// Where each part of an opened index lives, as reported by `/stats` and `eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct PartPlacement {
+    /// `vectors.bin`.
     pub vectors: VectorPlacement,
+    /// `graph.bin`, `ids.bin` and `ivf.bin`.
     pub graph: Placement,
+    /// `codes.bin`.
     pub codes: Placement,
 }
 
@@ -98,9 +105,11 @@ pub struct PartPlacement {
 /// rescoring vectors stay mapped or on disk.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadOptions {
+    /// `vectors.bin` (the float32 rows).
     pub vectors: VectorPlacement,
     /// `graph.bin` and `ids.bin`.
     pub graph: Placement,
+    /// `codes.bin` (quantized indexes).
     pub codes: Placement,
     /// Pre-fault every page at open (`MAP_POPULATE`), so the first queries do not pay for
     /// page faults.
@@ -149,6 +158,7 @@ impl LoadOptions {
         }
     }
 
+    /// The placements alone, as [`PartPlacement`] reports them.
     pub fn parts(&self) -> PartPlacement {
         PartPlacement {
             vectors: self.vectors,
@@ -238,6 +248,7 @@ impl FileBytes {
         }
     }
 
+    /// The whole file.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.inner {
             Inner::Mmap(m) => m,
@@ -245,6 +256,7 @@ impl FileBytes {
         }
     }
 
+    /// True when the file is mapped rather than copied into private memory.
     pub fn is_mmap(&self) -> bool {
         matches!(self.inner, Inner::Mmap(_))
     }
@@ -276,6 +288,7 @@ impl DiskRows {
         })
     }
 
+    /// The file the rows are read from.
     pub fn path(&self) -> &Path {
         &self.path
     }

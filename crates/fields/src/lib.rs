@@ -69,6 +69,7 @@
 //! distinct value ordinals as CSR (offsets + ordinals), presence bitmap, ignored count;
 //! integer/datetime/float — per-row sorted distinct values as CSR, `(value, row)` pairs sorted
 //! by value (then row) as two arrays, presence bitmap; bool — the `true` and `false` bitmaps.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod cursor;

@@ -34,9 +34,14 @@ pub enum FilterView {
     Ids(Vec<DocId>),
     /// `bool`: every `must`, at least `min_should` of `should`, none of `must_not`.
     And {
+        /// Clauses that must all match (`must` and `filter`).
         must: Vec<FilterView>,
+        /// Clauses of which at least `min_should` must match.
         should: Vec<FilterView>,
+        /// Clauses none of which may match.
         must_not: Vec<FilterView>,
+        /// How many `should` clauses must match: `minimum_should_match` resolved (without
+        /// it, 1 when there are `should` but no `must` clauses, else 0); at most `should.len()`.
         min_should: usize,
     },
 }
@@ -72,10 +77,13 @@ impl Filter {
 /// One value of a field converted to its type, as the field index stores it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TypedValue {
+    /// Keywords (numbers and bools in a keyword field become their JSON text).
     Keyword(String),
     /// Integers, and datetimes as epoch milliseconds.
     Int(i64),
+    /// Floats (numbers and numeric strings in a float field).
     Float(f64),
+    /// Bools (`true`/`false`, or the strings `"true"`/`"false"` in a bool field).
     Bool(bool),
 }
 

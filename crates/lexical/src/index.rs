@@ -105,8 +105,11 @@ impl LexicalQuery {
 /// A collection sums them over its segments so that every segment scores alike.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bm25Stats {
+    /// Documents (`N`).
     pub docs: u64,
+    /// Tokens over all those documents.
     pub tokens: u64,
+    /// Per query term, the documents holding it (`n_t`).
     pub doc_freqs: Vec<u64>,
 }
 

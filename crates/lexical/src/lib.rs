@@ -48,6 +48,7 @@
 //! the query counts `m` times (its clause is boosted by `m`): the sum over query tokens, as a
 //! Lucene `BooleanQuery` of repeated clauses and `bm25s`' `get_scores` both compute. The
 //! query is a disjunction (OR) of the terms. Ties are broken by the lower row.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod analyzer;
@@ -127,8 +128,11 @@ pub struct LexicalMeta {
 /// One file of a lexical index, as [`META_FILE`] records it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct LexicalFile {
+    /// File name, relative to the index directory.
     pub name: String,
+    /// Size in bytes when the writer finished.
     pub bytes: u64,
+    /// CRC32 of the file's bytes when the writer finished.
     pub crc32: u32,
 }
 
@@ -142,20 +146,32 @@ pub enum Error {
     /// A file system operation failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file or directory involved.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
     /// The directory is not a (readable) lexical index of this format.
     #[error("{}: {msg}", path.display())]
-    Format { path: PathBuf, msg: String },
+    Format {
+        /// The index directory, or the file at fault.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
     /// `create` was given a directory that already holds files.
     #[error("{}: directory exists and is not empty", path.display())]
-    NotEmpty { path: PathBuf },
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+    },
     /// tantivy failed.
     #[error("{}: tantivy: {source}", path.display())]
     Tantivy {
+        /// The index directory.
         path: PathBuf,
+        /// tantivy's error.
         #[source]
         source: tantivy::TantivyError,
     },
@@ -164,7 +180,12 @@ pub enum Error {
     InvalidConfig(String),
     /// Rows must be added as 0, 1, 2, ...
     #[error("rows must be added in order 0, 1, 2, ...: expected row {expected}, got {got}")]
-    OutOfOrder { expected: u64, got: u32 },
+    OutOfOrder {
+        /// The row that was due next.
+        expected: u64,
+        /// The row given.
+        got: u32,
+    },
 }
 
 /// Result of this crate.

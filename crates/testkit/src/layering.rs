@@ -195,11 +195,17 @@ pub struct Graph {
     pub not_modules: Vec<(String, String)>,
 }
 
-/// The module graph of the crate whose sources are under `src` (with `lib.rs`).
+/// The module graph of the crate whose sources are under `src` (with `lib.rs`, or `main.rs`
+/// for a binary crate).
 pub fn graph(src: &Path) -> Graph {
     let mut files = Vec::new();
     rust_files(src, &mut files);
-    let lib = strip_comments(&std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs"));
+    let root = if src.join("lib.rs").exists() {
+        src.join("lib.rs")
+    } else {
+        src.join("main.rs")
+    };
+    let lib = strip_comments(&std::fs::read_to_string(&root).expect("lib.rs or main.rs"));
     let modules = declared_modules(&lib);
     let mut g = Graph {
         edges: modules

@@ -29,6 +29,7 @@
 //! under the reader's feet. searchd's own writers never modify a file in place (they write a
 //! temporary file and rename it over the old name), so replacing a file with
 //! [`write_vectors`] while another process has the old one mapped is safe.
+#![warn(missing_docs)]
 
 mod atomic;
 #[cfg(feature = "hdf5")]
@@ -49,21 +50,38 @@ pub enum Error {
     /// The operating system refused (not found, permission, disk full...).
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// The file is damaged or not what its extension says (bad magic, truncated,
     /// inconsistent rows, wrong number of dimensions, empty...).
     #[error("{}: {message}", path.display())]
-    Format { path: PathBuf, message: String },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A well-formed file this library does not handle (big-endian, Fortran order, unknown
     /// dtype or extension, HDF5 without the `hdf5` feature).
     #[error("{}: {message}", path.display())]
-    Unsupported { path: PathBuf, message: String },
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// What is not supported.
+        message: String,
+    },
     /// Values or arguments that are not acceptable (NaN/infinity when checked, length
     /// mismatch when writing, dimension 0...).
     #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The file being read or written.
+        path: PathBuf,
+        /// What is not acceptable, and where.
+        message: String,
+    },
 }
 
 impl Error {
@@ -103,6 +121,7 @@ impl Error {
     }
 }
 
+/// Result of this crate's operations.
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Row-major `n x dim` f32 matrix: either zero-copy over a memory-mapped little-endian
@@ -228,8 +247,11 @@ impl fmt::Debug for Vectors {
 /// Integer matrix (ground-truth ids), `n` rows of `k`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdMatrix {
+    /// Number of rows (one per query).
     pub n: usize,
+    /// Ids per row.
     pub k: usize,
+    /// `n * k` ids, row-major.
     pub data: Vec<i64>,
 }
 

@@ -159,8 +159,11 @@ impl Default for SynthParams {
 /// of unit length.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SynthData {
+    /// The base vectors ("passages"), `n x dim`, row-major.
     pub base: Vec<f32>,
+    /// The query vectors, `queries x dim`, row-major.
     pub queries: Vec<f32>,
+    /// Dimensions per vector.
     pub dim: usize,
 }
 

@@ -36,7 +36,10 @@ pub enum Quantization {
     Sq8,
     /// Product quantization with `m` subspaces of 256 centroids ([`crate::pq`]): `m` bytes
     /// per vector.
-    Pq { m: usize },
+    Pq {
+        /// Subspaces, which is also bytes per code; must divide the dimension.
+        m: usize,
+    },
     /// One bit per dimension, sign after centring ([`crate::binary`]).
     Binary,
 }
@@ -51,6 +54,8 @@ impl Quantization {
             Quantization::Binary => "binary".into(),
         }
     }
+    /// Parse a name as [`Quantization::name`] gives it; `None` for anything else (`m` is
+    /// not checked against a dimension here).
     pub fn parse(s: &str) -> Option<Quantization> {
         match s {
             "none" => Some(Quantization::None),

@@ -37,9 +37,13 @@ pub const READ_VERSIONS: std::ops::RangeInclusive<u32> = 1..=FORMAT_VERSION;
 /// float32 vectors; this is the default `oversample` (a manifest may record another, a
 /// search may ask for another).
 pub const DEFAULT_OVERSAMPLE: f32 = 4.0;
+/// Length of the [`Header`] every binary index file starts with, in bytes.
 pub const HEADER_LEN: usize = 64;
+/// Magic of `vectors.bin` (every index).
 pub const VECTORS_MAGIC: [u8; 8] = *b"SRCHDVEC";
+/// Magic of `graph.bin` (HNSW indexes).
 pub const GRAPH_MAGIC: [u8; 8] = *b"SRCHDHNS";
+/// Magic of `ids.bin` (HNSW indexes).
 pub const IDS_MAGIC: [u8; 8] = *b"SRCHDIDS";
 /// `codes.bin` of quantized indexes.
 pub const CODES_MAGIC: [u8; 8] = *b"SRCHDCOD";
@@ -51,18 +55,24 @@ pub const CODES_SQ8: u64 = 1;
 pub const CODES_PQ: u64 = 2;
 /// Binary (sign after centring) codes.
 pub const CODES_BINARY: u64 = 3;
+/// File name of the manifest in an index directory.
 pub const MANIFEST: &str = "manifest.json";
+/// The `format` value of every manifest: what marks a directory as a searchd index.
 pub const MANIFEST_FORMAT: &str = "searchd-index";
 
 /// Fixed-size header of every binary index file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// Which file this is (e.g. [`VECTORS_MAGIC`]).
     pub magic: [u8; 8],
+    /// Format version the file was written in.
     pub version: u32,
+    /// Six values whose meaning depends on the file (counts, dimensions...; see its module).
     pub fields: [u64; 6],
 }
 
 impl Header {
+    /// A header of the current [`FORMAT_VERSION`].
     pub fn new(magic: [u8; 8], fields: [u64; 6]) -> Header {
         Header {
             magic,
@@ -71,6 +81,7 @@ impl Header {
         }
     }
 
+    /// The 64 bytes on disk: magic, version, header length, then the fields, little-endian.
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[..8].copy_from_slice(&self.magic);

@@ -4,6 +4,8 @@
 //! at least the exact k-th best score minus 1e-6, so neighbours with equal scores are not
 //! counted as misses.
 
+pub mod ranking;
+
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -45,13 +47,24 @@ pub fn recall_at(
 /// One row of `searchd eval`: the `searchd.eval.v1` row.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EvalRow {
+    /// The search `ef` of this row (HNSW candidate list size; IVF-PQ lists probed).
     pub ef: usize,
+    /// Mean tie-aware recall@1 over the queries; `None` when `k` is 0 or the ground truth
+    /// has no ids.
     pub recall_at_1: Option<f64>,
+    /// Mean tie-aware recall@10 over the queries; `None` when `k` or the ground truth per
+    /// query is shorter than 10.
     pub recall_at_10: Option<f64>,
+    /// Mean tie-aware recall@100 over the queries; `None` when `k` or the ground truth per
+    /// query is shorter than 100.
     pub recall_at_100: Option<f64>,
+    /// Queries per second on one thread, one query at a time.
     pub qps_1thread: f64,
+    /// Median single-thread query latency, in microseconds.
     pub p50_us: f64,
+    /// 99th-percentile single-thread query latency, in microseconds.
     pub p99_us: f64,
+    /// Queries per second with every pool thread searching in its own loop.
     pub qps_all_threads: f64,
     /// Threads used for `qps_all_threads`.
     pub threads: usize,
@@ -60,7 +73,10 @@ pub struct EvalRow {
 /// Evaluation settings.
 #[derive(Debug, Clone)]
 pub struct EvalConfig {
+    /// Hits asked per query. Default 10.
     pub k: usize,
+    /// The `ef` values to evaluate, one [`EvalRow`] each, in order. Default 16, 32, 64,
+    /// 128, 256.
     pub efs: Vec<usize>,
     /// Threads for the all-thread throughput (0 = one per core).
     pub threads: usize,

@@ -1,95 +1,20 @@
-//! `searchd demo`: the whole pipeline on built-in synthetic data, in one process.
+//! `searchd demo` on vectors: the whole pipeline on built-in synthetic data, in one process.
 //!
 //! data -> exact ground truth -> HNSW build -> recall gate -> server on a free loopback
 //! port -> warm-up + SLO-stopped capacity ramp -> table, DIR/report.json, DIR/report.html.
 //! Every artefact is kept in DIR and reused by the next run when its inputs match.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use clap::Args;
 use searchd_engine::{
     build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
 };
 
-use crate::commands::write_json;
+use crate::demo::common::{dir_err, serve_and_ramp, step, RECALL_GATE};
+use crate::flags::demo::DemoArgs;
+use crate::util::write_json;
 use crate::util::{bar, fmt_duration, human_bytes, summary, CliError, CmdResult};
-
-/// Recall@10 the demo's index must reach at the serving ef, or the demo fails.
-pub(crate) const RECALL_GATE: f64 = 0.90;
-
-#[derive(Args, Debug)]
-pub struct DemoArgs {
-    /// Working directory: data, ground truth, index and reports; reused when present.
-    #[arg(long, default_value = "searchd-demo")]
-    pub dir: PathBuf,
-    /// Number of synthetic base vectors [default: 200000; 20000 with --backend qdrant:
-    /// Qdrant builds its HNSW graph after the upload, and 20,000 x 384 is ready in about 6 s
-    /// on 2 cores].
-    #[arg(long)]
-    pub n: Option<usize>,
-    /// Dimensions.
-    #[arg(long, default_value_t = 384)]
-    pub dim: usize,
-    /// Number of queries (rotated through by the load generator).
-    #[arg(long, default_value_t = 1000)]
-    pub queries: usize,
-    /// ef the server uses (and the recall gate checks).
-    #[arg(long, default_value_t = 64)]
-    pub ef: usize,
-    /// HNSW build candidate list size (lower builds faster, with lower recall).
-    #[arg(long, default_value_t = 100)]
-    pub ef_construction: usize,
-    /// Concurrency steps of the capacity ramp.
-    #[arg(long, default_value = "1,2,4,8,16,32,64,128")]
-    pub ramp: String,
-    /// Warm-up of each ramp step.
-    #[arg(long, default_value = "2s")]
-    pub warmup: String,
-    /// Measured time of each ramp step.
-    #[arg(long, default_value = "4s")]
-    pub duration: String,
-    /// Latency SLO (ms) that stops the ramp.
-    #[arg(long, default_value_t = 100.0)]
-    pub slo_p99_ms: f64,
-    /// Seed of the synthetic data.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// The collection path instead: synthetic documents with ids, text and typed fields,
-    /// ingested into a collection, served, fetched by id and searched with fields. Vectors
-    /// come from the synthetic generator unless --model is given.
-    #[arg(long)]
-    pub text: bool,
-    /// With --text: embed the documents' text and the query texts with this
-    /// sentence-transformers model directory, and ramp text queries.
-    #[arg(long, value_name = "DIR", requires = "text")]
-    pub model: Option<std::path::PathBuf>,
-    /// The engine behind the demo's server: `local` (searchd's own, built in DIR) or
-    /// `qdrant`: a Qdrant node started on free loopback ports (the binary from QDRANT_BIN
-    /// or a qdrant executable on PATH; exit 2 when there is none), the vectors uploaded into it,
-    /// searchd serving it with `--backend qdrant`, reports in DIR/qdrant/.
-    #[arg(
-        long,
-        value_enum,
-        default_value_t = crate::flags::serve::BackendKind::Local,
-        hide_possible_values = true
-    )]
-    pub backend: crate::flags::serve::BackendKind,
-}
-
-/// `--n` of the local demo when not given.
-pub const LOCAL_DEMO_N: usize = 200_000;
-
-impl DemoArgs {
-    /// `--n`, or the backend's default.
-    pub fn n(&self) -> usize {
-        self.n.unwrap_or(match self.backend {
-            crate::flags::serve::BackendKind::Local => LOCAL_DEMO_N,
-            crate::flags::serve::BackendKind::Qdrant => crate::demo_qdrant::QDRANT_DEMO_N,
-        })
-    }
-}
 
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
 struct DataStamp {
@@ -100,21 +25,8 @@ struct DataStamp {
     ef_construction: usize,
 }
 
-pub(crate) fn step(msg: &str) {
-    eprintln!("==> {msg}");
-}
-
-pub(crate) fn dir_err(p: &Path, e: impl std::fmt::Display) -> CliError {
-    CliError::Input(format!("{}: {e}", p.display()))
-}
-
-pub fn demo(a: &DemoArgs) -> CmdResult {
-    if a.backend == crate::flags::serve::BackendKind::Qdrant {
-        return crate::demo_qdrant::demo_qdrant(a);
-    }
-    if a.text {
-        return crate::demo_text::demo_text(a);
-    }
+/// The vector demo on the local engine.
+pub fn run(a: &DemoArgs) -> CmdResult {
     let started = Instant::now();
     let n = a.n();
     if n < 100 || a.dim == 0 || a.queries == 0 {
@@ -329,84 +241,4 @@ fn eval_html(
         "Recall@10 against QPS (in process)",
     )?);
     Ok(s)
-}
-
-/// Steps 5 and 6 of a demo: serve `scfg` on a free loopback port in this process (on `rt`),
-/// wait for `/ready`, ramp with the demo's load settings against the ground truth in
-/// `gt_path`, stop the server and print the table. `about` ends the "listening" line.
-/// The demo's capacity ramp against `url`: the ramp, warm-up, step length, SLO and query
-/// count of `a`; callers set what else they need (`gt`, `endpoint`, `text_queries`).
-pub(crate) fn load_config(url: &str, a: &DemoArgs) -> Result<searchd_load::LoadConfig, CliError> {
-    use searchd_load::config::{parse_duration, parse_ramp};
-    let bad = |what: &str, e: String| CliError::Input(format!("demo load settings: {what}: {e}"));
-    let mut c = searchd_load::LoadConfig::new(url);
-    c.ramp = parse_ramp(&a.ramp).map_err(|e| bad("--ramp", e))?;
-    c.warmup = parse_duration(&a.warmup).map_err(|e| bad("--warmup", e))?;
-    c.duration = parse_duration(&a.duration).map_err(|e| bad("--duration", e))?;
-    c.slo_p99_ms = a.slo_p99_ms;
-    c.query_count = a.queries;
-    Ok(c)
-}
-
-pub(crate) fn serve_and_ramp(
-    rt: &tokio::runtime::Runtime,
-    scfg: searchd_server::ServerConfig,
-    a: &DemoArgs,
-    gt_path: &Path,
-    about: &str,
-) -> Result<searchd_load::Report, CliError> {
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .map_err(|e| CliError::Failed(format!("cannot bind a loopback port: {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| CliError::Failed(e.to_string()))?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(searchd_server::serve(scfg, listener, async move {
-        let _ = stop_rx.await;
-    }));
-    let url = format!("http://{addr}");
-    wait_ready(addr, Duration::from_secs(120))?;
-    eprintln!("    listening on {url}, ready{about}");
-
-    step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
-    let mut load_args = load_config(&url, a)?;
-    load_args.gt = Some(gt_path.to_path_buf());
-    let report = rt.block_on(searchd_load::run(&load_args));
-    let _ = stop_tx.send(());
-    let _ = rt.block_on(server);
-    let report = report.map_err(|e| CliError::Failed(e.to_string()))?;
-
-    println!();
-    searchd_load::print_table(&report, &mut std::io::stdout().lock())
-        .map_err(|e| CliError::Failed(e.to_string()))?;
-    Ok(report)
-}
-
-/// Poll `GET /ready` until the in-process server answers 200 (it opens the index after it
-/// binds), so the load lab's preflight never meets a 503 `not_ready`.
-pub(crate) fn wait_ready(addr: std::net::SocketAddr, limit: Duration) -> Result<(), CliError> {
-    use std::io::{Read, Write};
-    let t = Instant::now();
-    loop {
-        let ok = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))
-            .and_then(|mut s| {
-                s.set_read_timeout(Some(Duration::from_secs(2)))?;
-                s.write_all(b"GET /ready HTTP/1.1\r\nhost: demo\r\nconnection: close\r\n\r\n")?;
-                let mut head = [0u8; 12];
-                s.read_exact(&mut head)?;
-                Ok(&head == b"HTTP/1.1 200")
-            })
-            .unwrap_or(false);
-        if ok {
-            return Ok(());
-        }
-        if t.elapsed() > limit {
-            return Err(CliError::Failed(format!(
-                "the demo server on {addr} was not ready after {}s",
-                limit.as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

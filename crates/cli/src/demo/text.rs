@@ -14,16 +14,11 @@ use searchd_collection::ingest::{self, IngestConfig};
 use searchd_collection::{Collection, DocRef};
 use searchd_engine::{HnswParams, IndexKind, LoadOptions, Metric, SearchParams};
 
-use crate::commands::write_json;
-use crate::demo::DemoArgs;
+use crate::demo::common::{step, RECALL_GATE};
+use crate::flags::demo::DemoArgs;
 use crate::text::ModelAdapter;
+use crate::util::write_json;
 use crate::util::{fmt_duration, summary, CliError, CmdResult};
-
-const RECALL_GATE: f64 = 0.90;
-
-fn step(msg: &str) {
-    eprintln!("==> {msg}");
-}
 
 /// A small deterministic vocabulary: topic t owns words `w{t}_{j}`-like syllable strings.
 fn word(topic: usize, j: usize) -> String {
@@ -154,7 +149,8 @@ fn recall(coll: &Collection, queries: &[f32], dim: usize, ef: usize) -> CmdResul
     Ok(hit as f64 / (nq * 10) as f64)
 }
 
-pub fn demo_text(a: &DemoArgs) -> CmdResult {
+/// The demo on documents.
+pub fn run(a: &DemoArgs) -> CmdResult {
     let started = Instant::now();
     let model = match &a.model {
         Some(dir) => Some(ModelAdapter::load(dir, 0, None)?),
@@ -277,7 +273,7 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
         let _ = stop_rx.await;
     }));
     let url = format!("http://{addr}");
-    crate::demo::wait_ready(addr, std::time::Duration::from_secs(120))?;
+    crate::demo::common::wait_ready(addr, std::time::Duration::from_secs(120))?;
     eprintln!("    listening on {url}, ready");
 
     step("5/6 documents by id and searches with fields, checked");
@@ -301,7 +297,7 @@ pub fn demo_text(a: &DemoArgs) -> CmdResult {
     step("6/6 capacity ramp: warm-up, rotating queries, stop at the SLO");
     let json_path = dir.join("report.json");
     let html_path = dir.join("report.html");
-    let mut load_args = crate::demo::load_config(&url, a)?;
+    let mut load_args = crate::demo::common::load_config(&url, a)?;
     load_args.endpoint = searchd_load::config::parse_endpoint("POST /collections/demo/search")
         .map_err(CliError::Input)?;
     if model.is_some() {

@@ -17,18 +17,16 @@ use searchd_server::qdrant::admin::{self, CollectionSpec, Existing, IngestOption
 use searchd_server::qdrant::local::{find_binary, LocalQdrant};
 use searchd_server::qdrant::QdrantTarget;
 
-use crate::commands::write_json;
-use crate::demo::{dir_err, serve_and_ramp, step, DemoArgs, RECALL_GATE};
+use crate::demo::common::{dir_err, serve_and_ramp, step, RECALL_GATE};
+use crate::flags::demo::DemoArgs;
+use crate::util::write_json;
 use crate::util::{bar, fmt_duration, summary, CliError, CmdResult};
-
-/// `--n` of `demo --backend qdrant` when not given: Qdrant builds its HNSW graph after the
-/// upload, and 200,000 x 384 takes minutes on 2 cores.
-pub const QDRANT_DEMO_N: usize = 20_000;
 
 /// Name of the demo's Qdrant collection.
 const NAME: &str = "demo";
 
-pub fn demo_qdrant(a: &DemoArgs) -> CmdResult {
+/// The demo with Qdrant as the engine.
+pub fn run(a: &DemoArgs) -> CmdResult {
     let started = Instant::now();
     if a.text {
         return Err(CliError::Input(
