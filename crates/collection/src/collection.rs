@@ -20,6 +20,7 @@ use crate::segment::{read_live, Segment};
 /// What a lexical search found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LexicalResult {
+    /// The hits, best (highest BM25 score) first.
     pub hits: Vec<DocHit>,
     /// Distinct query terms searched for (0: the text had no indexable words).
     pub terms: usize,
@@ -30,9 +31,13 @@ pub struct LexicalResult {
 /// What [`Collection::search_hybrid`] found, with the time of each stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HybridResult {
+    /// The fused hits, best first.
     pub hits: Vec<fusion::Fused>,
+    /// Time of the dense search, in microseconds.
     pub dense_us: u64,
+    /// Time of the lexical search, in microseconds.
     pub lexical_us: u64,
+    /// Time of the fusion, in microseconds.
     pub fuse_us: u64,
     /// The query text was cut to the lexical limits.
     pub truncated: bool,
@@ -41,7 +46,9 @@ pub struct HybridResult {
 /// Which side of a hybrid search failed.
 #[derive(Debug)]
 pub enum HybridError {
+    /// The dense (vector) search failed.
     Dense(SearchError),
+    /// The lexical search failed.
     Lexical(Error),
 }
 
@@ -68,6 +75,7 @@ pub struct SegmentRun {
     pub plan: Option<searchd_engine::FilterPlan>,
 }
 
+/// An open collection (or bare index): its segments and which of their rows are alive, as of one log sequence number.
 pub struct Collection {
     pub(crate) dir: PathBuf,
     pub(crate) manifest: Option<Manifest>,
@@ -198,6 +206,7 @@ impl Collection {
 }
 
 impl Collection {
+    /// The collection's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -205,9 +214,11 @@ impl Collection {
     pub fn manifest(&self) -> Option<&Manifest> {
         self.manifest.as_ref()
     }
+    /// The model that embedded the collection's texts; `None` when vectors were given or for a bare index.
     pub fn model(&self) -> Option<&ModelRecord> {
         self.manifest.as_ref()?.model.as_ref()
     }
+    /// The segments, in manifest order (a [`DocRef::segment`] indexes this).
     pub fn segments(&self) -> &[Arc<Segment>] {
         &self.segments
     }
@@ -242,9 +253,11 @@ impl Collection {
             .map(|(s, l)| l.as_ref().map_or(0, |b| s.len() as u64 - b.len()))
             .sum()
     }
+    /// Dimension of the vectors.
     pub fn dim(&self) -> usize {
         self.dim
     }
+    /// The distance metric of the vectors.
     pub fn metric(&self) -> Metric {
         self.metric
     }
@@ -256,6 +269,7 @@ impl Collection {
             .map(|(s, l)| l.as_ref().map_or(s.len(), |b| b.len() as usize))
             .sum()
     }
+    /// Whether no document is alive.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -8,7 +8,9 @@ use crate::manifest::ModelRecord;
 /// and passages differently (`searchd-embed` reads the prefixes from the model directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TextKind {
+    /// Text embedded as a search query.
     Query,
+    /// Text embedded as a document passage.
     Passage,
 }
 

@@ -5,29 +5,47 @@ use std::path::PathBuf;
 /// corruption (exit status 1 from the CLI... see `searchd`'s exit codes).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// An I/O error on `path`.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// `path` is not a searchd collection, or its manifest or files are malformed.
     #[error("{path}: not a searchd collection ({message})")]
-    Format { path: PathBuf, message: String },
+    Format {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An error of the vector index (`searchd-engine`).
     #[error(transparent)]
     Engine(#[from] searchd_engine::Error),
+    /// An error reading documents or the document store.
     #[error(transparent)]
     Docs(#[from] searchd_docs::Error),
     /// A document or parameter the user must fix; the message names the file, line and field.
     #[error("{0}")]
     Input(String),
+    /// The embedder failed (its message).
     #[error("embedder: {0}")]
     Embed(String),
+    /// An error of the lexical index.
     #[error(transparent)]
     Lexical(#[from] searchd_lexical::Error),
+    /// An error of the field indexes.
     #[error(transparent)]
     Fields(#[from] searchd_fields::Error),
+    /// The output already exists and `force` was not given.
     #[error("{path} already exists; pass --force to replace it")]
-    Exists { path: PathBuf },
+    Exists {
+        /// The existing path.
+        path: PathBuf,
+    },
     /// A write to a collection that is not open for writing (HTTP 409).
     #[error("{0}")]
     ReadOnly(String),
@@ -96,4 +114,5 @@ impl Error {
     }
 }
 
+/// This crate's `Result`, with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

@@ -41,6 +41,7 @@ const OPEN_ATTEMPTS: usize = 5;
 pub struct LiveDoc {
     /// Where it lives in the view.
     pub doc: DocRef,
+    /// The document's own id.
     pub id: DocId,
     /// The stored vector (unit length under cosine).
     pub vector: Vec<f32>,
@@ -216,6 +217,7 @@ impl LiveDocs {
         self.starts.last().copied().unwrap_or(0)
     }
 
+    /// Whether no document is alive.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

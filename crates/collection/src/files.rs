@@ -11,8 +11,11 @@ use crate::error::{Error, Result};
 /// One file of a segment, with its size and checksum.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileMeta {
+    /// The file's name in the segment directory.
     pub name: String,
+    /// Its size, in bytes.
     pub bytes: u64,
+    /// CRC32 of its contents.
     pub crc32: u32,
 }
 

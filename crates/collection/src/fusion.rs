@@ -30,17 +30,21 @@ pub const MAX_WINDOW: usize = 1000;
 /// How per-list scores are normalised before a weighted sum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Normalize {
+    /// Map each list's scores to `[0, 1]` (all-equal scores map to 1).
     MinMax,
+    /// Subtract each list's mean and divide by its standard deviation.
     ZScore,
 }
 
 impl Normalize {
+    /// The method's name (`minmax`, `zscore`).
     pub fn name(self) -> &'static str {
         match self {
             Normalize::MinMax => "minmax",
             Normalize::ZScore => "zscore",
         }
     }
+    /// Parses a method's name (`minmax`/`min_max`, `zscore`/`z_score`/`mean_std`); `None` if unknown.
     pub fn parse(s: &str) -> Option<Normalize> {
         match s {
             "minmax" | "min_max" => Some(Normalize::MinMax),
@@ -53,13 +57,18 @@ impl Normalize {
 /// A fusion method and its parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fusion {
+    /// Reciprocal rank fusion: `sum over lists of 1 / (rank_constant + rank)`.
     Rrf {
         /// `k` of RRF (at least 1).
         rank_constant: u32,
     },
+    /// A weighted sum of the per-list normalised scores.
     Weighted {
+        /// Weight of the dense list (finite, at least 0).
         dense: f32,
+        /// Weight of the lexical list (finite, at least 0).
         lexical: f32,
+        /// How each list's scores are normalised first.
         normalize: Normalize,
     },
 }
@@ -119,7 +128,9 @@ impl Fusion {
 /// Per-list contribution of a fused hit (for explanations and tests).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fused {
+    /// The document.
     pub doc: DocRef,
+    /// Its fused score (higher is better).
     pub score: f32,
     /// 1-based rank in the dense list, if present in its window.
     pub dense_rank: Option<u32>,
@@ -128,6 +139,7 @@ pub struct Fused {
 }
 
 impl Fused {
+    /// The document with its fused score.
     pub fn hit(&self) -> DocHit {
         DocHit {
             doc: self.doc,

@@ -42,11 +42,15 @@ use crate::segwrite::{Finish, SegmentWriter, Step};
 /// 10,000 documents, 256 texts per embedder call, bad documents stop the run.
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
+    /// The documents file (JSONL or Parquet).
     pub docs: PathBuf,
+    /// The collection directory to create.
     pub out: PathBuf,
+    /// How documents are read: id, text, vector and stored fields.
     pub reader: ReaderConfig,
     /// Vectors from this matrix (`.npy` etc.), row i = document i of the file.
     pub vectors_file: Option<PathBuf>,
+    /// The vector index's parameters (HNSW, metric).
     pub build: BuildConfig,
     /// Documents per checkpoint of the embedding phase (at least 1).
     pub checkpoint_every: usize,
@@ -75,6 +79,7 @@ pub const DEFAULT_CHECKPOINT_EVERY: usize = 10_000;
 pub const DEFAULT_BATCH: usize = 256;
 
 impl IngestConfig {
+    /// The defaults (see [`IngestConfig`]) for ingesting `docs` into `out`.
     pub fn new(docs: impl Into<PathBuf>, out: impl Into<PathBuf>) -> IngestConfig {
         IngestConfig {
             docs: docs.into(),
@@ -100,35 +105,60 @@ pub enum Event {
     /// A phase starts; `total` is in documents (or bytes for `read` when the count is
     /// unknown: then `bytes` is true).
     Phase {
+        /// The phase: `read`, `embed`, `build`, `lexical` or `fields`.
         name: &'static str,
+        /// Its total, in documents (or bytes, see `bytes`).
         total: u64,
+        /// Whether `total` is in bytes.
         bytes: bool,
     },
     /// Progress within the phase (same unit as its total).
-    Progress { done: u64 },
+    Progress {
+        /// Done so far in the phase.
+        done: u64,
+    },
     /// Checkpoints of an earlier run were found: this many documents are already embedded.
-    Resumed { docs: u64, chunks: usize },
+    Resumed {
+        /// Documents already embedded.
+        docs: u64,
+        /// Checkpoint chunks found.
+        chunks: usize,
+    },
     /// A bad document was skipped (`skip_bad`).
-    Skipped { message: String },
+    Skipped {
+        /// The error that made it bad.
+        message: String,
+    },
 }
 
 /// What a run did.
 #[derive(Debug, Clone, Serialize)]
 pub struct IngestReport {
+    /// Documents in the collection.
     pub docs: u64,
+    /// Bad documents skipped (`skip_bad`).
     pub skipped: u64,
+    /// Dimension of the vectors.
     pub dim: usize,
     /// Documents embedded in this run (not loaded from checkpoints).
     pub embedded: u64,
     /// Documents whose vectors came from checkpoints of an earlier run.
     pub resumed: u64,
+    /// Time reading the documents, in seconds.
     pub read_seconds: f64,
+    /// Time embedding texts, in seconds.
     pub embed_seconds: f64,
+    /// Time building the vector index, in seconds.
     pub build_seconds: f64,
+    /// Time building the lexical index, in seconds.
     pub lexical_seconds: f64,
+    /// Time building the field indexes, in seconds.
     pub fields_seconds: f64,
+    /// Time of the whole run, in seconds.
     pub total_seconds: f64,
+    /// Bytes written: vector index, stored documents, lexical and field indexes.
     pub bytes: u64,
+    /// The model that embedded the texts; `None` when vectors were given.
     pub model: Option<ModelRecord>,
     /// The typed fields indexed (declared or inferred) and those left unindexed, with why.
     pub schema: Option<searchd_fields::Schema>,

@@ -22,6 +22,7 @@
 //! has one kind of thing to serve.
 //!
 //! [`ingest`] makes collections from JSONL or Parquet, with checkpoints.
+#![warn(missing_docs)]
 
 mod answer;
 mod collection;

@@ -26,15 +26,22 @@ pub const FORMAT_LIVE: u32 = 2;
 /// The model that made a collection's vectors (text queries must use the same one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelRecord {
+    /// The model's name.
     pub name: String,
     /// Checksum of the model's weights file: the identity that is compared.
     pub checksum: String,
+    /// Dimension of the vectors it makes.
     pub dim: usize,
+    /// Longest input, in tokens; longer texts are truncated.
     pub max_length: usize,
+    /// How token embeddings are pooled into one vector (e.g. `mean`).
     pub pooling: String,
+    /// Whether the vectors are L2-normalized.
     pub normalize: bool,
+    /// Text put before a query before it is embedded, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_prefix: Option<String>,
+    /// Text put before a document's text before it is embedded, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passage_prefix: Option<String>,
 }
@@ -43,8 +50,11 @@ pub struct ModelRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IdKind {
+    /// Unsigned integer ids only.
     Int,
+    /// String ids only.
     Str,
+    /// Both integer and string ids.
     Mixed,
 }
 
@@ -53,6 +63,7 @@ pub enum IdKind {
 pub struct SegmentMeta {
     /// Directory name under the collection (`seg-000000`).
     pub name: String,
+    /// Documents (rows) in the segment, deleted ones included.
     pub docs: u64,
     /// `ids.bin` and `docs.bin` (the index directory has its own manifest and checksums).
     pub files: Vec<FileMeta>,
@@ -77,7 +88,9 @@ pub struct SegmentMeta {
 pub struct FieldsSegment {
     /// Directory under the segment (`fields`).
     pub dir: String,
+    /// Total size of the field index files, in bytes.
     pub bytes: u64,
+    /// Size and CRC32 of each field index file.
     pub files: Vec<FileMeta>,
 }
 
@@ -86,8 +99,11 @@ pub struct FieldsSegment {
 pub struct LexicalSegment {
     /// Directory under the segment (`lexical`).
     pub dir: String,
+    /// The analyzer the text was indexed with.
     pub analyzer: Analyzer,
+    /// Documents indexed.
     pub docs: u64,
+    /// Total size of the lexical index, in bytes.
     pub bytes: u64,
     /// Size and CRC32 of the index's `searchd-lexical.json`, which lists the size and CRC32
     /// of each of its other files: together every lexical file is checked at open. Absent
@@ -118,12 +134,19 @@ impl LexicalSegment {
 /// `collection.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// Always [`SCHEMA`].
     pub schema: String,
+    /// The manifest format version (one of [`FORMATS`]).
     pub format: u32,
+    /// The collection's name.
     pub name: String,
+    /// Dimension of the vectors.
     pub dim: usize,
+    /// The distance metric of the vectors (as the index names it).
     pub metric: String,
+    /// Documents in the collection.
     pub docs: u64,
+    /// Which kinds of ids the collection holds.
     pub id_kind: IdKind,
     /// The field whose text was embedded (and will be indexed lexically).
     pub text_field: Option<String>,
@@ -136,6 +159,7 @@ pub struct Manifest {
     /// Absent in collections made before field indexes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping: Option<Schema>,
+    /// The segments, in order.
     pub segments: Vec<SegmentMeta>,
     /// Every write-ahead-log operation up to this sequence number is in the segments (and
     /// their deleted sets); start-up replays the log after it (format 2; 0 before).
@@ -173,6 +197,7 @@ impl Manifest {
         serde_json::to_vec_pretty(&m).unwrap_or_default()
     }
 
+    /// Reads and checks `DIR/collection.json`: its checksum (when recorded), schema and format.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
@@ -229,6 +254,7 @@ pub enum Dynamic {
 }
 
 impl Dynamic {
+    /// Parses a setting (`true`, `false` or `strict`); `None` for anything else.
     pub fn parse(s: &str) -> Option<Dynamic> {
         match s {
             "true" => Some(Dynamic::True),
@@ -237,6 +263,7 @@ impl Dynamic {
             _ => None,
         }
     }
+    /// The setting's name, as [`Dynamic::parse`] reads it.
     pub fn name(self) -> &'static str {
         match self {
             Dynamic::True => "true",

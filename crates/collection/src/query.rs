@@ -18,7 +18,9 @@ pub use crate::rows::Matches;
 /// tiebreaker last).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PageHit {
+    /// The document.
     pub doc: DocRef,
+    /// Its sort values, one per sort key, the id tiebreaker last.
     pub sort: Vec<SortValue>,
 }
 

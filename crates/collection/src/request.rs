@@ -16,10 +16,15 @@ use searchd_docs::DocId;
 
 /// One search: a query, its filter and facets, the stored fields wanted.
 pub struct Search {
+    /// What to search with.
     pub query: QueryInput,
+    /// Hits to return.
     pub k: usize,
+    /// Search beam width of the dense index (raised to `k`).
     pub ef: usize,
+    /// Oversampling factor passed to the index's search parameters (`None`: the index's default).
     pub oversample: Option<f32>,
+    /// The stored fields each hit returns.
     pub fields: FieldsWanted,
     /// The filter (CONTRACTS.md "Filter language"), parsed and checked by the server
     /// against the collection's schema.
@@ -27,6 +32,7 @@ pub struct Search {
     /// Terms facets over the hits the search returns (the query's top `k`, after the
     /// filter, as Elasticsearch computes aggregations of a kNN search).
     pub facets: Vec<FacetSpec>,
+    /// When the search must be answered by.
     pub deadline: Instant,
     /// Report what each segment contributed ([`SearchOutput::segments`]).
     pub explain: bool,
@@ -48,10 +54,13 @@ pub struct Page {
     pub from: usize,
     /// Hits in the page (0: no page, only counts and facets).
     pub size: usize,
+    /// The stored fields each hit returns.
     pub fields: FieldsWanted,
     /// Count every matching document.
     pub total: bool,
+    /// Terms facets over every matching document.
     pub facets: Vec<FacetSpec>,
+    /// When the read must be answered by.
     pub deadline: Instant,
 }
 
@@ -80,7 +89,10 @@ pub enum QueryError {
     /// No such document.
     NotFound(String),
     /// The deadline passed; `started` tells whether work had begun.
-    Deadline { started: bool },
+    Deadline {
+        /// Whether work had begun when the deadline passed.
+        started: bool,
+    },
     /// A storage read failed, or a hit had no id.
     Internal(String),
 }
@@ -110,8 +122,11 @@ pub enum QueryInput {
     Lexical(String),
     /// Dense (`vector`, embedded from `text`) and lexical (`text`) retrieval, fused.
     Hybrid {
+        /// The query text, for the lexical side.
         text: String,
+        /// The query vector, for the dense side.
         vector: Vec<f32>,
+        /// How the two ranked lists are fused.
         fusion: Fusion,
         /// Candidates taken from each side (raised to `k`).
         window: usize,
@@ -124,7 +139,9 @@ pub enum FieldsWanted {
     /// Ids and scores only.
     #[default]
     None,
+    /// Every stored field.
     All,
+    /// Only these keys of the stored object (missing keys are left out).
     List(Vec<String>),
 }
 
@@ -142,8 +159,11 @@ pub struct FacetSpec {
 /// Exact terms buckets: count descending, then value ascending.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FacetOutput {
+    /// Name of the facet, as asked ([`FacetSpec::name`]).
     pub name: String,
+    /// The keyword field counted.
     pub field: String,
+    /// `(value, document count)` pairs, at most [`FacetSpec::size`].
     pub buckets: Vec<(String, u64)>,
     /// Documents counted in values that were not returned (Elasticsearch's
     /// `sum_other_doc_count`).
@@ -153,35 +173,45 @@ pub struct FacetOutput {
 /// One hit of a sorted page.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SortedDoc {
+    /// The document's own id.
     pub id: DocId,
     /// Its sort values (JSON: numbers, strings, booleans, datetimes as epoch milliseconds,
     /// `null` for a missing value), the implicit `id` tiebreaker last.
     pub sort: Vec<serde_json::Value>,
+    /// The wanted stored fields as a JSON object, when fields were asked for.
     pub fields: Option<Vec<u8>>,
 }
 
 /// What a [`ReadRequest`] found.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ReadOutput {
+    /// The page's hits, in sort order.
     pub hits: Vec<SortedDoc>,
     /// The cursor for the next page: the last hit's sort values, when the page was full.
     pub next: Option<Vec<serde_json::Value>>,
+    /// Documents that match the filter, when [`Page::total`] asked for them.
     pub total: Option<u64>,
+    /// The facets asked for.
     pub facets: Vec<FacetOutput>,
 }
 
 /// Time spent in each stage of a search, in microseconds (0 when the stage did not run).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StageTimes {
+    /// Dense (vector) search.
     pub dense_us: u64,
+    /// Lexical (BM25) search.
     pub lexical_us: u64,
+    /// Fusing the dense and lexical lists (hybrid search).
     pub fuse_us: u64,
 }
 
 /// What a search found.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SearchOutput {
+    /// The hits, best first.
     pub hits: Vec<ScoredDoc>,
+    /// Time spent in each stage.
     pub stages: StageTimes,
     /// The query text was cut to the lexical limits (`searchd_lexical::MAX_QUERY_CHARS`).
     pub lexical_truncated: bool,
@@ -190,6 +220,7 @@ pub struct SearchOutput {
     pub plan: Option<String>,
     /// Documents that pass the filter (exact), when there was one.
     pub matched: Option<u64>,
+    /// The facets asked for.
     pub facets: Vec<FacetOutput>,
     /// What each segment contributed, when the request asked to explain (empty otherwise,
     /// and from backends without segments).
@@ -219,7 +250,9 @@ impl From<Vec<ScoredDoc>> for SearchOutput {
 /// One hit: the document's own id, a higher-is-better score, fields if asked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoredDoc {
+    /// The document's own id.
     pub id: DocId,
+    /// Higher is better; the scale depends on the metric or the fusion.
     pub score: f32,
     /// A JSON object, when fields were asked for and the backend stores them.
     pub fields: Option<Vec<u8>>,
@@ -228,6 +261,7 @@ pub struct ScoredDoc {
 /// A stored document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
+    /// The document's own id.
     pub id: DocId,
     /// A JSON object (`{}` when the backend stores no fields).
     pub fields: Vec<u8>,

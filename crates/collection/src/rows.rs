@@ -6,13 +6,16 @@ use searchd_engine::roaring::RoaringBitmap;
 /// Where a document lives: segment number and row in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DocRef {
+    /// Index of the segment in the collection's segment list.
     pub segment: u32,
+    /// Row of the document in that segment.
     pub row: u64,
 }
 
 /// One search result.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DocHit {
+    /// The document.
     pub doc: DocRef,
     /// Higher is better (as [`searchd_engine::Hit::score`]).
     pub score: f32,
@@ -29,6 +32,7 @@ impl Matches {
     pub fn len(&self) -> u64 {
         self.per_segment.iter().map(|b| b.len()).sum()
     }
+    /// Whether no document matches.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -36,6 +40,7 @@ impl Matches {
     pub fn segment(&self, i: usize) -> Option<&RoaringBitmap> {
         self.per_segment.get(i)
     }
+    /// Whether `d` is one of the matching documents.
     pub fn contains(&self, d: DocRef) -> bool {
         self.per_segment
             .get(d.segment as usize)

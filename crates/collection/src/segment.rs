@@ -54,18 +54,23 @@ const DELETED_STATS_SETS: usize = 2;
 const DELETED_STATS_TERMS: usize = 16_384;
 
 impl Segment {
+    /// The segment's vector index.
     pub fn index(&self) -> &Index {
         &self.index
     }
+    /// Rows in the segment (deleted ones included).
     pub fn len(&self) -> usize {
         self.ids.len()
     }
+    /// Whether the segment has no rows.
     pub fn is_empty(&self) -> bool {
         self.ids.len() == 0
     }
+    /// Its lexical (BM25) index; `None` when it has none.
     pub fn lexical(&self) -> Option<&searchd_lexical::LexicalIndex> {
         self.lexical.as_ref()
     }
+    /// Its field indexes; `None` when it has none.
     pub fn fields(&self) -> Option<&searchd_fields::FieldIndex> {
         self.fields.as_ref()
     }

@@ -242,7 +242,9 @@ impl SegmentWriter {
 /// One document of a new segment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewDoc {
+    /// The document's own id.
     pub id: DocId,
+    /// Its vector (of the collection's dimension).
     pub vector: Vec<f32>,
     /// The text field's value (what the lexical index gets).
     pub text: Option<String>,

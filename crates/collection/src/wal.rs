@@ -54,6 +54,7 @@ pub enum Fsync {
 }
 
 impl Fsync {
+    /// Parses a setting (`none`/`off`, `always`, `group`); `None` for anything else.
     pub fn parse(s: &str) -> Option<Fsync> {
         match s {
             "none" | "off" => Some(Fsync::None),
@@ -62,6 +63,7 @@ impl Fsync {
             _ => None,
         }
     }
+    /// The setting's name, as [`Fsync::parse`] reads it.
     pub fn name(self) -> &'static str {
         match self {
             Fsync::None => "none",
@@ -74,6 +76,7 @@ impl Fsync {
 /// What start-up found in the log.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Recovery {
+    /// Log files found.
     pub files: usize,
     /// Records read (including those already in the segments).
     pub records: u64,
@@ -398,6 +401,7 @@ impl Wal {
     pub fn next_seq(&self) -> u64 {
         self.next_seq
     }
+    /// When appends are synced to disk.
     pub fn fsync(&self) -> Fsync {
         self.fsync
     }
@@ -412,6 +416,7 @@ impl Wal {
             .map(|f| std::fs::metadata(&f.path).map_or(0, |m| m.len()))
             .sum()
     }
+    /// Number of log files.
     pub fn files(&self) -> usize {
         self.files.len()
     }

@@ -9,8 +9,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::doc::{Doc, DocId, ReaderConfig};
 use crate::error::{excerpt, Error, Pos};
-use crate::reader::{Doc, DocId, ReaderConfig};
 
 pub(crate) struct JsonlReader {
     path: PathBuf,

@@ -9,7 +9,9 @@
 //!
 //! The reader does not check for duplicate ids: ids repeat across the files of a collection, so
 //! the caller checks them where it sees them all, with [`IdSet`] or its own map.
+#![warn(missing_docs)]
 
+mod doc;
 mod error;
 mod jsonl;
 mod pq;
@@ -19,8 +21,9 @@ pub mod store;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use doc::{Doc, DocId, FieldSelection, Format, ReaderConfig};
 pub use error::{Error, Pos};
-pub use reader::{Doc, DocId, DocReader, FieldSelection, Format, ReaderConfig};
+pub use reader::DocReader;
 pub use store::{StoreInfo, StoreReader, StoreWriter};
 
 /// Remembers the ids seen so far and where, to refuse duplicates with a message naming both
@@ -32,6 +35,7 @@ pub struct IdSet {
 }
 
 impl IdSet {
+    /// An empty set.
     pub fn new() -> IdSet {
         IdSet::default()
     }

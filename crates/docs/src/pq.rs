@@ -11,8 +11,8 @@ use parquet::record::reader::RowIter;
 use parquet::record::{Field, Row};
 use parquet::schema::types::Type;
 
+use crate::doc::{Doc, DocId, FieldSelection, ReaderConfig};
 use crate::error::{excerpt, Error, Pos};
-use crate::reader::{Doc, DocId, FieldSelection, ReaderConfig};
 
 pub(crate) struct ParquetReader {
     path: PathBuf,

@@ -5,7 +5,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::schema::{parse_datetime, FieldType, Schema};
-use crate::writer::str_to_i64;
+use crate::value::str_to_i64;
 use crate::DocId;
 
 /// The deepest `bool` nesting a filter may have (a `bool` inside 32 `bool`s is refused), so a
@@ -553,7 +553,7 @@ pub(crate) fn float_value(v: &Value) -> Option<f64> {
 pub(crate) fn datetime_value(v: &Value) -> Option<i64> {
     match v {
         Value::String(s) => parse_datetime(s).or_else(|| str_to_i64(s.trim())),
-        Value::Number(n) => crate::writer::num_to_i64(n),
+        Value::Number(n) => crate::value::num_to_i64(n),
         _ => None,
     }
 }

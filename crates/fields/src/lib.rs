@@ -78,6 +78,7 @@ mod format;
 mod index;
 mod schema;
 mod sort;
+mod value;
 mod view;
 mod writer;
 
@@ -92,7 +93,8 @@ pub use searchd_docs::DocId;
 pub use sort::{
     compare, parse_sort, top_buckets, Bucket, Order, PagePlan, SortBy, SortKey, SortValue,
 };
-pub use view::{typed_values, FilterView, TypedValue};
+pub use value::TypedValue;
+pub use view::{typed_values, FilterView};
 pub use writer::{FieldsMeta, FieldsWriter};
 
 /// The name of the segment's field file inside its directory.

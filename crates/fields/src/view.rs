@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::filter::{Filter, Node};
 use crate::schema::FieldType;
+use crate::value::TypedValue;
 use crate::DocId;
 
 /// A parsed filter clause. Values are already converted to the field's type (datetimes
@@ -71,42 +72,6 @@ impl Filter {
     /// The parsed clause tree.
     pub fn view(&self) -> FilterView {
         view(&self.node)
-    }
-}
-
-/// One value of a field converted to its type, as the field index stores it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TypedValue {
-    /// Keywords (numbers and bools in a keyword field become their JSON text).
-    Keyword(String),
-    /// Integers, and datetimes as epoch milliseconds.
-    Int(i64),
-    /// Floats (numbers and numeric strings in a float field).
-    Float(f64),
-    /// Bools (`true`/`false`, or the strings `"true"`/`"false"` in a bool field).
-    Bool(bool),
-}
-
-impl TypedValue {
-    /// The value as a number (integers and datetimes widened), for numeric comparisons.
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            TypedValue::Int(i) => Some(*i as f64),
-            TypedValue::Float(f) => Some(*f),
-            TypedValue::Keyword(_) | TypedValue::Bool(_) => None,
-        }
-    }
-
-    /// The value as JSON (a non-finite float is `null`).
-    pub fn to_json(&self) -> Value {
-        match self {
-            TypedValue::Keyword(s) => Value::String(s.clone()),
-            TypedValue::Int(i) => Value::from(*i),
-            TypedValue::Float(f) => {
-                serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
-            }
-            TypedValue::Bool(b) => Value::Bool(*b),
-        }
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::format::{self, BoolCol, Column, KeywordCol, NumCol};
 use crate::schema::{parse_datetime, FieldSpec, FieldType, FieldsConfig, Schema, Skipped};
-use crate::view::TypedValue;
+use crate::value::{num_to_i64, str_to_i64, TypedValue};
 use crate::{Error, Result, FIELDS_FILE, IGNORE_ABOVE};
 
 /// What [`FieldsWriter::finish`] wrote.
@@ -337,30 +337,6 @@ pub(crate) fn convert(ty: FieldType, v: &Value) -> Option<TypedValue> {
         (FieldType::Datetime, Value::Number(n)) => TypedValue::Int(num_to_i64(n)?),
         _ => return None,
     })
-}
-
-pub(crate) fn num_to_i64(n: &serde_json::Number) -> Option<i64> {
-    if let Some(i) = n.as_i64() {
-        return Some(i);
-    }
-    let f = n.as_f64()?.trunc();
-    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
-        Some(f as i64)
-    } else {
-        None
-    }
-}
-
-pub(crate) fn str_to_i64(s: &str) -> Option<i64> {
-    if let Ok(i) = s.parse::<i64>() {
-        return Some(i);
-    }
-    let f: f64 = s.parse().ok()?;
-    if f.is_finite() {
-        num_to_i64(&serde_json::Number::from_f64(f)?)
-    } else {
-        None
-    }
 }
 
 /// Builds one column from (row, value) pairs in row order; returns it with the number of

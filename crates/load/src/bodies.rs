@@ -16,6 +16,7 @@ use crate::error::LoadError;
 /// Pre-serialised bodies with what each answer should hold.
 #[derive(Debug, Clone, Default)]
 pub struct BodySet {
+    /// Serialised request bodies, sent verbatim.
     pub bodies: Vec<Bytes>,
     /// `k` asked for by each body.
     pub k: Vec<u32>,
@@ -61,6 +62,7 @@ impl BodySet {
         Self::from_reader(std::io::BufReader::new(f), path)
     }
 
+    /// Like [`BodySet::from_file`], from any reader; `path` is only used in errors.
     pub fn from_reader(r: impl BufRead, path: &Path) -> Result<Self, LoadError> {
         let mut s = BodySet::default();
         for (i, line) in r.lines().enumerate() {
@@ -173,10 +175,12 @@ impl BodySet {
         Ok(s)
     }
 
+    /// Number of bodies.
     pub fn len(&self) -> usize {
         self.bodies.len()
     }
 
+    /// True when there are no bodies.
     pub fn is_empty(&self) -> bool {
         self.bodies.is_empty()
     }
@@ -193,6 +197,7 @@ pub struct PickShared {
 }
 
 impl PickShared {
+    /// Shared state for picking among `n` bodies with `pick` (precomputes the Zipf CDF).
     pub fn new(pick: Pick, n: usize) -> Arc<Self> {
         let zipf_cdf = match pick {
             Pick::Zipf(s) => {
@@ -230,6 +235,7 @@ pub struct Picker {
 }
 
 impl Picker {
+    /// A picker over `shared` with its own RNG seeded from `seed`.
     pub fn new(shared: Arc<PickShared>, seed: u64) -> Self {
         Picker {
             shared,
@@ -237,6 +243,7 @@ impl Picker {
         }
     }
 
+    /// Index of the next body to send (always 0 when there is at most one body).
     #[inline]
     pub fn next_index(&mut self) -> usize {
         let s = &*self.shared;

@@ -34,8 +34,11 @@ pub struct Target {
     host_port: String,
     /// The resolved address, or why it could not be resolved.
     pub addr: Result<SocketAddr, String>,
+    /// HTTP method of the requests.
     pub method: Method,
+    /// Endpoint path (and query) of the requests.
     pub uri: Uri,
+    /// Whether requests carry a body (and Content-Length).
     pub with_body: bool,
 }
 
@@ -208,10 +211,16 @@ pub struct Conn {
 /// A parsed response head.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Head {
+    /// Status code.
     pub status: u16,
+    /// Length of the head in bytes (where the body starts).
     pub len: usize,
+    /// `Content-Length`, if given.
     pub content_length: Option<usize>,
+    /// True when `Transfer-Encoding` includes `chunked`.
     pub chunked: bool,
+    /// True when the connection closes after this answer (`Connection: close`, or
+    /// HTTP/1.0 without keep-alive).
     pub close: bool,
     /// `Retry-After` in seconds (the HTTP-date form is not used by servers under test and
     /// is ignored).
@@ -407,6 +416,7 @@ pub struct Timer {
 }
 
 impl Timer {
+    /// A timer for requests timing out after `timeout`.
     pub fn new(timeout: std::time::Duration) -> Timer {
         Timer {
             sleep: Box::pin(tokio::time::sleep(timeout)),

@@ -6,6 +6,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::client_mode::{CacheMode, RetryAfter};
+pub use crate::endpoint::{parse_endpoint, Endpoint};
+
 /// Default closed-loop ramp.
 pub const DEFAULT_RAMP: &str = "1,2,4,8,16,32,64,96,128,192,256";
 
@@ -233,47 +236,9 @@ pub fn parse_query_count(s: &str) -> Result<usize, String> {
             "'{s}' is not a number: --query-count (old name --queries) is how many rows of the server's query matrix to rotate over (the server reads the matrix: serve --queries FILE)"
         ));
     }
-    crate::gt::count_rows(path).map_err(|e| format!("{s}: {e}"))
-}
-
-/// Client behaviour after `503`/`429` (see `--retry-after`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RetryAfter {
-    /// Send the next request at once (a client that never backs off).
-    Ignore,
-    /// Wait the answer's `Retry-After` first (a well-behaved client).
-    Honor,
-}
-
-/// `--cache`: what the run is labelled as measuring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    /// A unique `nonce` query parameter on every request: no answer can come from a cache.
-    Cold,
-    /// Requests sent as they are: repeated ones may be served from a cache.
-    Warm,
-}
-
-/// `METHOD /path`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    pub method: hyper::Method,
-    pub path: String,
-}
-
-impl Endpoint {
-    /// True when requests carry a query body and answers get the full check.
-    pub fn is_search(&self) -> bool {
-        self.method != hyper::Method::GET && self.method != hyper::Method::HEAD
-    }
-}
-
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.method, self.path)
-    }
+    searchd_vecio::read_vectors(path)
+        .map(|v| v.n())
+        .map_err(|e| format!("{s}: {e}"))
 }
 
 /// Closed-loop concurrency levels.
@@ -287,10 +252,13 @@ pub struct Rates(pub Vec<f64>);
 /// Query choice.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pick {
+    /// Uniformly random queries.
     Uniform,
     /// Zipf with exponent s over ranks 1..=n; rank r is query r-1.
     Zipf(f64),
+    /// Queries in order, wrapping around (one sequence shared by all workers).
     Seq,
+    /// Always query n (the last one when n is past the end).
     Fixed(usize),
 }
 
@@ -401,25 +369,4 @@ pub fn parse_pick(s: &str) -> Result<Pick, String> {
             .map_err(|_| err("fixed index is not a non-negative integer")),
         Some(_) => Err(err("unknown mode")),
     }
-}
-
-/// Parse `POST /search`, `GET /health`.
-pub fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
-    let err = |why: &str| {
-        format!("invalid endpoint '{s}': {why} (expected e.g. 'POST /search' or 'GET /health')")
-    };
-    let mut it = s.split_whitespace();
-    let (Some(m), Some(p), None) = (it.next(), it.next(), it.next()) else {
-        return Err(err("needs a method and a path"));
-    };
-    let method = hyper::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
-        .map_err(|_| err("bad method"))?;
-    if !p.starts_with('/') {
-        return Err(err("path must start with /"));
-    }
-    p.parse::<hyper::Uri>().map_err(|_| err("bad path"))?;
-    Ok(Endpoint {
-        method,
-        path: p.to_string(),
-    })
 }

@@ -14,24 +14,37 @@ use crate::report::Report;
 pub enum LoadError {
     /// A flag value or a combination of flags that does not make sense.
     #[error("usage: {message}")]
-    Usage { message: String },
+    Usage {
+        /// What is wrong.
+        message: String,
+    },
 
     /// A line of `--body-file` is not valid JSON (or is otherwise unusable).
     #[error("{}:{line}: {message}", path.display())]
     BodyFile {
+        /// The body file.
         path: PathBuf,
+        /// 1-based line number of the bad line.
         line: usize,
+        /// What is wrong with it.
         message: String,
     },
 
     /// The `--gt` file could not be read or is malformed.
     #[error("{}: {message}", path.display())]
-    GroundTruth { path: PathBuf, message: String },
+    GroundTruth {
+        /// The ground-truth file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
 
     /// Reading an input file failed.
     #[error("{}: {source}", path.display())]
     Input {
+        /// The input file.
         path: PathBuf,
+        /// The read error.
         #[source]
         source: std::io::Error,
     },
@@ -39,18 +52,26 @@ pub enum LoadError {
     /// Writing `--json`, `--csv` or `--html` failed.
     #[error("cannot write {}: {source}", path.display())]
     Output {
+        /// The output file.
         path: PathBuf,
+        /// The write error.
         #[source]
         source: std::io::Error,
     },
 
     /// Drawing a chart for the HTML report failed.
     #[error("cannot draw chart {chart}: {message}")]
-    Plot { chart: String, message: String },
+    Plot {
+        /// Name of the chart.
+        chart: String,
+        /// The plotting error.
+        message: String,
+    },
 
     /// The tokio runtime for [`crate::run_blocking`] could not be built.
     #[error("cannot start the async runtime: {source}")]
     Runtime {
+        /// The error building the runtime.
         #[source]
         source: std::io::Error,
     },
@@ -58,19 +79,30 @@ pub enum LoadError {
     /// The preflight could not connect to the target (nothing listens, bad host, no
     /// route): no load was sent.
     #[error("cannot reach {target}: {message} (is the server running? check --url)")]
-    Unreachable { target: String, message: String },
+    Unreachable {
+        /// The target's base URL.
+        target: String,
+        /// The connection error.
+        message: String,
+    },
 
     /// The preflight request was refused with a 4xx answer: the run would only count
     /// errors. The message carries the server's answer.
     #[error("{message}")]
-    Refused { message: String },
+    Refused {
+        /// The request's status and the server's answer.
+        message: String,
+    },
 
     /// `--fail-on-slo` was given and no step met the SLO. The full report is
     /// carried along so the caller can still print and write it.
     #[error("no step met the SLO (p99 <= {slo_p99_ms} ms, error rate <= {max_error_rate})")]
     SloFailed {
+        /// The p99 latency bound of the SLO, ms.
         slo_p99_ms: f64,
+        /// The error-rate bound of the SLO (0..=1).
         max_error_rate: f64,
+        /// The full report of the run.
         report: Box<Report>,
     },
 }

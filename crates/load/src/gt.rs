@@ -17,13 +17,6 @@ pub fn read_ids(path: &Path) -> Result<IdMatrix, LoadError> {
     })
 }
 
-/// Rows of a vector file (`.npy`, `.fvecs`): `.npy` float32 is mapped, not read.
-pub fn count_rows(path: &Path) -> Result<usize, String> {
-    searchd_vecio::read_vectors(path)
-        .map(|v| v.n())
-        .map_err(|e| e.to_string())
-}
-
 /// Schema of the ground-truth sidecar `FILE.meta.json` written by `searchd gt`.
 pub const GT_META_SCHEMA: &str = "searchd.gt.v1";
 
@@ -32,6 +25,7 @@ pub const GT_META_SCHEMA: &str = "searchd.gt.v1";
 /// neighbours. Older files have no sidecar and are read as before.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GtMeta {
+    /// Always [`GT_META_SCHEMA`].
     pub schema: String,
     /// "cosine", "ip" or "l2".
     pub metric: String,
@@ -41,6 +35,7 @@ pub struct GtMeta {
     pub queries: usize,
     /// Base vectors searched (the index's n).
     pub base_n: usize,
+    /// Vector dimension.
     pub dim: usize,
 }
 

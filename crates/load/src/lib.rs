@@ -11,11 +11,14 @@
 //! searchd_load::print_table(&report, &mut std::io::stdout())?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![warn(missing_docs)]
 
 pub mod bodies;
 pub mod check;
 pub mod client;
+pub mod client_mode;
 pub mod config;
+pub mod endpoint;
 pub mod error;
 pub mod gt;
 pub mod html;
@@ -39,14 +42,6 @@ pub use report::{
 pub use runner::Level;
 pub use stats::{ErrorKind, Percentiles, Spread};
 
-/// Run the measurement described by `args`. Requests are sent from
-/// `--threads` dedicated client threads (one single-threaded runtime each,
-/// connections split among them); the calling runtime only paces steps,
-/// draws progress and samples resources. Target failures are counted in the report,
-/// not returned as errors; see [`LoadError`] for what is.
-///
-/// With `--fail-on-slo` and no passing step this returns
-/// [`LoadError::SloFailed`], which still carries the full report.
 /// One request to `url` (`http://host:port`) on a fresh connection, with a 10 s timeout:
 /// `(status, body)`. For checks around a run (readiness, a document), not for load.
 pub async fn simple_request(
@@ -70,6 +65,14 @@ pub async fn simple_request(
     .map_err(|m| LoadError::usage(format!("{method} {url}{path}: {m}")))
 }
 
+/// Run the measurement described by `args` until it finishes (see [`run_with_stop`]). Requests are sent from
+/// `--threads` dedicated client threads (one single-threaded runtime each,
+/// connections split among them); the calling runtime only paces steps,
+/// draws progress and samples resources. Target failures are counted in the report,
+/// not returned as errors; see [`LoadError`] for what is.
+///
+/// With `--fail-on-slo` and no passing step this returns
+/// [`LoadError::SloFailed`], which still carries the full report.
 pub async fn run(args: &LoadConfig) -> Result<Report, LoadError> {
     runner::run_impl(args, Arc::new(AtomicBool::new(false))).await
 }

@@ -11,7 +11,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use crate::config::Endpoint;
+use crate::endpoint::Endpoint;
 use crate::error::LoadError;
 
 /// Fewest entries of a mix schedule.
@@ -22,8 +22,11 @@ pub const MAX_SCHEDULE: usize = 1_000_000;
 /// One `NAME=FILE:WEIGHT` of `--mix`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MixEntry {
+    /// Endpoint name (`[A-Za-z0-9_-]+`, unique in the mix).
     pub name: String,
+    /// The mix file of this endpoint's requests.
     pub file: PathBuf,
+    /// Relative share of the requests (positive; 1 when omitted).
     pub weight: f64,
 }
 
@@ -92,6 +95,7 @@ pub fn parse_mix(s: &str) -> Result<MixSpec, String> {
 /// One request of a mix file.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MixLine {
+    /// HTTP method.
     pub method: Method,
     /// Path (and query) starting with '/'.
     pub path: String,
@@ -215,14 +219,18 @@ pub fn mix_lines_from_reader(
 /// A request schedule: entry i is line `line[i]` of endpoint `ep[i]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
+    /// Endpoint index of each entry.
     pub ep: Vec<u16>,
+    /// Line index (within its endpoint's file) of each entry.
     pub line: Vec<u32>,
 }
 
 impl Schedule {
+    /// Number of entries.
     pub fn len(&self) -> usize {
         self.ep.len()
     }
+    /// True when there are no entries.
     pub fn is_empty(&self) -> bool {
         self.ep.is_empty()
     }

@@ -48,7 +48,7 @@ pub struct Report {
     /// Wall time of the whole run.
     pub elapsed_s: f64,
     /// `--cache`: "cold" (a unique nonce on every request), "warm", or null when not given.
-    pub cache: Option<crate::config::CacheMode>,
+    pub cache: Option<crate::client_mode::CacheMode>,
     /// `--mix` endpoints, in the order given; absent without `--mix`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mix: Option<Vec<MixInfo>>,
@@ -57,8 +57,11 @@ pub struct Report {
 /// One endpoint of `--mix`.
 #[derive(Debug, Clone, Serialize)]
 pub struct MixInfo {
+    /// Endpoint name.
     pub name: String,
+    /// The file of its request lines.
     pub file: String,
+    /// Relative weight: its share of the requests.
     pub weight: f64,
     /// Requests (non-blank lines) in the file.
     pub lines: usize,
@@ -68,17 +71,25 @@ pub struct MixInfo {
 /// answers (medians over trials, max the largest), qps = ok / window (median).
 #[derive(Debug, Clone, Serialize)]
 pub struct EndpointStep {
+    /// Requests started in the window (ok + errors).
     pub requests: u64,
+    /// Ok answers.
     pub ok: u64,
     /// Failed requests, all kinds.
     pub errors: u64,
     /// Failed requests by kind, non-zero kinds only.
     pub error_kinds: std::collections::BTreeMap<&'static str, u64>,
+    /// Median latency, ms; None when no ok answer.
     pub p50_ms: Option<f64>,
+    /// 95th percentile latency, ms; None when no ok answer.
     pub p95_ms: Option<f64>,
+    /// 99th percentile latency, ms; None when no ok answer.
     pub p99_ms: Option<f64>,
+    /// Mean latency, ms; None when no ok answer.
     pub mean_ms: Option<f64>,
+    /// Largest latency, ms; None when no ok answer.
     pub max_ms: Option<f64>,
+    /// Ok answers per second.
     pub qps: f64,
 }
 
@@ -88,9 +99,11 @@ pub struct EndpointStep {
 pub struct Endpoints(pub Vec<(String, EndpointStep)>);
 
 impl Endpoints {
+    /// No endpoint (not a `--mix` run).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// The figures of the endpoint called `name`, if any.
     pub fn get(&self, name: &str) -> Option<&EndpointStep> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, e)| e)
     }
@@ -133,15 +146,25 @@ pub fn endpoint_line(name: &str, e: &EndpointStep) -> String {
 /// Effective settings of the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
+    /// Method and path loaded, e.g. `POST /search`.
     pub endpoint: String,
+    /// Closed loop: the concurrency steps; None in open loop.
     pub ramp: Option<Vec<u32>>,
+    /// Open loop: the arrival rates (requests/s); None in closed loop.
     pub rates: Option<Vec<f64>>,
+    /// Warm-up of each step, s.
     pub warmup_s: f64,
+    /// Measured time of each step, s.
     pub duration_s: f64,
+    /// SLO: largest passing p99, ms.
     pub slo_p99_ms: f64,
+    /// SLO: largest passing error rate (0..=1).
     pub max_error_rate: f64,
+    /// Distinct `qidx` queries rotated over; None when bodies come from a file.
     pub queries: Option<usize>,
+    /// How the next query is chosen (`--pick`).
     pub pick: String,
+    /// `--body-file`, when given.
     pub body_file: Option<String>,
     /// `--text-queries` file (text bodies), when given.
     pub text_queries: Option<String>,
@@ -150,26 +173,38 @@ pub struct Config {
     pub text_mode: Option<String>,
     /// Number of distinct bodies rotated over.
     pub bodies: usize,
+    /// Hits asked per query.
     pub k: u32,
+    /// `ef` sent with each query; None: the server's default.
     pub ef: Option<u32>,
+    /// `--gt` file, when given.
     pub gt: Option<String>,
     /// Upper bound on ids and on the hit count (from --n-max or GET /stats).
     pub n_max: Option<u64>,
+    /// Times the whole ramp was repeated.
     pub trials: u32,
+    /// Open loop: size of the connection pool.
     pub connections: usize,
+    /// Open loop: a send later than this past its schedule counts as late, ms.
     pub late_threshold_ms: f64,
+    /// Timeout of each request, s.
     pub request_timeout_s: f64,
+    /// Seed of the query picker.
     pub seed: u64,
+    /// `--server-pid`, when given.
     pub server_pid: Option<u32>,
+    /// `--fail-on-slo` was given.
     pub fail_on_slo: bool,
     /// "ignore" or "honor" (`--retry-after`).
-    pub retry_after: crate::config::RetryAfter,
+    pub retry_after: crate::client_mode::RetryAfter,
 }
 
 /// The load generator's environment.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClientInfo {
+    /// Version of the load generator.
     pub version: String,
+    /// Cores available to the load generator.
     pub cores: usize,
     /// Async runtime worker threads.
     pub threads: usize,
@@ -188,9 +223,11 @@ pub struct Step {
     pub duration_s: f64,
     /// Requests started in the window (ok + errors), summed over trials.
     pub requests: u64,
+    /// Ok answers, summed over trials.
     pub ok: u64,
     /// Failed requests by kind (every kind present, zeros included).
     pub errors: ErrorCounts,
+    /// Failed / all requests (0..=1).
     pub error_rate: f64,
     /// Ok answers per second (median over trials).
     pub qps: f64,
@@ -200,7 +237,9 @@ pub struct Step {
     /// Mean recall@k of ok answers against `--gt` (NOT tie-aware: an id
     /// counts only when it is among the first k exact ids); null without --gt.
     pub recall_at_k: Option<f64>,
+    /// Server resources during the window.
     pub server: ServerStep,
+    /// The step met the SLO.
     pub slo_pass: bool,
     /// All requests (ok + failed) per second.
     pub rps: f64,
@@ -213,6 +252,7 @@ pub struct Step {
     pub client_cpu_pct: f64,
     /// The load generator was near its CPU limit: numbers may be client-bound.
     pub client_saturated: bool,
+    /// Spread of QPS and p99 over trials.
     pub trials: TrialSpread,
     /// Why this step has no latency numbers, or other remarks.
     pub note: Option<String>,
@@ -235,6 +275,7 @@ pub struct Step {
     /// `--mix` runs: the step's figures per endpoint, keyed by name; absent otherwise.
     #[serde(skip_serializing_if = "Endpoints::is_empty")]
     pub endpoints: Endpoints,
+    /// Latency histogram of ok answers (not serialised).
     #[serde(skip)]
     pub hist: Histogram<u64>,
 }
@@ -255,16 +296,22 @@ pub struct ServerStep {
 pub struct TrialSpread {
     /// Trials that reached this step.
     pub n: u32,
+    /// QPS over trials.
     pub qps: Spread,
+    /// p99 over trials, ms; None when no trial has a p99.
     pub p99_ms: Option<Spread>,
 }
 
 /// A chosen step (`sustainable` or `peak`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Best {
+    /// The step's concurrency.
     pub concurrency: u32,
+    /// The step's arrival rate (open loop); None in closed loop.
     pub rate: Option<f64>,
+    /// The step's ok answers per second.
     pub qps: f64,
+    /// The step's p99 latency, ms; None when no ok answer.
     pub p99_ms: Option<f64>,
     /// Index into `steps`.
     pub step: usize,
@@ -308,11 +355,13 @@ fn top_errors(e: &ErrorCounts) -> String {
 }
 
 impl Report {
+    /// The sustainable step, if one passed the SLO.
     pub fn sustainable_step(&self) -> Option<&Step> {
         self.sustainable
             .as_ref()
             .and_then(|b| self.steps.get(b.step))
     }
+    /// The run was open loop (`--rate` or `--rate-ramp`).
     pub fn is_open_loop(&self) -> bool {
         self.mode == "open"
     }
@@ -343,10 +392,10 @@ pub fn print_table(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
     )?;
     if let Some(c) = r.cache {
         let what = match c {
-            crate::config::CacheMode::Cold => {
+            crate::client_mode::CacheMode::Cold => {
                 "cold (a unique nonce query parameter on every request)"
             }
-            crate::config::CacheMode::Warm => "warm (requests repeat; caches may answer them)",
+            crate::client_mode::CacheMode::Warm => "warm (requests repeat; caches may answer them)",
         };
         writeln!(w, "cache: {what}")?;
     }

@@ -11,10 +11,12 @@ pub enum ServerSource {
     Stats,
     /// `/proc/PID/status` and `/proc/PID/stat` of `--server-pid`.
     Proc(u32),
+    /// No server numbers.
     None,
 }
 
 impl ServerSource {
+    /// Short name: `stats`, `proc` or `none`.
     pub fn name(&self) -> &'static str {
         match self {
             ServerSource::Stats => "stats",
@@ -27,14 +29,18 @@ impl ServerSource {
 /// One reading of the server's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ServerSample {
+    /// Resident set size in bytes.
     pub rss_bytes: Option<u64>,
+    /// CPU seconds (user + system) used so far.
     pub cpu_seconds: Option<f64>,
 }
 
 /// What `GET /stats` told us (None fields when absent).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatsInfo {
+    /// `process.rss_bytes` and `process.cpu_seconds`.
     pub sample: ServerSample,
+    /// `index.n`: vectors in the index.
     pub index_n: Option<u64>,
     /// `index.metric` ("cosine", "ip", "l2").
     pub index_metric: Option<String>,

@@ -39,7 +39,9 @@ const MAX_RETRY_AFTER_S: u64 = 10;
 /// One load level.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Level {
+    /// Closed loop with this many concurrent requests.
     Closed(u32),
+    /// Open loop at this arrival rate (requests/s).
     Open(f64),
 }
 

@@ -12,7 +12,9 @@ pub enum ErrorKind {
     Timeout,
     /// TCP connect (or connection setup) failed or timed out.
     Connect,
+    /// HTTP 503 Service Unavailable.
     Http503,
+    /// HTTP 504 Gateway Timeout.
     Http504,
     /// Any other 4xx status.
     Http4xx,
@@ -35,6 +37,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in the fixed report order.
     pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Timeout,
         ErrorKind::Connect,
@@ -50,6 +53,7 @@ impl ErrorKind {
         ErrorKind::Io,
         ErrorKind::Dropped,
     ];
+    /// Number of kinds.
     pub const COUNT: usize = Self::ALL.len();
 
     /// The key used in the JSON `errors` object.
@@ -81,18 +85,23 @@ impl ErrorKind {
 pub struct ErrorCounts(pub [u64; ErrorKind::COUNT]);
 
 impl ErrorCounts {
+    /// Count one error of kind `k`.
     pub fn add(&mut self, k: ErrorKind) {
         self.0[k.idx()] += 1;
     }
+    /// Count `n` errors of kind `k`.
     pub fn add_n(&mut self, k: ErrorKind, n: u64) {
         self.0[k.idx()] += n;
     }
+    /// Errors of kind `k`.
     pub fn get(&self, k: ErrorKind) -> u64 {
         self.0[k.idx()]
     }
+    /// Errors of all kinds.
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
+    /// Add the counts of `o`.
     pub fn merge(&mut self, o: &ErrorCounts) {
         for (a, b) in self.0.iter_mut().zip(o.0.iter()) {
             *a += *b;
@@ -124,6 +133,7 @@ impl FirstErrors {
             self.0[k.idx()] = Some(truncate_message(&msg.into()));
         }
     }
+    /// Keep the messages of `o` for kinds that have none yet.
     pub fn merge(&mut self, o: &FirstErrors) {
         for (a, b) in self.0.iter_mut().zip(o.0.iter()) {
             if a.is_none() {
@@ -137,6 +147,7 @@ impl FirstErrors {
             .iter()
             .filter_map(move |k| self.0[k.idx()].as_deref().map(|m| (k.name(), m)))
     }
+    /// No message is kept.
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(Option::is_none)
     }
@@ -173,8 +184,11 @@ pub fn body_text(status: u16, body: &[u8]) -> String {
 /// so this lag is included in them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct SendError {
+    /// Median send lag, µs.
     pub p50_us: f64,
+    /// 99th percentile send lag, µs.
     pub p99_us: f64,
+    /// Largest send lag, µs.
     pub max_us: f64,
     /// Sends measured.
     pub n: u64,
@@ -203,10 +217,13 @@ pub fn send_error(h: &Histogram<u64>) -> Option<SendError> {
 pub struct SecondStat {
     /// Seconds since the start of the measured window (this second is [t, t+1)).
     pub t: u32,
+    /// Ok answers that finished in this second.
     pub ok: u64,
+    /// Errors that finished in this second.
     pub errors: u64,
     /// Latency of the ok answers that finished in this second, ms.
     pub p50_ms: Option<f64>,
+    /// 99th percentile (see `p50_ms`); None when no ok answer.
     pub p99_ms: Option<f64>,
 }
 
@@ -263,11 +280,17 @@ pub fn new_histogram() -> Histogram<u64> {
 /// Latency percentiles in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Percentiles {
+    /// Median (None: no sample).
     pub p50: Option<f64>,
+    /// 95th percentile (None: no sample).
     pub p95: Option<f64>,
+    /// 99th percentile (None: no sample).
     pub p99: Option<f64>,
+    /// 99.9th percentile (None: no sample).
     pub p999: Option<f64>,
+    /// Largest (None: no sample).
     pub max: Option<f64>,
+    /// Mean (None: no sample).
     pub mean: Option<f64>,
 }
 
@@ -350,11 +373,15 @@ pub fn median(v: &[f64]) -> Option<f64> {
 /// Min / median / max of some values.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Spread {
+    /// Smallest value.
     pub min: f64,
+    /// Median value.
     pub median: f64,
+    /// Largest value.
     pub max: f64,
 }
 
+/// Min / median / max of `v`; None when `v` is empty.
 pub fn spread(v: &[f64]) -> Option<Spread> {
     Some(Spread {
         min: v.iter().copied().fold(f64::INFINITY, f64::min),
@@ -375,7 +402,9 @@ const LIVE_BUCKETS: usize = 512;
 /// power of two, about 6% resolution) shared by all workers of a step, for
 /// the live progress line only. Final numbers come from hdrhistogram.
 pub struct LiveStats {
+    /// Ok answers so far.
     pub ok: AtomicU64,
+    /// Errors so far.
     pub errors: AtomicU64,
     buckets: Box<[AtomicU64]>,
 }
@@ -387,6 +416,7 @@ impl Default for LiveStats {
 }
 
 impl LiveStats {
+    /// Empty counters.
     pub fn new() -> Self {
         LiveStats {
             ok: AtomicU64::new(0),
@@ -413,11 +443,13 @@ impl LiveStats {
         ((16 + sub + 1) << (o - 4)) - 1
     }
 
+    /// Count an ok answer of latency `us` microseconds.
     pub fn record_ok(&self, us: u64) {
         self.ok.fetch_add(1, Ordering::Relaxed);
         self.buckets[Self::bucket(us)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count an error.
     pub fn record_err(&self) {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }

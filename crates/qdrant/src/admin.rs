@@ -66,32 +66,45 @@ pub fn parse_target(s: &str) -> Result<(String, String), String> {
 /// Quantization of the Qdrant collection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quantization {
+    /// No quantization (full float32 vectors).
     None,
     /// Scalar int8 (searchd's sq8).
     Int8,
+    /// Binary (1 bit per dimension).
     Binary,
 }
 
 /// What an existing collection of the same name gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Existing {
+    /// Fail with an error (the default).
     Refuse,
+    /// Delete it and create it anew.
     Recreate,
+    /// Add the points to it (its dimension, metric and model must match).
     Append,
 }
 
 /// Collection and upload parameters.
 #[derive(Debug, Clone)]
 pub struct IngestOptions {
+    /// HNSW `m`: links per node.
     pub m: u64,
+    /// HNSW `ef_construct`: candidate list size while building.
     pub ef_construct: u64,
+    /// Keep vectors, the HNSW graph and payloads on disk rather than in memory.
     pub on_disk: bool,
+    /// Number of shards.
     pub shards: u32,
+    /// Replicas of each shard.
     pub replicas: u32,
+    /// Replicas that must acknowledge each write.
     pub write_consistency: u32,
+    /// Quantization of the collection.
     pub quantization: Quantization,
     /// Qdrant's optimizer `indexing_threshold` in KB (`None`: Qdrant's default).
     pub indexing_threshold_kb: Option<u64>,
+    /// What an existing collection of the same name gets.
     pub existing: Existing,
     /// Points per upsert.
     pub batch: usize,
@@ -101,6 +114,7 @@ pub struct IngestOptions {
     pub retries: usize,
     /// Longest wait for green and fully indexed.
     pub wait_timeout: Duration,
+    /// The field whose text was embedded, recorded in the collection's metadata (`None`: the spec's).
     pub text_field: Option<String>,
     /// Upload with Qdrant's HNSW indexing switched off (`indexing_threshold` 0), then switch
     /// it back on (to `indexing_threshold_kb`, or what the collection had) and build each
@@ -148,14 +162,20 @@ impl Default for IngestOptions {
 /// What an ingest did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct IngestReport {
+    /// Points uploaded.
     pub points: u64,
+    /// Seconds spent uploading.
     pub upload_s: f64,
     /// From the last upsert to green with every vector indexed (but for segments below the
     /// indexing threshold).
     pub index_wait_s: f64,
+    /// Seconds from the start to the end of the ingest.
     pub total_s: f64,
+    /// Upsert attempts repeated after a transient error.
     pub retries: u64,
+    /// Points in the collection at the end.
     pub points_in_collection: u64,
+    /// Vectors Qdrant has indexed at the end.
     pub indexed_vectors: u64,
     /// Some vectors (`points_in_collection - indexed_vectors`) are in segments below Qdrant's
     /// indexing threshold, which Qdrant keeps unindexed and searches exactly; "fully indexed"
@@ -163,6 +183,7 @@ pub struct IngestReport {
     pub below_indexing_threshold: bool,
     /// Points per upsert and upserts in flight.
     pub batch: usize,
+    /// Upserts in flight.
     pub parallel: usize,
     /// The upload ran with indexing switched off (`defer_indexing`).
     pub deferred_indexing: bool,
@@ -244,10 +265,15 @@ pub fn point_of(id: &DocId, vector: Vec<f32>, source: &[u8], schema: &Schema) ->
 /// What a new Qdrant collection is made of (and what an append must match).
 #[derive(Debug, Clone)]
 pub struct CollectionSpec {
+    /// Dimensions of the vectors.
     pub dim: usize,
+    /// Distance metric of the vectors.
     pub metric: Metric,
+    /// The documents' fields and their types.
     pub schema: Schema,
+    /// The model that embedded the documents (`None`: vectors were given).
     pub model: Option<searchd_collection::ModelRecord>,
+    /// The field whose text was embedded, if any.
     pub text_field: Option<String>,
 }
 

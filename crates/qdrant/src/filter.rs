@@ -27,6 +27,7 @@ const EXACT_INT: i64 = 1 << 53;
 /// Translation context: which fields are Qdrant `datetime` indexes (RFC 3339 payload).
 #[derive(Debug, Clone, Default)]
 pub struct Translator {
+    /// Names of the fields indexed in Qdrant as `datetime` (values sent as RFC 3339).
     pub native_datetime: HashSet<String>,
 }
 

@@ -32,6 +32,7 @@
 //!   `DeadlineExceeded` or the deadline passing on our side -> 504, `ResourceExhausted` ->
 //!   503 `overloaded`, `Unavailable` and any other failure -> 503 `not_ready`. While Qdrant
 //!   is unreachable `/ready` answers 503; a background probe every second flips it back.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
@@ -70,17 +71,23 @@ pub use layout::point_id;
 /// Default `--qdrant-channels`: HTTP/2 connections to Qdrant, requests spread round-robin.
 pub const DEFAULT_CHANNELS: usize = 2;
 
+/// Where a Qdrant collection served by searchd lives, and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QdrantTarget {
+    /// Qdrant's gRPC address (port 6334 by default), e.g. `http://127.0.0.1:6334`.
     pub url: String,
+    /// Name of the Qdrant collection.
     pub collection: String,
+    /// HTTP/2 connections to open (requests spread round-robin; 0 counts as 1).
     pub channels: usize,
+    /// Sent as the `api-key` header of every request (`None`: no key).
     pub api_key: Option<String>,
     /// How long the start-up checks wait for Qdrant before giving up.
     pub connect_timeout: Duration,
 }
 
 impl QdrantTarget {
+    /// A target with the defaults: [`DEFAULT_CHANNELS`] channels, no API key, a 3 s connect timeout.
     pub fn new(url: &str, collection: &str) -> QdrantTarget {
         QdrantTarget {
             url: url.to_string(),

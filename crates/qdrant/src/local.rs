@@ -48,9 +48,13 @@ fn free_port() -> std::io::Result<u16> {
 
 /// One Qdrant node.
 pub struct LocalQdrant {
+    /// The Qdrant executable.
     pub binary: PathBuf,
+    /// Directory of the node's storage, snapshots and `qdrant.log`.
     pub dir: PathBuf,
+    /// Port of the HTTP API on 127.0.0.1.
     pub http_port: u16,
+    /// Port of the gRPC API on 127.0.0.1.
     pub grpc_port: u16,
     child: Option<Child>,
 }
@@ -80,6 +84,7 @@ impl LocalQdrant {
         format!("http://127.0.0.1:{}", self.http_port)
     }
 
+    /// Process id of the running node (`None`: not running).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

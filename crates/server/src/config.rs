@@ -325,9 +325,11 @@ pub struct ServerConfig {
     pub reranker: Option<Arc<dyn crate::rerank::TextRerank>>,
     /// Text queries: batching window and largest batch.
     pub embed_window: Duration,
+    /// Largest batch of texts per embedder call.
     pub embed_batch: usize,
     /// How to open index directories (at start and on `/admin/reload`).
     pub load: LoadOptions,
+    /// The query matrix behind `{"qidx": N}` (`None`: such requests are refused).
     pub queries: Option<QuerySource>,
     /// Default `ef` of requests that give none.
     pub ef: usize,
@@ -343,10 +345,12 @@ pub struct ServerConfig {
     pub max_queue_wait: Option<Duration>,
     /// Deadline of each request from its arrival.
     pub timeout: Duration,
+    /// Bearer token required by `/admin/*` routes (`None`: admin routes only from loopback peers).
     pub admin_token: Option<String>,
     /// `/admin/reload` opens only directories under this one (a canonical path).
     /// `None` (the library default) accepts any path; `searchd serve` always sets it.
     pub reload_root: Option<PathBuf>,
+    /// Largest request body in bytes; larger bodies get 413 `body_too_large`.
     pub body_limit: usize,
     /// Header read timeout, and separately body read timeout.
     pub read_timeout: Duration,

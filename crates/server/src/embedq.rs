@@ -28,6 +28,7 @@ pub const PASSAGE_CHUNK: usize = 256;
 
 /// Defaults of the batcher: a 2 ms window, batches of at most 32 texts.
 pub const DEFAULT_EMBED_WINDOW: Duration = Duration::from_millis(2);
+/// Largest batch of the batcher by default (texts).
 pub const DEFAULT_EMBED_BATCH: usize = 32;
 
 /// One embedded query.

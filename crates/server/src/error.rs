@@ -9,28 +9,41 @@ use axum::response::{IntoResponse, Response};
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The configuration is invalid (the message says why).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address asked for.
         addr: String,
+        /// The bind error.
         #[source]
         source: std::io::Error,
     },
+    /// The index could not be opened.
     #[error("cannot open the index: {0}")]
     Index(#[from] searchd_engine::Error),
+    /// The collection could not be opened.
     #[error("cannot open the collection: {0}")]
     Collection(#[from] searchd_collection::Error),
+    /// The query matrix could not be read.
     #[error("cannot read the query matrix: {0}")]
     Queries(#[from] searchd_vecio::Error),
+    /// The query matrix's dimension differs from the index's.
     #[error("{path}: the query matrix has {queries} dimensions, the index has {index}")]
     QueryDim {
+        /// The query matrix file.
         path: PathBuf,
+        /// Dimensions of the query vectors.
         queries: usize,
+        /// Dimensions of the index vectors.
         index: usize,
     },
+    /// The async runtime or a thread could not be started.
     #[error("cannot start the async runtime or threads: {0}")]
     Runtime(#[source] std::io::Error),
+    /// Any other I/O error.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -38,19 +51,33 @@ pub enum ServerError {
 /// Outcome of one request, as the `code` of the contract's error table (plus `ok`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Code {
+    /// 200: the request succeeded.
     Ok,
+    /// 400: the body is not valid JSON.
     InvalidJson,
+    /// 400: the request is well-formed JSON but an argument is invalid.
     InvalidArgument,
+    /// 401: an admin route without the right bearer token.
     Unauthorized,
+    /// 403: an admin route from a non-loopback peer while no admin token is set.
     Forbidden,
+    /// 404: no such route, collection or document.
     NotFound,
+    /// 405: the route does not take this method.
     MethodNotAllowed,
+    /// 408: the request was not read in time.
     RequestTimeout,
+    /// 413: the body is larger than the body limit.
     BodyTooLarge,
+    /// 415: the body is not `application/json`.
     UnsupportedMediaType,
+    /// 500: an unexpected server error.
     Internal,
+    /// 503: too many requests in flight or queued.
     Overloaded,
+    /// 503: the server is not ready to serve.
     NotReady,
+    /// 504: the request's deadline passed.
     DeadlineExceeded,
     /// 400: the request is not valid HTTP/1.1 (answered for hyper's parser).
     BadRequest,
@@ -67,6 +94,7 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in the order of the contract's table.
     pub const ALL: [Code; 20] = [
         Code::Ok,
         Code::InvalidJson,
@@ -90,6 +118,7 @@ impl Code {
         Code::InsufficientStorage,
     ];
 
+    /// The `code` string of the JSON error body (for example `invalid_json`).
     pub fn as_str(self) -> &'static str {
         match self {
             Code::Ok => "ok",
@@ -115,6 +144,7 @@ impl Code {
         }
     }
 
+    /// The HTTP status answered with this code.
     pub fn status(self) -> StatusCode {
         match self {
             Code::Ok => StatusCode::OK,

@@ -76,6 +76,7 @@
 //! `/stats` and `/metrics` (and their `/healthz`, `/readyz` aliases); `latency_ms` and `qps_1m` are over successful searches of the
 //! last 60 s. `/metrics` is OpenMetrics text (which Prometheus reads) and is produced from
 //! the same counters.
+#![warn(missing_docs)]
 
 mod admin;
 pub mod backend;

@@ -36,6 +36,7 @@ enum Source {
 }
 
 impl LocalBackend {
+    /// A fixed (read-only) collection searched on `pool`.
     pub fn new(coll: Arc<Collection>, pool: Arc<Pool>) -> LocalBackend {
         LocalBackend {
             src: Source::Fixed(coll),
@@ -74,6 +75,7 @@ impl LocalBackend {
             Source::Live(l) => l.view(),
         }
     }
+    /// The live collection, if this backend serves one (`None` when fixed or paused).
     pub fn live_collection(&self) -> Option<&Arc<LiveCollection>> {
         match &self.src {
             Source::Live(l) => Some(l),

@@ -243,9 +243,11 @@ impl LiveCollection {
             new,
         )
     }
+    /// The collection's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+    /// Whether writes are refused (see [`LiveCollection::read_only_reason`]).
     pub fn is_read_only(&self) -> bool {
         self.read_only_reason.is_some()
     }
@@ -253,9 +255,11 @@ impl LiveCollection {
     pub fn read_only_reason(&self) -> Option<&str> {
         self.read_only_reason.as_deref()
     }
+    /// What start-up found in the write-ahead log.
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
     }
+    /// The configuration it was opened with.
     pub fn config(&self) -> &LiveConfig {
         &self.cfg
     }

@@ -14,7 +14,9 @@ use crate::segwrite::NewDoc;
 /// One logged operation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
+    /// Insert or replace these documents, by id.
     Upsert(Vec<NewDoc>),
+    /// Delete the documents with these ids.
     Delete(Vec<DocId>),
 }
 

@@ -1,0 +1,388 @@
+//! The sorted page of a filtered row set: the plan (scan every row's keys, or walk the
+//! first key's value order), the request's columns and cursor, and the walk itself.
+
+use super::*;
+
+/// How [`FieldIndex::page_with_plan`] finds a page; all plans give the same page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PagePlan {
+    /// Choose per call by estimated cost (what [`FieldIndex::page`] does).
+    #[default]
+    Auto,
+    /// Compute the sort keys of every row.
+    Scan,
+    /// Walk the first key's value order when its field allows it (keyword, integer, float,
+    /// datetime), whatever the cost; otherwise scan.
+    Walk,
+}
+
+/// The cost model of [`FieldIndex::page`]'s choice, in nanoseconds, measured in release on
+/// 1M rows with `examples/page_bench.rs` (one thread; the columns are out of cache).
+pub(super) mod cost {
+    use roaring::RoaringBitmap;
+
+    /// One walk visit: a sequential read of the value-sorted arrays and a lookup in the
+    /// bitmap of rows (two binary searches, ~25 ns; ~12 once [`super::RowSet`] has its
+    /// bit set).
+    pub const VISIT_NS: f64 = 25.0;
+    /// One sort key of one row met at random (the walk's matching rows, a sparse scan): its
+    /// column's offsets and values are cache misses. Measured 180-260 ns.
+    pub const KEY_NS: f64 = 250.0;
+    /// One sort key of one row in a dense scan (consecutive rows share cache lines and the
+    /// prefetcher streams the columns). Measured 25-35 ns.
+    pub const DENSE_KEY_NS: f64 = 30.0;
+
+    /// The scan's cost per row and key: dense when the rows are on average at most 32 apart.
+    pub fn scan_row_ns(rows: &RoaringBitmap, docs: u32) -> f64 {
+        if rows.len() * 32 >= u64::from(docs) {
+            DENSE_KEY_NS
+        } else {
+            KEY_NS
+        }
+    }
+}
+
+/// A `search_after` cursor as compact keys: one per sort key (`K::Id` at id keys), the id (of
+/// an `Id` key or the implicit tiebreaker) and how many positions it has.
+pub(super) struct Cursor {
+    pub(super) keys: Vec<K>,
+    pub(super) id: Option<DocId>,
+    pub(super) len: usize,
+}
+
+/// A row that may enter the page, with its keys and id.
+pub(super) struct Cand {
+    pub(super) row: u32,
+    pub(super) keys: Vec<K>,
+    pub(super) id: DocId,
+}
+
+/// One page request: keys, their columns, the cursor and the id lookup.
+pub(super) struct Req<'a> {
+    pub(super) keys: &'a [SortKey],
+    pub(super) cols: Vec<Option<&'a Column>>,
+    pub(super) implicit: bool,
+    pub(super) cursor: Option<Cursor>,
+    pub(super) id_of: &'a dyn Fn(u32) -> DocId,
+}
+
+impl<'a> Req<'a> {
+    pub(super) fn new(
+        idx: &'a FieldIndex,
+        keys: &'a [SortKey],
+        after: Option<&[SortValue]>,
+        id_of: &'a dyn Fn(u32) -> DocId,
+    ) -> Req<'a> {
+        let implicit = !keys.iter().any(|k| k.by == SortBy::Id);
+        let nk = keys.len();
+        let cursor = after.map(|a| {
+            let mut ks = Vec::with_capacity(nk);
+            let mut id = None;
+            for (i, v) in a.iter().enumerate().take(nk + usize::from(implicit)) {
+                match keys.get(i) {
+                    Some(key) if key.by != SortBy::Id => ks.push(idx.cursor_key(v, key)),
+                    _ => {
+                        if i < nk {
+                            ks.push(K::Id);
+                        }
+                        id = match v {
+                            SortValue::Id(d) => Some(d.clone()),
+                            SortValue::Str(s) => Some(DocId::Str(s.clone())),
+                            SortValue::Int(n) if *n >= 0 => Some(DocId::Int(*n as u64)),
+                            _ => None,
+                        };
+                    }
+                }
+            }
+            let len = a.len().min(nk + usize::from(implicit));
+            ks.resize(nk, K::Missing);
+            Cursor { keys: ks, id, len }
+        });
+        let cols = keys
+            .iter()
+            .map(|k| match &k.by {
+                SortBy::Field(f) => idx.col(f),
+                _ => None,
+            })
+            .collect();
+        Req {
+            keys,
+            cols,
+            implicit,
+            cursor,
+            id_of,
+        }
+    }
+
+    /// The page order of two candidates.
+    pub(super) fn cmp(&self, a: &Cand, b: &Cand) -> Ordering {
+        let full = self.keys.len() + usize::from(self.implicit);
+        cmp_entries(
+            self.keys,
+            self.implicit,
+            &a.keys,
+            &mut || a.id.clone(),
+            &b.keys,
+            Some(&b.id),
+            full,
+        )
+    }
+
+    /// The first `need` of `rows` strictly after the cursor, sorted: one pass with a bounded
+    /// buffer. With `group`, rows whose first key is not `group` are skipped (the walk meets a
+    /// multi-valued row at each of its values and takes it only at its sort value).
+    pub(super) fn top(
+        &self,
+        rows: impl IntoIterator<Item = u32>,
+        need: usize,
+        group: Option<K>,
+    ) -> Vec<Cand> {
+        let keys = self.keys;
+        let full = keys.len() + usize::from(self.implicit);
+        let cmp = |a: &Cand, b: &Cand| self.cmp(a, b);
+        let mut buf: Vec<Cand> = Vec::new();
+        let mut thr: Option<Cand> = None;
+        let mut scratch = vec![K::Missing; keys.len()];
+        for row in rows {
+            // The first key alone first: with `group` it may skip the row.
+            let mut it = scratch.iter_mut().zip(keys).zip(&self.cols);
+            if let Some(((s, key), col)) = it.next() {
+                *s = key_of_col(*col, row, key);
+                if group.is_some_and(|g| cmp_k(Order::Asc, s, &g) != Ordering::Equal) {
+                    continue;
+                }
+            }
+            for ((s, key), col) in it {
+                *s = key_of_col(*col, row, key);
+            }
+            let mut id: Option<DocId> = None;
+            let mut get_id = || id.get_or_insert_with(|| (self.id_of)(row)).clone();
+            if let Some(c) = &self.cursor {
+                if cmp_entries(
+                    keys,
+                    self.implicit,
+                    &scratch,
+                    &mut get_id,
+                    &c.keys,
+                    c.id.as_ref(),
+                    c.len,
+                ) != Ordering::Greater
+                {
+                    continue;
+                }
+            }
+            if let Some(t) = &thr {
+                if cmp_entries(
+                    keys,
+                    self.implicit,
+                    &scratch,
+                    &mut get_id,
+                    &t.keys,
+                    Some(&t.id),
+                    full,
+                ) != Ordering::Less
+                {
+                    continue;
+                }
+            }
+            let id = get_id();
+            buf.push(Cand {
+                row,
+                keys: scratch.clone(),
+                id,
+            });
+            if buf.len() >= need.saturating_mul(2).max(need.saturating_add(1024)) {
+                buf.select_nth_unstable_by(need - 1, cmp);
+                buf.truncate(need);
+                let w = &buf[need - 1];
+                thr = Some(Cand {
+                    row: w.row,
+                    keys: w.keys.clone(),
+                    id: w.id.clone(),
+                });
+            }
+        }
+        buf.sort_by(cmp);
+        buf.truncate(need);
+        buf
+    }
+}
+
+/// A first-key column in value order: positions `0..len()` are the value-sorted entries of a
+/// numeric column, or the dictionary ordinals of a keyword column.
+pub(super) enum Walk<'a> {
+    Int(&'a NumCol<i64>),
+    Float(&'a NumCol<f64>),
+    Keyword(&'a KeywordCol),
+}
+
+impl<'a> Walk<'a> {
+    pub(super) fn of(col: Option<&'a Column>) -> Option<Walk<'a>> {
+        match col? {
+            Column::Int(c) => Some(Walk::Int(c)),
+            Column::Float(c) => Some(Walk::Float(c)),
+            Column::Keyword(c) => Some(Walk::Keyword(c)),
+            Column::Bool(_) => None,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Walk::Int(c) => c.sorted_values.len(),
+            Walk::Float(c) => c.sorted_values.len(),
+            Walk::Keyword(c) => c.dict.len(),
+        }
+    }
+
+    /// The number of (value, row) entries.
+    pub(super) fn entries(&self) -> u64 {
+        match self {
+            Walk::Int(c) => c.sorted_values.len() as u64,
+            Walk::Float(c) => c.sorted_values.len() as u64,
+            Walk::Keyword(c) => c.ords.len() as u64,
+        }
+    }
+
+    /// The rows with a value (the writer sets exactly the rows with at least one value).
+    pub(super) fn present(&self) -> &RoaringBitmap {
+        match self {
+            Walk::Int(c) => &c.present,
+            Walk::Float(c) => &c.present,
+            Walk::Keyword(c) => &c.present,
+        }
+    }
+
+    /// The sort key of position `i`.
+    pub(super) fn key(&self, i: usize) -> K {
+        match self {
+            Walk::Int(c) => K::I(c.sorted_values[i]),
+            Walk::Float(c) => K::F(c.sorted_values[i]),
+            Walk::Keyword(_) => K::O(2 * i as u64 + 1),
+        }
+    }
+
+    /// Whether position `i` has the key `k` (keyword positions are distinct values).
+    pub(super) fn same(&self, i: usize, k: &K) -> bool {
+        match self {
+            Walk::Keyword(_) => false,
+            _ => cmp_k(Order::Asc, &self.key(i), k) == Ordering::Equal,
+        }
+    }
+
+    /// The entries of the run of equal values containing position `i`.
+    pub(super) fn run_entries(&self, i: usize) -> u64 {
+        fn run<T: Copy>(v: &[T], i: usize, eq: impl Fn(T, T) -> bool) -> u64 {
+            let x = v[i];
+            let lo = v[..i].iter().rev().take_while(|&&y| eq(x, y)).count();
+            let hi = v[i..].iter().take_while(|&&y| eq(x, y)).count();
+            (lo + hi) as u64
+        }
+        match self {
+            Walk::Int(c) => run(&c.sorted_values, i, |a, b| a == b),
+            Walk::Float(c) => run(&c.sorted_values, i, |a, b| a.total_cmp(&b).is_eq()),
+            Walk::Keyword(c) => c.postings[i].len(),
+        }
+    }
+
+    /// The rows of positions `lo..hi` (one run of equal values) that are in `set`, and the
+    /// cost of finding them in walk visits.
+    pub(super) fn members(&self, lo: usize, hi: usize, set: &mut RowSet) -> (Vec<u32>, f64) {
+        let mut sorted = |r: &[u32]| -> (Vec<u32>, f64) {
+            let before = set.cost;
+            let m = r[lo..hi]
+                .iter()
+                .copied()
+                .filter(|&x| set.contains(x))
+                .collect();
+            (m, set.cost - before)
+        };
+        match self {
+            Walk::Int(c) => sorted(&c.sorted_rows),
+            Walk::Float(c) => sorted(&c.sorted_rows),
+            Walk::Keyword(c) => {
+                let p = &c.postings[lo];
+                let visits = p.len().min(set.rows.len()) as f64;
+                ((p & set.rows).iter().collect(), visits)
+            }
+        }
+    }
+}
+
+/// Membership in the page's rows for the walk: the bitmap's own lookup (two binary searches,
+/// ~25 ns), switching to a plain bit set once the walk has done enough lookups for building
+/// it (~1-2 ns a row of `rows`) to pay off; a lookup in it costs about a fifth.
+pub(super) struct RowSet<'a> {
+    pub(super) rows: &'a RoaringBitmap,
+    pub(super) bits: Option<Vec<u64>>,
+    pub(super) lookups: u64,
+    /// Lookups so far, in bitmap lookups (see [`RowSet::BITS_COST`]).
+    pub(super) cost: f64,
+}
+
+impl<'a> RowSet<'a> {
+    /// What a bit-set lookup costs relative to a bitmap lookup (with the walk's other work
+    /// per entry: ~12 ns against ~25 ns).
+    const BITS_COST: f64 = 0.5;
+
+    pub(super) fn new(rows: &'a RoaringBitmap) -> RowSet<'a> {
+        RowSet {
+            rows,
+            bits: None,
+            lookups: 0,
+            cost: 0.0,
+        }
+    }
+
+    pub(super) fn contains(&mut self, row: u32) -> bool {
+        if let Some(b) = &self.bits {
+            self.cost += Self::BITS_COST;
+            return b
+                .get(row as usize / 64)
+                .is_some_and(|w| w >> (row % 64) & 1 == 1);
+        }
+        self.lookups += 1;
+        self.cost += 1.0;
+        let span = u64::from(self.rows.max().unwrap_or(0)) / 64;
+        if self.lookups > 1024 + self.rows.len() / 8 + span / 16 {
+            let mut b = vec![0u64; span as usize + 1];
+            for r in self.rows {
+                b[r as usize / 64] |= 1 << (r % 64);
+            }
+            self.bits = Some(b);
+        }
+        self.rows.contains(row)
+    }
+}
+
+pub(super) fn key_of_col(col: Option<&Column>, row: u32, key: &SortKey) -> K {
+    if !matches!(key.by, SortBy::Field(_)) {
+        return if key.by == SortBy::Id { K::Id } else { K::Nil };
+    }
+    let desc = key.order == Order::Desc;
+    match col {
+        None => K::Missing,
+        Some(Column::Keyword(c)) => {
+            let r = c.row(row);
+            let o = if desc { r.last() } else { r.first() };
+            o.map_or(K::Missing, |&o| K::O(2 * u64::from(o) + 1))
+        }
+        Some(Column::Int(c)) => {
+            let r = c.row(row);
+            let o = if desc { r.last() } else { r.first() };
+            o.map_or(K::Missing, |&v| K::I(v))
+        }
+        Some(Column::Float(c)) => {
+            let r = c.row(row);
+            let o = if desc { r.last() } else { r.first() };
+            o.map_or(K::Missing, |&v| K::F(v))
+        }
+        Some(Column::Bool(c)) => {
+            let (t, f) = (c.t.contains(row), c.f.contains(row));
+            match (t, f) {
+                (false, false) => K::Missing,
+                (true, true) => K::B(desc),
+                (t, _) => K::B(t),
+            }
+        }
+    }
+}
