@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use searchd_testkit::layering::{check_acyclic, check_file_sizes, strip_comments};
+use searchd_testkit::layering::{check_acyclic, check_file_sizes, check_root_only_declares};
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -32,26 +32,7 @@ fn the_module_graph_is_acyclic() {
 
 #[test]
 fn the_crate_root_only_declares_modules_and_reexports() {
-    let lib = strip_comments(&std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs"));
-    // Crate-level attributes (`#![warn(missing_docs)]`) are not statements.
-    let lib: String = lib
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("#!["))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut bad = Vec::new();
-    for stmt in lib.split(';') {
-        let s = stmt.trim();
-        if s.is_empty() {
-            continue;
-        }
-        let ok = s.starts_with("pub use ")
-            || ((s.starts_with("mod ") || s.starts_with("pub mod ")) && !s.contains('{'));
-        if !ok {
-            bad.push(s.to_string());
-        }
-    }
-    assert!(bad.is_empty(), "lib.rs defines or imports: {bad:?}");
+    check_root_only_declares(&src());
 }
 
 #[test]

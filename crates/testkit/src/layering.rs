@@ -320,6 +320,30 @@ pub fn check_file_sizes(src: &Path) {
     assert!(over.is_empty(), "files over {MAX_LINES} lines: {over:?}");
 }
 
+/// The crate root under `src` (`lib.rs`) only declares modules (`mod x;`, `pub mod x;`) and
+/// re-exports (`pub use ...;`); crate-level attributes (`#![...]`) aside. Panics listing
+/// anything else.
+pub fn check_root_only_declares(src: &Path) {
+    let lib = strip_comments(&std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs"));
+    let lib: String = lib
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("#!["))
+        .collect::<Vec<_>>()
+        .join("\n");
+    // Statements end with `;` (a `pub use a::{...};` group spans lines).
+    let bad: Vec<String> = lib
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .filter(|s| {
+            !(s.starts_with("pub use ")
+                || ((s.starts_with("mod ") || s.starts_with("pub mod ")) && !s.contains('{')))
+        })
+        .map(str::to_string)
+        .collect();
+    assert!(bad.is_empty(), "lib.rs defines or imports: {bad:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
