@@ -183,15 +183,17 @@ impl Manifest {
             ));
         }
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        // The version first, so a newer format is reported as such rather than as a
-        // field this searchd does not know.
+        let invalid =
+            |e: serde_json::Error| Error::format(&path, format!("manifest is not valid: {e}"));
+        // Parsed once; the format and version are checked before the typed fields, so a newer
+        // format is reported as such rather than as a field this searchd does not know.
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(invalid)?;
         #[derive(Deserialize)]
         struct Head {
             format: String,
             format_version: u32,
         }
-        let head: Head = serde_json::from_str(&text)
-            .map_err(|e| Error::format(&path, format!("manifest is not valid: {e}")))?;
+        let head = Head::deserialize(&value).map_err(invalid)?;
         if head.format != crate::format::MANIFEST_FORMAT {
             return Err(Error::format(
                 &path,
@@ -203,8 +205,7 @@ impl Manifest {
             ));
         }
         crate::format::check_version(&path, head.format_version)?;
-        serde_json::from_str(&text)
-            .map_err(|e| Error::format(&path, format!("manifest is not valid: {e}")))
+        serde_json::from_value(value).map_err(invalid)
     }
 
     /// The entry of file `name`, if the directory holds it.
