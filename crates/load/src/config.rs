@@ -236,9 +236,7 @@ pub fn parse_query_count(s: &str) -> Result<usize, String> {
             "'{s}' is not a number: --query-count (old name --queries) is how many rows of the server's query matrix to rotate over (the server reads the matrix: serve --queries FILE)"
         ));
     }
-    searchd_vecio::read_vectors(path)
-        .map(|v| v.n())
-        .map_err(|e| format!("{s}: {e}"))
+    searchd_vecio::count_rows(path).map_err(|e| format!("{s}: {e}"))
 }
 
 /// Closed-loop concurrency levels.

@@ -370,6 +370,19 @@ pub fn read_vectors(path: &Path) -> Result<Vectors> {
     read_vectors_hdf5_default(path, "train")
 }
 
+/// Rows of the float matrix [`read_vectors`] would read, without decoding its values:
+/// `.npy` from its header, `.fvecs`/`.bvecs` from their row layout (both mapped, not read);
+/// HDF5 by reading it.
+pub fn count_rows(path: &Path) -> Result<usize> {
+    let (file, _) = split_dataset(path);
+    match detect(&file)? {
+        Kind::Npy => Ok(npy::parse_header(&file, &map_file(&file)?)?.n),
+        Kind::Fvecs => vecs::count_rows(&file, 4, "fvecs"),
+        Kind::Bvecs => vecs::count_rows(&file, 1, "bvecs"),
+        Kind::Ivecs | Kind::Hdf5 => read_vectors(path).map(|v| v.n()),
+    }
+}
+
 /// Like [`read_vectors`], but for HDF5 files reads `default_dataset` (e.g. `"train"` for
 /// base vectors, `"test"` for queries) unless the path says `file.hdf5#name`. For other
 /// formats `default_dataset` is ignored, so callers can use this for any path. Without the

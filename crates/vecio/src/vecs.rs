@@ -75,6 +75,12 @@ fn decode<T>(bytes: &[u8], n: usize, d: usize, elem: usize, f: impl Fn(&[u8]) ->
     out
 }
 
+/// Rows of an `.fvecs` (`elem` 4) or `.bvecs` (`elem` 1) file, from its row layout alone.
+pub(crate) fn count_rows(path: &Path, elem: usize, ext: &str) -> Result<usize> {
+    let map = map_file(path)?;
+    Ok(layout(path, &map, elem, ext)?.0)
+}
+
 pub(crate) fn read_fvecs(path: &Path) -> Result<Vectors> {
     let map = map_file(path)?;
     let (n, d) = layout(path, &map, 4, "fvecs")?;

@@ -754,3 +754,18 @@ mod props {
         }
     }
 }
+
+#[test]
+fn count_rows_reads_only_the_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<f32> = (0..7 * 3).map(|i| i as f32).collect();
+    for name in ["v.npy", "v.fvecs"] {
+        let p = dir.path().join(name);
+        searchd_vecio::write_vectors(&p, &data, 7, 3).unwrap();
+        assert_eq!(searchd_vecio::count_rows(&p).unwrap(), 7, "{name}");
+    }
+    let p = dir.path().join("bad.npy");
+    std::fs::write(&p, b"not a numpy file").unwrap();
+    let e = searchd_vecio::count_rows(&p).unwrap_err().to_string();
+    assert!(e.contains("bad.npy"), "{e}");
+}
