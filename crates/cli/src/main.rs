@@ -73,6 +73,9 @@ enum Command {
     /// queries, documents by id, admission control, deadlines, /health /ready /stats
     /// /metrics, atomic reload.
     Serve(Box<flags::serve::ServeArgs>),
+    /// API keys for `serve --api-keys FILE`.
+    #[command(subcommand)]
+    Keys(flags::keys::KeysCmd),
     /// A snapshot of a live collection (`POST /collections/{name}/snapshot`) to a new
     /// collection directory, checked by opening it first.
     Restore(restore::RestoreArgs),
@@ -135,6 +138,7 @@ fn main() {
         }
         Command::Demo(a) => demo::demo(a),
         Command::Restore(a) => restore::restore_cmd(a),
+        Command::Keys(c) => flags::keys::run(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

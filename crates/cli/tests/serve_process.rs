@@ -204,3 +204,45 @@ fn json_logs_are_one_object_per_line() {
         .unwrap()
         .starts_with("ready: listening on http://127.0.0.1:"));
 }
+
+#[test]
+fn a_network_address_without_keys_exits_2_and_keys_new_makes_a_usable_entry() {
+    let d = tempfile::tempdir().unwrap();
+    let (idx, _) = index(d.path());
+    let o = Command::new(bin())
+        .args(["serve", "--index", &idx, "--addr", "0.0.0.0:0"])
+        .env("SEARCHD_LOG", "warn")
+        .env_remove("SEARCHD_API_KEYS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--api-keys") && err.contains("--insecure"),
+        "{err}"
+    );
+    // `keys new --json`: a key and the [[key]] table holding its hash, not the key.
+    let o = Command::new(bin())
+        .args(["keys", "new", "--name", "ops", "--scope", "admin", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let key = v["key"].as_str().unwrap();
+    let entry = v["entry"].as_str().unwrap();
+    assert!(
+        entry.contains("name = \"ops\"") && entry.contains("scope = \"admin\""),
+        "{entry}"
+    );
+    assert!(!entry.contains(key), "the file must not hold the key");
+    assert!(
+        entry.contains(&searchd_server::auth::hash_of(key)),
+        "{entry}"
+    );
+    let o = Command::new(bin())
+        .args(["keys", "new", "--name", "x", "--scope", "root"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown scope"));
+}

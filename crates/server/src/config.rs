@@ -83,8 +83,17 @@ pub struct ServeSettings {
     /// Query matrix (.npy / .fvecs ...) whose rows `{"qidx": N}` requests search for.
     pub queries: Option<PathBuf>,
 
-    /// Address to listen on. Loopback by default; pass 0.0.0.0:PORT to serve the network.
+    /// Address to listen on. Loopback by default; a non-loopback address (0.0.0.0:PORT
+    /// serves the network) needs `api_keys`, or `insecure` to serve without keys.
     pub addr: String,
+
+    /// TOML file of API keys (see [`crate::auth`]); with it every route but `/health` and
+    /// `/ready` needs a key. Default: none.
+    pub api_keys: Option<PathBuf>,
+
+    /// Serve a non-loopback address without `api_keys`: anyone who reaches the port can
+    /// write and delete. Default: false (such a start is refused).
+    pub insecure: bool,
 
     /// HNSW candidate list size for requests that do not give `ef` (raised to k); for
     /// ivfpq indexes, the number of lists probed.
@@ -247,6 +256,8 @@ impl Default for ServeSettings {
             embed_threads: None,
             queries: None,
             addr: DEFAULT_ADDR.to_string(),
+            api_keys: None,
+            insecure: false,
             ef: DEFAULT_EF,
             threads: None,
             io_threads: None,
@@ -347,6 +358,8 @@ pub struct ServerConfig {
     pub timeout: Duration,
     /// Bearer token required by `/admin/*` routes (`None`: admin routes only from loopback peers).
     pub admin_token: Option<String>,
+    /// The API key file (`None`: no keys; see [`crate::auth`]).
+    pub api_keys: Option<PathBuf>,
     /// `/admin/reload` opens only directories under this one (a canonical path).
     /// `None` (the library default) accepts any path; `searchd serve` always sets it.
     pub reload_root: Option<PathBuf>,
@@ -384,6 +397,28 @@ const _: () = assert!(
         && DEFAULT_BODY_LIMIT <= crate::limits::DEFAULT_MAX_PENDING_BYTES / 4 * 3
 );
 
+/// Refuse to serve a non-loopback address without API keys unless `insecure` says so
+/// (CONTRACTS.md "Security and operations": the secure default).
+fn check_exposure(args: &ServeSettings) -> Result<(), ServerError> {
+    if args.api_keys.is_some() || args.insecure {
+        return Ok(());
+    }
+    use std::net::ToSocketAddrs as _;
+    let addrs: Vec<std::net::SocketAddr> = match args.addr.to_socket_addrs() {
+        Ok(a) => a.collect(),
+        // An address that does not resolve fails at bind, with its own message.
+        Err(_) => return Ok(()),
+    };
+    if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+        return Err(ServerError::Config(format!(
+            "--addr {} is reachable from other machines ({}), and without --api-keys anyone who reaches it could write and delete: give --api-keys FILE (searchd keys new makes a key), or --insecure to serve without keys",
+            args.addr,
+            open.ip()
+        )));
+    }
+    Ok(())
+}
+
 /// Number of cores this process may use.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -413,6 +448,7 @@ impl ServerConfig {
             max_queue_wait: Some(Duration::from_millis(DEFAULT_MAX_QUEUE_WAIT_MS)),
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             admin_token: None,
+            api_keys: None,
             reload_root: None,
             body_limit: DEFAULT_BODY_LIMIT,
             read_timeout: Duration::from_millis(DEFAULT_READ_TIMEOUT_MS),
@@ -431,6 +467,17 @@ impl ServerConfig {
     /// Configuration from `searchd serve`'s settings, checked (a bad value is a
     /// [`ServerError::Config`] naming its flag).
     pub fn from_settings(args: &ServeSettings) -> Result<ServerConfig, ServerError> {
+        check_exposure(args)?;
+        let mut cfg = ServerConfig::resolve(args)?;
+        cfg.api_keys = args.api_keys.clone();
+        if let Some(p) = &cfg.api_keys {
+            // Read now, so a bad file refuses the start with its message.
+            crate::auth::KeyRing::load(p)?;
+        }
+        Ok(cfg)
+    }
+
+    fn resolve(args: &ServeSettings) -> Result<ServerConfig, ServerError> {
         if let Some(cfg) = qdrant_config_from_settings(args)? {
             return Ok(cfg);
         }

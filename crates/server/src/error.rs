@@ -57,9 +57,11 @@ pub enum Code {
     InvalidJson,
     /// 400: the request is well-formed JSON but an argument is invalid.
     InvalidArgument,
-    /// 401: an admin route without the right bearer token.
+    /// 401: no valid API key (with `--api-keys`), or an admin route without the right
+    /// bearer token.
     Unauthorized,
-    /// 403: an admin route from a non-loopback peer while no admin token is set.
+    /// 403: a key whose scope or collections do not cover the route, or an admin route
+    /// from a non-loopback peer while no admin token is set.
     Forbidden,
     /// 404: no such route, collection or document.
     NotFound,
@@ -232,7 +234,7 @@ impl IntoResponse for ApiError {
             Code::Unauthorized => {
                 h.insert(
                     header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"searchd admin\""),
+                    HeaderValue::from_static("Bearer realm=\"searchd\""),
                 );
             }
             _ => {}

@@ -79,6 +79,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+pub mod auth;
 pub mod backend;
 mod cache;
 mod config;
@@ -235,7 +236,16 @@ where
             failed: ArcSwapOption::empty(),
         }));
     }
+    let keys = match &config.api_keys {
+        Some(p) => {
+            let k = Arc::new(auth::Keys::open(p)?);
+            k.watch();
+            Some(k)
+        }
+        None => None,
+    };
     let app = Arc::new(state::App {
+        keys,
         slots,
         queries: ArcSwapOption::empty(),
         queries_path,

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
+use axum::extract::{Request, State};
 use axum::http::{Method, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -61,7 +64,27 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/admin/reload", post(admin::reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Every route, the fallbacks too: with keys, nothing is answered to a caller
+        // without one (but /health and /ready).
+        .layer(axum::middleware::from_fn_with_state(app.clone(), gate))
         .with_state(app)
+}
+
+/// The key gate in front of every route: with `--api-keys`, a request needs a key that
+/// allows its route ([`crate::auth::admit`]); without, it passes (admin routes then check
+/// `--admin-token` or a loopback peer themselves).
+async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    let Some(keys) = &app.keys else {
+        return next.run(req).await;
+    };
+    match crate::auth::admit(keys, &req) {
+        Ok(Some(caller)) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Ok(None) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {

@@ -98,6 +98,8 @@ pub(crate) fn not_ready(app: &App) -> Option<String> {
 
 /// Shared state of one server.
 pub(crate) struct App {
+    /// The API keys (`serve --api-keys`); `None`: no keys, every route open as before.
+    pub keys: Option<Arc<crate::auth::Keys>>,
     /// Served collections; the first is the default behind the v1 routes.
     pub slots: Vec<Arc<Slot>>,
     pub queries: ArcSwapOption<Vectors>,

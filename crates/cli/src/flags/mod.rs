@@ -4,5 +4,6 @@
 
 pub mod demo;
 pub mod ingest;
+pub mod keys;
 pub mod load;
 pub mod serve;

@@ -98,9 +98,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub queries: Option<PathBuf>,
 
-    /// Address to listen on. Loopback by default; pass 0.0.0.0:PORT to serve the network.
+    /// Address to listen on. Loopback by default. To serve the network (e.g.
+    /// 0.0.0.0:PORT) give --api-keys FILE; a non-loopback address without keys is refused
+    /// unless --insecure.
     #[arg(long, default_value = searchd_server::DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
+
+    /// TOML file of API keys (`searchd keys new` makes one): every route but /health and
+    /// /ready then needs `Authorization: Bearer KEY` (or `api-key: KEY`) whose scope
+    /// (read, write, admin) and collections cover it. Reloaded when the file changes.
+    #[arg(long, env = "SEARCHD_API_KEYS", value_name = "FILE")]
+    pub api_keys: Option<PathBuf>,
+
+    /// Serve a non-loopback --addr without --api-keys: anyone who reaches the port can
+    /// write and delete.
+    #[arg(long)]
+    pub insecure: bool,
 
     /// HNSW candidate list size for requests that do not give `ef` (raised to k); for
     /// ivfpq indexes, the number of lists probed.
@@ -355,6 +368,8 @@ impl ServeArgs {
             embed_threads: self.embed_threads,
             queries: self.queries.clone(),
             addr: self.addr.clone(),
+            api_keys: self.api_keys.clone(),
+            insecure: self.insecure,
             ef: self.ef,
             threads: self.threads,
             io_threads: self.io_threads,
