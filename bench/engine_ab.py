@@ -5,8 +5,9 @@ float32 HNSW and SQ8, on dev-gcide-50k and GloVe-50d, two searchd binaries alter
 Both binaries search the same index directories (built once by --old, so the format is the
 one both read). The QPS at recall 0.95 is interpolated between the two swept ef values that
 bracket it (linear in recall, geometric in QPS); each round evaluates every (dataset, index)
-with both binaries in alternating order, and the figure reported is the median over rounds
-of new/old.
+with both binaries in ABBA order at the two efs that bracket the target (found by a
+calibration sweep, which also checks both binaries find the same recall at every ef), and the
+figure reported is the median over rounds of new/old.
 
     /tmp/benchvenv/bin/python bench/engine_ab.py --old /work/ab/searchd-before \\
         --new target/release/searchd --tag engine-by-format
@@ -85,9 +86,9 @@ def main() -> int:
     ap.add_argument("--new", required=True)
     ap.add_argument("--datasets", default="gcide,glove")
     ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--efs", default="8,12,16,24,32,48,64,96,128,192")
-    ap.add_argument("--min-seconds", type=float, default=1.0)
+    ap.add_argument("--min-seconds", type=float, default=2.0)
     ap.add_argument("--tag", default="engine")
     a = ap.parse_args()
     old, new = Path(a.old).resolve(), Path(a.new).resolve()
@@ -105,14 +106,40 @@ def main() -> int:
         if not (d / "hnsw-sq8" / "manifest.json").exists():
             run([old, "quantize", "--index", d / "hnsw", "--out", d / "hnsw-sq8", "--quantization", "sq8", "--force"])
         cases += [(ds, "f32", d / "hnsw", d), (ds, "sq8", d / "hnsw-sq8", d)]
+    def evaluate(binary: Path, idx: Path, d: Path, efs: str, seconds: float, jp: Path) -> dict:
+        run([binary, "eval", "--index", idx, "--queries", d / "queries.npy", "--gt", d / "gt.npy",
+             "--ef", efs, "--threads", 1, "--min-seconds", seconds, "--json", jp])
+        return json.loads(jp.read_text())
+
+    # Calibration: the full sweep once with each binary; the two efs that bracket the target
+    # recall are the ones timed in the rounds, and both binaries must find the same recall at
+    # every ef (the same search, so any difference is a behaviour change).
+    brackets = {}
+    out["calibration"] = []
+    for ds, variant, idx, d in cases:
+        docs = {label: evaluate(b, idx, d, a.efs, 0.3, Path(f"/tmp/engine-ab-{ds}-{variant}-{label}.json"))
+                for label, b in (("old", old), ("new", new))}
+        rec = {label: [(r["ef"], r["recall_at_10"]) for r in doc["rows"]] for label, doc in docs.items()}
+        same = rec["old"] == rec["new"]
+        pts = sorted(rec["new"], key=lambda x: x[1])
+        pair = next(((e0, e1) for (e0, r0), (e1, r1) in zip(pts, pts[1:]) if r0 <= TARGET <= r1), None)
+        out["calibration"].append({"dataset": ds, "variant": variant, "recall_old": rec["old"],
+                                   "recall_new": rec["new"], "same_recall": same, "bracket": pair})
+        log(f"{ds} {variant}: same recall at every ef: {same}; efs bracketing {TARGET}: {pair}")
+        brackets[(ds, variant)] = pair
     for rnd in range(a.rounds):
         for ds, variant, idx, d in cases:
-            order = [("old", old), ("new", new)] if rnd % 2 == 0 else [("new", new), ("old", old)]
-            for label, binary in order:
-                jp = Path(f"/tmp/engine-ab-{ds}-{variant}-{label}.json")
-                run([binary, "eval", "--index", idx, "--queries", d / "queries.npy", "--gt", d / "gt.npy",
-                     "--ef", a.efs, "--threads", 1, "--min-seconds", a.min_seconds, "--json", jp])
-                doc = json.loads(jp.read_text())
+            pair = brackets[(ds, variant)]
+            if pair is None:
+                continue
+            efs = f"{pair[0]},{pair[1]}"
+            # ABBA within a round: old, new, new, old on even rounds; the mirror on odd ones.
+            seq = ["old", "new", "new", "old"] if rnd % 2 == 0 else ["new", "old", "old", "new"]
+            got = {"old": [], "new": []}
+            for label in seq:
+                doc = evaluate(old if label == "old" else new, idx, d, efs, a.min_seconds,
+                               Path(f"/tmp/engine-ab-{ds}-{variant}-{label}.json"))
+                got[label].append(doc["rows"])
                 out["runs"].append({"round": rnd, "dataset": ds, "variant": variant, "binary": label,
                                     "kernels": doc.get("kernels"), "rows": doc["rows"],
                                     "qps_at_target": at_target(doc["rows"])})
@@ -120,13 +147,18 @@ def main() -> int:
     for ds, variant, _, _ in cases:
         ratios, olds, news = [], [], []
         for rnd in range(a.rounds):
-            pick = {r["binary"]: r["qps_at_target"] for r in out["runs"]
-                    if r["round"] == rnd and r["dataset"] == ds and r["variant"] == variant}
-            if pick.get("old") and pick.get("new"):
-                ratios.append(pick["new"] / pick["old"])
-                olds.append(pick["old"])
-                news.append(pick["new"])
-        table.append({"dataset": ds, "variant": variant,
+            qa = {lab: [r["qps_at_target"] for r in out["runs"] if r["round"] == rnd and r["dataset"] == ds
+                        and r["variant"] == variant and r["binary"] == lab and r["qps_at_target"]]
+                  for lab in ("old", "new")}
+            if qa["old"] and qa["new"]:
+                o = math.exp(statistics.fmean(map(math.log, qa["old"])))
+                n = math.exp(statistics.fmean(map(math.log, qa["new"])))
+                ratios.append(n / o)
+                olds.append(o)
+                news.append(n)
+        cal = next(c for c in out["calibration"] if c["dataset"] == ds and c["variant"] == variant)
+        table.append({"dataset": ds, "variant": variant, "bracket": cal["bracket"],
+                      "same_recall": cal["same_recall"],
                       "old_qps": statistics.median(olds) if olds else None,
                       "new_qps": statistics.median(news) if news else None,
                       "ratios": ratios,
@@ -136,18 +168,23 @@ def main() -> int:
     (res / f"engine-ab-{a.tag}.json").write_text(json.dumps(out, indent=1))
     md = [f"# Engine before/after: `searchd eval` single-thread QPS at recall@10 {TARGET}", "",
           f"`python3 bench/engine_ab.py --tag {a.tag}`: old = `{old.name}`, new = `{new.name}`, same indexes "
-          f"(HNSW m=16 efc=200, built by old; SQ8 by `quantize`), {a.queries} queries, ef sweep {a.efs}, "
-          f"{a.min_seconds} s per timed pass, {a.rounds} rounds alternating the order; QPS at recall "
-          f"{TARGET} interpolated between the bracketing efs. 2-core VM: ratios within ~5% are noise.", "",
-          "| dataset | index | old QPS | new QPS | new/old (median) | every round |", "|---|---|---|---|---|---|"]
+          f"(HNSW m=16 efc=200, built by old; SQ8 by `quantize`), {a.queries} queries. A calibration sweep "
+          f"({a.efs}) with both binaries finds the two efs bracketing recall {TARGET} and checks both "
+          f"find the same recall at every ef; then {a.rounds} rounds time only those two efs, "
+          f"{a.min_seconds} s per pass, old/new in ABBA order (mirrored every other round). QPS at "
+          f"recall {TARGET} is interpolated between the two efs; a round's ratio is the geometric mean "
+          f"of its two new passes over its two old ones; the figure is the median over rounds.", "",
+          "| dataset | index | efs | same recall | old QPS | new QPS | new/old (median) | every round |",
+          "|---|---|---|---|---|---|---|---|"]
     for t in table:
         f = lambda x: "n/a" if x is None else f"{x:,.0f}"  # noqa: E731
         r = "n/a" if t["median_ratio"] is None else f"{t['median_ratio']:.3f}"
-        md.append(f"| {t['dataset']} | {t['variant']} | {f(t['old_qps'])} | {f(t['new_qps'])} | {r} | "
+        md.append(f"| {t['dataset']} | {t['variant']} | {t['bracket']} | {t['same_recall']} | "
+                  f"{f(t['old_qps'])} | {f(t['new_qps'])} | {r} | "
                   + ", ".join(f"{x:.3f}" for x in t["ratios"]) + " |")
     (res / f"engine-ab-{a.tag}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
-    missing = [t for t in table if t["median_ratio"] is None]
+    missing = [t for t in table if t["median_ratio"] is None or not t["same_recall"]]
     return 1 if missing else 0
 
 
