@@ -220,6 +220,11 @@ pub struct ServeSettings {
     /// body gets 413 whatever this says.
     pub write_body_limit: usize,
 
+    /// Most buckets one request's aggregations and facets may ask for, summed over all of
+    /// them (Elasticsearch's `search.max_buckets`); more is refused with 400
+    /// `too_many_buckets` before any work.
+    pub max_buckets: usize,
+
     /// `POST /admin/reload` only opens index directories inside this directory
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
     pub reload_root: Option<PathBuf>,
@@ -287,6 +292,7 @@ impl Default for ServeSettings {
             dynamic_mapping: "true".to_string(),
             vacuum_ratio: 0.3,
             write_body_limit: DEFAULT_WRITE_BODY_LIMIT,
+            max_buckets: DEFAULT_MAX_BUCKETS,
             reload_root: None,
             max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
             max_pending_bytes: crate::limits::DEFAULT_MAX_PENDING_BYTES as u64,
@@ -380,6 +386,8 @@ pub struct ServerConfig {
     pub live: searchd_collection::live::LiveConfig,
     /// Largest body of a write request.
     pub write_body_limit: usize,
+    /// Most buckets of one request's aggregations and facets (`--max-buckets`).
+    pub max_buckets: usize,
     /// Connections open at once (`--max-connections`).
     pub max_connections: usize,
     /// Byte budget of requests being read (`--max-pending-bytes`).
@@ -392,6 +400,9 @@ pub struct ServerConfig {
 /// byte budget (three quarters of `--max-pending-bytes` 64 MiB): a larger limit could only
 /// be reached by raising the budget too.
 pub const DEFAULT_WRITE_BODY_LIMIT: usize = 48 << 20;
+
+/// Default `--max-buckets`: Elasticsearch's `search.max_buckets` (65,536).
+pub const DEFAULT_MAX_BUCKETS: usize = 65_536;
 const _: () = assert!(
     DEFAULT_WRITE_BODY_LIMIT <= crate::limits::DEFAULT_MAX_PENDING_BYTES / 4 * 3
         && DEFAULT_BODY_LIMIT <= crate::limits::DEFAULT_MAX_PENDING_BYTES / 4 * 3
@@ -458,6 +469,7 @@ impl ServerConfig {
             cache: None,
             live: searchd_collection::live::LiveConfig::default(),
             write_body_limit: DEFAULT_WRITE_BODY_LIMIT,
+            max_buckets: DEFAULT_MAX_BUCKETS,
             max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
             max_pending_bytes: crate::limits::DEFAULT_MAX_PENDING_BYTES,
             max_header_bytes: crate::limits::DEFAULT_MAX_HEADER_BYTES,
@@ -639,6 +651,12 @@ impl ServerConfig {
         }
         cfg.live.vacuum_ratio = args.vacuum_ratio;
         cfg.write_body_limit = args.write_body_limit;
+        if args.max_buckets == 0 {
+            return Err(ServerError::Config(
+                "--max-buckets must be at least 1".into(),
+            ));
+        }
+        cfg.max_buckets = args.max_buckets;
         if args.max_connections == 0 {
             return Err(ServerError::Config(
                 "--max-connections must be at least 1".into(),

@@ -93,11 +93,14 @@ pub enum Code {
     ShuttingDown,
     /// The disk is full: the write was refused, nothing acknowledged before is lost (507).
     InsufficientStorage,
+    /// 400: the request's aggregations and facets ask for more buckets than
+    /// `--max-buckets` allows (refused before any work).
+    TooManyBuckets,
 }
 
 impl Code {
     /// Every code, in the order of the contract's table.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::Ok,
         Code::InvalidJson,
         Code::InvalidArgument,
@@ -118,6 +121,7 @@ impl Code {
         Code::Conflict,
         Code::ShuttingDown,
         Code::InsufficientStorage,
+        Code::TooManyBuckets,
     ];
 
     /// The `code` string of the JSON error body (for example `invalid_json`).
@@ -143,6 +147,7 @@ impl Code {
             Code::Conflict => "conflict",
             Code::ShuttingDown => "shutting_down",
             Code::InsufficientStorage => "insufficient_storage",
+            Code::TooManyBuckets => "too_many_buckets",
         }
     }
 
@@ -150,7 +155,9 @@ impl Code {
     pub fn status(self) -> StatusCode {
         match self {
             Code::Ok => StatusCode::OK,
-            Code::InvalidJson | Code::InvalidArgument | Code::BadRequest => StatusCode::BAD_REQUEST,
+            Code::InvalidJson | Code::InvalidArgument | Code::BadRequest | Code::TooManyBuckets => {
+                StatusCode::BAD_REQUEST
+            }
             Code::UriTooLong => StatusCode::URI_TOO_LONG,
             Code::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Code::Conflict => StatusCode::CONFLICT,

@@ -124,7 +124,7 @@ pub use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
 pub use config::{
     available_cores, BackendKind, IndexSource, QdrantSettings, QuerySource, ServeSettings,
     ServerConfig, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE,
-    DEFAULT_MAX_QUEUE_WAIT_MS, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS,
+    DEFAULT_MAX_BUCKETS, DEFAULT_MAX_QUEUE_WAIT_MS, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS,
     DEFAULT_WRITE_BODY_LIMIT, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
 };
 pub use error::{Code, ServerError};
@@ -263,6 +263,7 @@ where
             max_queue_wait: config.max_queue_wait,
             threads: config.threads,
             write_body_limit: config.write_body_limit,
+            max_buckets: config.max_buckets,
             live: config.live.clone(),
         },
         admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),

@@ -265,6 +265,7 @@ pub(crate) async fn perform_search(
     deadline: Instant,
 ) -> Result<Answer, ApiError> {
     spec.common.check(&spec.ask, spec.k)?;
+    check_buckets(&spec.facets, app.cfg.max_buckets)?;
     let backend = slot.backend_or_503()?;
     let (_, dim, _) = backend.figures();
     let mut embed_us = 0u64;
@@ -616,6 +617,7 @@ pub(crate) async fn run_read(
     backend: &dyn SearchBackend,
     page: Page,
 ) -> Result<ReadOutput, ApiError> {
+    check_buckets(&page.facets, app.cfg.max_buckets)?;
     let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
     backend
         .read(ReadRequest {
@@ -624,6 +626,25 @@ pub(crate) async fn run_read(
         })
         .await
         .map_err(|e| backend_error(app, e))
+}
+
+/// Refuse, before any work, a request whose facets and aggregations ask for more than
+/// `max` buckets in all (`--max-buckets`, Elasticsearch's `search.max_buckets`).
+fn check_buckets(facets: &[FacetSpec], max: usize) -> Result<(), ApiError> {
+    let asked: usize = facets
+        .iter()
+        .map(|f| f.size.max(1))
+        .fold(0, usize::saturating_add);
+    if asked > max {
+        return Err(ApiError::new(
+            Code::TooManyBuckets,
+            format!(
+                "the request's {} aggregations/facets ask for {asked} buckets; at most {max} are allowed (--max-buckets)",
+                facets.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A read of everything with nothing asked for yet, deadline from `arrival`.

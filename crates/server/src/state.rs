@@ -35,6 +35,8 @@ pub(crate) struct Settings {
     pub max_queue_wait: Option<std::time::Duration>,
     pub threads: usize,
     pub write_body_limit: usize,
+    /// Most buckets of one request's aggregations and facets.
+    pub max_buckets: usize,
     /// How collections opened by `/admin/reload` take writes (as at start-up).
     pub live: searchd_collection::live::LiveConfig,
 }

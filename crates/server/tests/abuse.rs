@@ -716,3 +716,73 @@ fn delete_by_a_vacuous_filter_is_refused() {
         s.stop().await.unwrap();
     });
 }
+
+/// The aggregation bomb of the issue "Exposed safely" (2,000 `terms` aggregations of size
+/// 10,000 in one `_search`) and its variants are refused with 400 `too_many_buckets`
+/// before any work, on every route that takes facets; a request under the cap is answered.
+#[test]
+fn too_many_buckets_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let coll = live_collection(dir.path(), "coll", 30);
+    run(async {
+        let mut cfg = live_config(&coll, "coll");
+        cfg.max_buckets = 1_000;
+        let s = TestServer::start(cfg).await;
+        let c = client();
+        let aggs = |n: usize, size: usize| {
+            let m: serde_json::Map<String, serde_json::Value> = (0..n)
+                .map(|i| {
+                    (
+                        format!("a{i}"),
+                        serde_json::json!({"terms": {"field": "color", "size": size}}),
+                    )
+                })
+                .collect();
+            serde_json::Value::Object(m)
+        };
+        let bomb = serde_json::json!({"size": 0, "aggs": aggs(2_000, 10_000)}).to_string();
+        let got = post(&c, &url(&s, "/coll/_search"), &bomb).await;
+        assert_error(&got, 400, "too_many_buckets", "--max-buckets");
+        let m = got.2["error"]["message"].as_str().unwrap().to_string();
+        assert!(m.contains("20000000"), "{m}");
+        let got = post(
+            &c,
+            &url(&s, "/coll/_search"),
+            &serde_json::json!({"size": 0, "aggs": aggs(3, 400)}).to_string(),
+        )
+        .await;
+        assert_error(&got, 400, "too_many_buckets", "1200 buckets");
+        let got = post(
+            &c,
+            &url(&s, "/collections/coll/facet"),
+            r#"{"field": "color", "size": 5000}"#,
+        )
+        .await;
+        assert_error(&got, 400, "too_many_buckets", "at most 1000");
+        let facets: Vec<serde_json::Value> = (0..11)
+            .map(|_| serde_json::json!({"field": "color", "size": 100}))
+            .collect();
+        let got = post(
+            &c,
+            &url(&s, "/collections/coll/search"),
+            &serde_json::json!({"id": 1, "k": 5, "facets": facets}).to_string(),
+        )
+        .await;
+        assert_error(&got, 400, "too_many_buckets", "11 aggregations");
+        // Under the cap: answered.
+        let (st, _, v) = post(
+            &c,
+            &url(&s, "/coll/_search"),
+            &serde_json::json!({"size": 0, "aggs": aggs(2, 10)}).to_string(),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(
+            v["aggregations"]["a0"]["buckets"].as_array().unwrap().len(),
+            3
+        );
+        let st = get_json(&c, &url(&s, "/stats")).await;
+        assert_eq!(st["requests"]["client_errors"], 4, "{st}");
+        s.stop().await.unwrap();
+    });
+}

@@ -279,6 +279,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = searchd_server::DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
     pub write_body_limit: usize,
 
+    /// Most buckets one request's aggregations and facets may ask for, summed over all of
+    /// them (Elasticsearch's search.max_buckets); more is refused with 400
+    /// too_many_buckets before any work.
+    #[arg(long, default_value_t = searchd_server::DEFAULT_MAX_BUCKETS, value_name = "N")]
+    pub max_buckets: usize,
+
     /// `POST /admin/reload` only opens index directories inside this directory
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
     #[arg(long, value_name = "DIR")]
@@ -399,6 +405,7 @@ impl ServeArgs {
             dynamic_mapping: self.dynamic_mapping.clone(),
             vacuum_ratio: self.vacuum_ratio,
             write_body_limit: self.write_body_limit,
+            max_buckets: self.max_buckets,
             reload_root: self.reload_root.clone(),
             max_connections: self.max_connections,
             max_pending_bytes: self.max_pending_bytes,
