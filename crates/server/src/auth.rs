@@ -107,15 +107,14 @@ struct RawKey {
     collections: Option<Vec<String>>,
 }
 
+/// Lower-case hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// `sha256:` and the hex SHA-256 of `key`: the `hash` of its entry in the key file.
 pub fn hash_of(key: &str) -> String {
-    let d = Sha256::digest(key.as_bytes());
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in d {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("sha256:{}", hex(&Sha256::digest(key.as_bytes())))
 }
 
 fn parse_hash(text: &str) -> Option<[u8; 32]> {
@@ -130,9 +129,10 @@ fn parse_hash(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// Equal-time comparison of two digests.
-fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Equal-time comparison (for equal lengths), so a secret cannot be guessed byte by byte
+/// from timings: the key hashes here, `--admin-token` in `wire.rs`.
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl KeyRing {
@@ -175,12 +175,19 @@ impl KeyRing {
         Ok(KeyRing { entries })
     }
 
-    /// Read and parse a key file.
+    /// Read and parse a key file; a file without keys is refused.
     pub fn load(path: &Path) -> Result<KeyRing, ServerError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ServerError::Config(format!("--api-keys {}: {e}", path.display())))?;
-        KeyRing::parse(&text)
-            .map_err(|m| ServerError::Config(format!("--api-keys {}: {m}", path.display())))
+        let ring = KeyRing::parse(&text)
+            .map_err(|m| ServerError::Config(format!("--api-keys {}: {m}", path.display())))?;
+        if ring.is_empty() {
+            return Err(ServerError::Config(format!(
+                "--api-keys {}: no [[key]] in the file (searchd keys new makes one)",
+                path.display()
+            )));
+        }
+        Ok(ring)
     }
 
     /// How many keys.
@@ -216,10 +223,7 @@ pub fn new_key(
     use std::io::Read as _;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    let mut key = String::from("sdk_");
-    for b in bytes {
-        key.push_str(&format!("{b:02x}"));
-    }
+    let key = format!("sdk_{}", hex(&bytes));
     let q = |s: &str| toml::Value::String(s.to_string()).to_string();
     let mut entry = format!(
         "[[key]]\nname = {}\nhash = {}\nscope = {}\n",
@@ -330,12 +334,6 @@ impl Keys {
     /// Read the key file (an error refuses the start).
     pub fn open(path: &Path) -> Result<Keys, ServerError> {
         let ring = KeyRing::load(path)?;
-        if ring.is_empty() {
-            return Err(ServerError::Config(format!(
-                "--api-keys {}: no [[key]] in the file (searchd keys new makes one)",
-                path.display()
-            )));
-        }
         Ok(Keys {
             path: path.to_path_buf(),
             ring: ArcSwap::from_pointee(ring),
@@ -360,10 +358,6 @@ impl Keys {
                 }
                 last = now;
                 match KeyRing::load(&keys.path) {
-                    Ok(r) if r.is_empty() => tracing::error!(
-                        "{}: no [[key]] left in the changed file; the keys in force stay",
-                        keys.path.display()
-                    ),
                     Ok(r) => {
                         tracing::info!("{}: {} keys in force", keys.path.display(), r.len());
                         keys.ring.store(Arc::new(r));
@@ -394,10 +388,9 @@ pub(crate) fn admit(keys: &Keys, req: &Request) -> Result<Option<Caller>, ApiErr
         };
     if !allows(entry, &need) {
         let what = match (&need.collection, &entry.collections) {
-            (None, Some(_)) => format!(
-                "key {:?} is limited to collections {:?}; this route spans every collection",
-                entry.name,
-                entry.collections.as_deref().unwrap_or_default()
+            (None, Some(list)) => format!(
+                "key {:?} is limited to collections {list:?}; this route spans every collection",
+                entry.name
             ),
             (Some(c), Some(list)) if !list.iter().any(|x| x == c) => {
                 format!("key {:?} may not use collection {c:?}", entry.name)

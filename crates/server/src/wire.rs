@@ -288,11 +288,6 @@ pub(crate) fn write_facets(out: &mut Vec<u8>, facets: &[FacetOutput]) {
     let _ = serde_json::to_writer(out, &m);
 }
 
-/// Equal-time comparison, so the token cannot be guessed byte by byte from timings.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 pub(crate) fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
     if app.keys.is_some() {
         // The key gate let this request in, so its key's scope covers the route.
@@ -313,7 +308,7 @@ pub(crate) fn authorize(app: &App, req: &Request) -> Result<(), ApiError> {
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::trim);
             match got {
-                Some(t) if same(t.as_bytes(), token.as_bytes()) => Ok(()),
+                Some(t) if crate::auth::same(t.as_bytes(), token.as_bytes()) => Ok(()),
                 Some(_) => Err(ApiError::new(Code::Unauthorized, "wrong admin token")),
                 None => Err(ApiError::new(
                     Code::Unauthorized,
