@@ -245,4 +245,22 @@ fn a_network_address_without_keys_exits_2_and_keys_new_makes_a_usable_entry() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown scope"));
+    for (flag, value, needle) in [
+        ("--name", " ", "--name is empty"),
+        (
+            "--collections",
+            "a,,b",
+            "--collections names an empty collection",
+        ),
+    ] {
+        let mut args = vec!["keys", "new", "--scope", "read"];
+        if flag != "--name" {
+            args.extend(["--name", "x"]);
+        }
+        args.extend([flag, value]);
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
 }

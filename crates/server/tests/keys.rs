@@ -365,4 +365,12 @@ fn a_non_loopback_address_without_keys_is_refused() {
         Err(e) => e.to_string(),
     };
     assert!(m.contains("bad.toml") && m.contains("hash must be"), "{m}");
+    // A file without keys refuses the start too (it would lock everyone out).
+    let empty = f.dir.path().join("empty.toml");
+    std::fs::write(&empty, "# no keys yet\n").unwrap();
+    let m = match ServerConfig::from_settings(&settings("0.0.0.0:8080", Some(empty), false)) {
+        Ok(_) => panic!("an empty key file was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(m.contains("empty.toml") && m.contains("no [[key]]"), "{m}");
 }

@@ -117,6 +117,10 @@ fn bad_settings_are_config_errors() {
     .err()
     .unwrap();
     assert!(err.to_string().contains("--reload-root"), "{err}");
+    let err = ServerConfig::from_settings(&settings("/x", |s| s.max_buckets = 0))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("--max-buckets"), "{err}");
     let serve = settings("/x", |_| {});
     let cfg = ServerConfig::from_settings(&serve).unwrap();
     assert_eq!(cfg.max_inflight, 2 * cfg.threads);
