@@ -545,3 +545,95 @@ mod tests {
         );
     }
 }
+
+/// Whether the caller may see the server's file paths: every caller of a server without
+/// keys (it trusts whoever reaches it), an admin key's caller with keys.
+pub(crate) fn sees_paths(keys: bool, caller: Option<&Caller>) -> bool {
+    !keys || caller.is_some_and(|c| c.scope == Scope::Admin)
+}
+
+/// Strip the directories from the file paths in `v` (the values of keys such as `path`,
+/// `dir`, `*_path`, and of messages such as `reason`), for callers that may not see them:
+/// `/srv/data/docs` becomes `docs`.
+pub(crate) fn redact_paths(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                let pathy = matches!(
+                    k.as_str(),
+                    "path" | "dir" | "root" | "reason" | "message" | "error" | "file"
+                ) || k.ends_with("_path")
+                    || k.ends_with("_dir");
+                match x {
+                    serde_json::Value::String(s) if pathy => *s = redact_text(s),
+                    _ => redact_paths(x),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_paths),
+        _ => {}
+    }
+}
+
+/// `text` with each absolute path (a word starting with `/` that has another `/`)
+/// replaced by its last component.
+pub(crate) fn redact_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('/') {
+        let at_word = i == 0
+            || rest[..i].chars().next_back().is_some_and(|c| {
+                c.is_whitespace() || matches!(c, '"' | '\'' | '(' | '=' | ':' | '[')
+            });
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | ',' | ';' | ']'))
+            .unwrap_or(tail.len());
+        let word = &tail[..end];
+        if at_word && word[1..].contains('/') {
+            let trimmed = word.trim_end_matches(['/', '.', ':']);
+            let last = trimmed.rsplit('/').next().unwrap_or("");
+            out.push_str(last);
+            out.push_str(&word[trimmed.len()..]);
+        } else {
+            out.push_str(word);
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::*;
+
+    #[test]
+    fn paths_lose_their_directories() {
+        assert_eq!(redact_text("/srv/data/docs"), "docs");
+        assert_eq!(
+            redact_text("cannot open /srv/data/docs/seg-1: no such file"),
+            "cannot open seg-1: no such file"
+        );
+        assert_eq!(redact_text("\"/a/b/c.json\" bad"), "\"c.json\" bad");
+        assert_eq!(
+            redact_text("at /srv/x/ for 3/4 and /top"),
+            "at x/ for 3/4 and /top"
+        );
+        assert_eq!(redact_text("no slashes"), "no slashes");
+        let mut v = serde_json::json!({"docs": {"path": "/srv/data/docs", "n": 3,
+            "segments": [{"dir": "/srv/data/docs/s1"}], "route": "/collections/{name}/search"}});
+        redact_paths(&mut v);
+        assert_eq!(v["docs"]["path"], "docs");
+        assert_eq!(v["docs"]["segments"][0]["dir"], "s1");
+        assert_eq!(v["docs"]["route"], "/collections/{name}/search");
+        assert!(sees_paths(false, None));
+        assert!(!sees_paths(true, None));
+        let reader = Caller {
+            key: "r".into(),
+            scope: Scope::Read,
+        };
+        assert!(!sees_paths(true, Some(&reader)));
+    }
+}

@@ -95,6 +95,23 @@ pub struct ServeSettings {
     /// write and delete. Default: false (such a start is refused).
     pub insecure: bool,
 
+    /// PEM certificate chain: serve HTTPS (rustls) instead of plain HTTP; reloaded with
+    /// `tls_key` on SIGHUP and when either file changes.
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+
+    /// Host names a request's `Host` header may carry besides loopback ones and the
+    /// listening address (`*`: any); others get 421 `misdirected_request`.
+    pub allow_host: Vec<String>,
+
+    /// JSON-lines audit log of writes, admin actions and refusals (`None`: off).
+    pub audit_log: Option<PathBuf>,
+
+    /// Size at which the audit log is rotated.
+    pub audit_log_max_bytes: u64,
+
     /// HNSW candidate list size for requests that do not give `ef` (raised to k); for
     /// ivfpq indexes, the number of lists probed.
     pub ef: usize,
@@ -225,6 +242,9 @@ pub struct ServeSettings {
     /// `too_many_buckets` before any work.
     pub max_buckets: usize,
 
+    /// Largest reply body; larger replies are refused with 400 `reply_too_large`.
+    pub max_reply_bytes: usize,
+
     /// `POST /admin/reload` only opens index directories inside this directory
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
     pub reload_root: Option<PathBuf>,
@@ -263,6 +283,11 @@ impl Default for ServeSettings {
             addr: DEFAULT_ADDR.to_string(),
             api_keys: None,
             insecure: false,
+            tls_cert: None,
+            tls_key: None,
+            allow_host: Vec::new(),
+            audit_log: None,
+            audit_log_max_bytes: DEFAULT_AUDIT_LOG_MAX_BYTES,
             ef: DEFAULT_EF,
             threads: None,
             io_threads: None,
@@ -293,6 +318,7 @@ impl Default for ServeSettings {
             vacuum_ratio: 0.3,
             write_body_limit: DEFAULT_WRITE_BODY_LIMIT,
             max_buckets: DEFAULT_MAX_BUCKETS,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             reload_root: None,
             max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
             max_pending_bytes: crate::limits::DEFAULT_MAX_PENDING_BYTES as u64,
@@ -366,6 +392,14 @@ pub struct ServerConfig {
     pub admin_token: Option<String>,
     /// The API key file (`None`: no keys; see [`crate::auth`]).
     pub api_keys: Option<PathBuf>,
+    /// Certificate chain and key files (`None`: plain HTTP; see [`crate::tls`]).
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Extra `Host` names accepted (see [`crate::host`]).
+    pub allow_host: Vec<String>,
+    /// Audit log file and its rotation size (see [`crate::audit`]).
+    pub audit_log: Option<(PathBuf, u64)>,
+    /// Largest reply body (`--max-reply-bytes`).
+    pub max_reply_bytes: usize,
     /// `/admin/reload` opens only directories under this one (a canonical path).
     /// `None` (the library default) accepts any path; `searchd serve` always sets it.
     pub reload_root: Option<PathBuf>,
@@ -400,6 +434,12 @@ pub struct ServerConfig {
 /// byte budget (three quarters of `--max-pending-bytes` 64 MiB): a larger limit could only
 /// be reached by raising the budget too.
 pub const DEFAULT_WRITE_BODY_LIMIT: usize = 48 << 20;
+
+/// Default `--max-reply-bytes`: 64 MiB.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 64 << 20;
+
+/// Default `--audit-log-max-bytes`: 64 MiB a file, five old files kept.
+pub const DEFAULT_AUDIT_LOG_MAX_BYTES: u64 = 64 << 20;
 
 /// Default `--max-buckets`: Elasticsearch's `search.max_buckets` (65,536).
 pub const DEFAULT_MAX_BUCKETS: usize = 65_536;
@@ -460,6 +500,10 @@ impl ServerConfig {
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             admin_token: None,
             api_keys: None,
+            tls: None,
+            allow_host: Vec::new(),
+            audit_log: None,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             reload_root: None,
             body_limit: DEFAULT_BODY_LIMIT,
             read_timeout: Duration::from_millis(DEFAULT_READ_TIMEOUT_MS),
@@ -486,6 +530,37 @@ impl ServerConfig {
             // Read now, so a bad file refuses the start with its message.
             crate::auth::KeyRing::load(p)?;
         }
+        match (&args.tls_cert, &args.tls_key) {
+            (Some(c), Some(k)) => {
+                // Read now, so a bad certificate or key refuses the start with its message.
+                crate::tls::load_config(c, k)?;
+                cfg.tls = Some((c.clone(), k.clone()));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(ServerError::Config(
+                    "--tls-cert and --tls-key go together".into(),
+                ))
+            }
+        }
+        cfg.allow_host = args.allow_host.clone();
+        if args.audit_log_max_bytes < 4096 {
+            return Err(ServerError::Config(format!(
+                "--audit-log-max-bytes must be at least 4096, got {}",
+                args.audit_log_max_bytes
+            )));
+        }
+        cfg.audit_log = args
+            .audit_log
+            .clone()
+            .map(|p| (p, args.audit_log_max_bytes));
+        if args.max_reply_bytes < 4096 {
+            return Err(ServerError::Config(format!(
+                "--max-reply-bytes must be at least 4096, got {}",
+                args.max_reply_bytes
+            )));
+        }
+        cfg.max_reply_bytes = args.max_reply_bytes;
         Ok(cfg)
     }
 

@@ -35,9 +35,83 @@ impl ConnState {
     }
 }
 
+/// A client's socket: plain TCP, or TLS over it (`serve --tls-cert`).
+pub(crate) enum Sock {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl Sock {
+    /// Best-effort write of a whole small reply without waiting (plain sockets only: on
+    /// TLS the bytes would have to be encrypted, and the connection is just closed).
+    fn try_write(&self, buf: &[u8]) {
+        if let Sock::Plain(s) = self {
+            let _ = s.try_write(buf);
+        }
+    }
+}
+
+impl AsyncRead for Sock {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Sock::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Sock::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Sock {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Sock::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Sock::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Sock::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Sock::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Sock::Plain(s) => s.is_write_vectored(),
+            Sock::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Sock::Plain(s) => Pin::new(s).poll_flush(cx),
+            Sock::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Sock::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Sock::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 pub(crate) struct Metered {
     /// `Some` until dropped (then it may be handed to [`linger`]).
-    io: Option<TcpStream>,
+    io: Option<Sock>,
     /// The server is closing this connection (an error reply of ours, or hyper shutting it
     /// down) while the client had not finished sending: linger before the close.
     closing: bool,
@@ -51,12 +125,7 @@ pub(crate) struct Metered {
 }
 
 impl Metered {
-    pub fn new(
-        io: TcpStream,
-        conn: Arc<ConnState>,
-        limits: Arc<Limits>,
-        stats: Arc<Stats>,
-    ) -> Metered {
+    pub fn new(io: Sock, conn: Arc<ConnState>, limits: Arc<Limits>, stats: Arc<Stats>) -> Metered {
         Metered {
             io: Some(io),
             closing: false,
@@ -68,7 +137,7 @@ impl Metered {
         }
     }
 
-    fn io(&mut self) -> &mut TcpStream {
+    fn io(&mut self) -> &mut Sock {
         self.io
             .as_mut()
             .expect("the socket is there until the connection is dropped")
@@ -147,7 +216,7 @@ impl Drop for Metered {
 /// reply it has not read yet. Send FIN, read and discard what the client still sends (at
 /// most 1 MiB, for at most 0.5 s), then close. At most [`LINGER_MAX`] at once (past that a
 /// connection is closed at once).
-async fn linger(io: TcpStream, limits: Arc<Limits>) {
+async fn linger(io: Sock, limits: Arc<Limits>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut io = io;
     let _ = io.shutdown().await;
@@ -190,7 +259,7 @@ impl AsyncRead for Metered {
                 // Over the budget while reading a request head: answer 503 (best effort:
                 // no reply is in progress, the socket's send buffer is empty) and close.
                 let reply = raw_reply(Code::Overloaded, &this.limits.over_budget().message);
-                let _ = this.io().try_write(&reply);
+                this.io().try_write(&reply);
                 this.closing = true;
                 this.stats.count(Code::Overloaded);
                 buf.set_filled(before);

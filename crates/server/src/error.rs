@@ -96,11 +96,13 @@ pub enum Code {
     /// 400: the request's aggregations and facets ask for more buckets than
     /// `--max-buckets` allows (refused before any work).
     TooManyBuckets,
+    /// 400: the reply would be larger than `--max-reply-bytes`.
+    ReplyTooLarge,
 }
 
 impl Code {
     /// Every code, in the order of the contract's table.
-    pub const ALL: [Code; 21] = [
+    pub const ALL: [Code; 22] = [
         Code::Ok,
         Code::InvalidJson,
         Code::InvalidArgument,
@@ -122,6 +124,7 @@ impl Code {
         Code::ShuttingDown,
         Code::InsufficientStorage,
         Code::TooManyBuckets,
+        Code::ReplyTooLarge,
     ];
 
     /// The `code` string of the JSON error body (for example `invalid_json`).
@@ -148,6 +151,7 @@ impl Code {
             Code::ShuttingDown => "shutting_down",
             Code::InsufficientStorage => "insufficient_storage",
             Code::TooManyBuckets => "too_many_buckets",
+            Code::ReplyTooLarge => "reply_too_large",
         }
     }
 
@@ -155,9 +159,11 @@ impl Code {
     pub fn status(self) -> StatusCode {
         match self {
             Code::Ok => StatusCode::OK,
-            Code::InvalidJson | Code::InvalidArgument | Code::BadRequest | Code::TooManyBuckets => {
-                StatusCode::BAD_REQUEST
-            }
+            Code::InvalidJson
+            | Code::InvalidArgument
+            | Code::BadRequest
+            | Code::TooManyBuckets
+            | Code::ReplyTooLarge => StatusCode::BAD_REQUEST,
             Code::UriTooLong => StatusCode::URI_TOO_LONG,
             Code::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Code::Conflict => StatusCode::CONFLICT,

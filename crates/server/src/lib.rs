@@ -79,6 +79,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+mod audit;
 pub mod auth;
 pub mod backend;
 mod cache;
@@ -87,6 +88,7 @@ mod conn;
 mod embedq;
 mod error;
 mod es;
+mod host;
 mod limits;
 mod local;
 mod native;
@@ -102,6 +104,7 @@ mod rerank;
 mod router;
 mod state;
 mod stats;
+mod tls;
 mod wire;
 mod writes;
 
@@ -168,9 +171,13 @@ where
             "max_inflight must be at least 1".into(),
         ));
     }
-    if let Err(e) = raise_nofile_limit() {
-        tracing::warn!("cannot raise the open-files limit: {e}");
-    }
+    let nofile = match raise_nofile_limit() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::warn!("cannot raise the open-files limit: {e}");
+            None
+        }
+    };
     // A model's tensors are large allocations made and freed for every batch: under the
     // pinned threshold each one is a fresh mmap whose pages fault in again (embedding ran
     // 1.5x slower, bench/results/one-path-text-upserts.json); with a model the dynamic
@@ -244,7 +251,20 @@ where
         }
         None => None,
     };
+    let tls = match &config.tls {
+        Some((cert, key)) => {
+            let t = Arc::new(tls::Tls::open(cert, key)?);
+            t.watch();
+            Some(t)
+        }
+        None => None,
+    };
     let app = Arc::new(state::App {
+        scheme: if tls.is_some() { "https" } else { "http" },
+        audit: match &config.audit_log {
+            Some((p, max)) => Some(Arc::new(audit::Audit::open(p, *max)?)),
+            None => None,
+        },
         keys,
         slots,
         queries: ArcSwapOption::empty(),
@@ -264,6 +284,8 @@ where
             threads: config.threads,
             write_body_limit: config.write_body_limit,
             max_buckets: config.max_buckets,
+            allow_host: config.allow_host.clone(),
+            max_reply_bytes: config.max_reply_bytes,
             live: config.live.clone(),
         },
         admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),
@@ -271,11 +293,17 @@ where
         embedder,
         reranker: config.reranker.clone().map(rerank::Reranker::new),
         stats: stats::Stats::new(),
-        limits: limits::Limits::new(
-            config.max_connections,
-            config.max_pending_bytes,
-            config.max_header_bytes,
-        ),
+        limits: {
+            let mut l = limits::Limits::new(
+                config.max_connections,
+                config.max_pending_bytes,
+                config.max_header_bytes,
+            );
+            if let Some(n) = nofile {
+                l.fit_files(n);
+            }
+            l
+        },
         cache: config
             .cache
             .map(|(bytes, ttl)| cache::ResponseCache::new(bytes, ttl)),
@@ -350,6 +378,7 @@ where
         read_timeout,
         drain_timeout,
         io_nice,
+        tls,
     )
     .await;
     // Live collections: make every write durable in the segments before exiting (their
@@ -427,7 +456,8 @@ fn ready_line(
         extra.push_str(", text queries on");
     }
     format!(
-        "ready: listening on http://{addr}, serving {}: {} ({extra})",
+        "ready: listening on {}://{addr}, serving {}: {} ({extra})",
+        app.scheme,
         plural(served.len(), "collection"),
         served.join("; ")
     )

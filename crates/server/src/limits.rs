@@ -78,6 +78,10 @@ pub(crate) struct Limits {
     pub refused_connections: AtomicU64,
     /// Requests refused because the byte budget was spent.
     pub refused_budget: AtomicU64,
+    /// Most connections answered by the minimal responder at once (past the cap).
+    pub overflow_max: usize,
+    /// TLS handshakes that failed, timed out, or met plain HTTP.
+    pub tls_failures: AtomicU64,
     pub trims: AtomicU64,
     /// Closed connections still reading off what their client sends (`conn::linger`).
     pub lingering: AtomicUsize,
@@ -85,7 +89,37 @@ pub(crate) struct Limits {
     pub reload_busy: AtomicBool,
 }
 
+/// Descriptors kept for everything but client connections (listener, logs, segment
+/// files, the audit log, Qdrant channels, ...).
+pub const FILES_KEPT: u64 = 64;
+
+/// `--max-connections` and the overflow responder's share within the open-files limit
+/// `nofile`: a cap over it would let accepted connections take the descriptors that
+/// `/health`, the log and the collections' files need (with `ulimit -n 200` and 400 held
+/// connections, `/health` timed out). Returns `(max_connections, overflow_max)`.
+pub fn clamp_to_files(requested: usize, nofile: u64) -> (usize, usize) {
+    let room = nofile.saturating_sub(FILES_KEPT).min(usize::MAX as u64) as usize;
+    let overflow = OVERFLOW_MAX.min(room / 4);
+    (requested.min(room - overflow).max(1), overflow.max(1))
+}
+
 impl Limits {
+    /// Fit the caps within the open-files limit (see [`clamp_to_files`]); says so when it
+    /// lowers `--max-connections`.
+    pub fn fit_files(self: &mut Arc<Self>, nofile: u64) {
+        let (cap, overflow) = clamp_to_files(self.max_connections, nofile);
+        if let Some(l) = Arc::get_mut(self) {
+            if cap < l.max_connections {
+                tracing::warn!(
+                    "--max-connections {} is over what the open-files limit ({nofile}) allows: serving at most {cap} connections (raise `ulimit -n` to serve more)",
+                    l.max_connections
+                );
+            }
+            l.max_connections = cap;
+            l.overflow_max = overflow;
+        }
+    }
+
     pub fn new(max_connections: usize, max_pending: usize, max_header: usize) -> Arc<Limits> {
         Arc::new(Limits {
             max_connections: max_connections.max(1),
@@ -97,6 +131,8 @@ impl Limits {
             overflow: AtomicUsize::new(0),
             refused_connections: AtomicU64::new(0),
             refused_budget: AtomicU64::new(0),
+            overflow_max: OVERFLOW_MAX,
+            tls_failures: AtomicU64::new(0),
             trims: AtomicU64::new(0),
             lingering: AtomicUsize::new(0),
             stopping: tokio::sync::watch::channel(false).0,
@@ -418,4 +454,22 @@ async fn drain(body: &mut axum::body::Body, max: u64) {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod file_limit_tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_fits_the_open_files_limit() {
+        // Plenty of descriptors: the cap asked for stands.
+        assert_eq!(clamp_to_files(4096, 1 << 20), (4096, OVERFLOW_MAX));
+        // ulimit -n 200: 136 descriptors for clients, a quarter for the overflow responder.
+        let (cap, over) = clamp_to_files(4096, 200);
+        assert_eq!((cap, over), (102, 34));
+        assert!(cap as u64 + over as u64 + FILES_KEPT <= 200);
+        // Absurdly low limits still serve one connection.
+        assert_eq!(clamp_to_files(4096, 10).0, 1);
+        assert_eq!(clamp_to_files(10, 1 << 20).0, 10);
+    }
 }

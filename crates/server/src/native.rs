@@ -429,7 +429,10 @@ pub(crate) fn answer_json(a: &Answer, took_us: u64) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------
 // GET /collections, /collections/{name}, /collections/{name}/docs/{id}
 
-pub(crate) async fn collections(State(app): State<Arc<App>>) -> Response {
+pub(crate) async fn collections(
+    State(app): State<Arc<App>>,
+    caller: Option<axum::Extension<crate::auth::Caller>>,
+) -> Response {
     let list: Vec<serde_json::Value> = app
         .slots
         .iter()
@@ -443,21 +446,27 @@ pub(crate) async fn collections(State(app): State<Arc<App>>) -> Response {
             })
         })
         .collect();
-    let v = serde_json::json!({ "collections": list, "default": app.slots[0].name });
+    let mut v = serde_json::json!({ "collections": list, "default": app.slots[0].name });
+    if !crate::auth::sees_paths(app.keys.is_some(), caller.as_deref()) {
+        crate::auth::redact_paths(&mut v);
+    }
     json_response(StatusCode::OK, serde_json::to_vec(&v).unwrap_or_default())
 }
 
 pub(crate) async fn collection_info(
     State(app): State<Arc<App>>,
+    caller: Option<axum::Extension<crate::auth::Caller>>,
     Path(name): Path<String>,
 ) -> Response {
     match app.slot(&name) {
         Ok(slot) => match slot.backend_or_503() {
-            Ok(b) => json_response(
-                StatusCode::OK,
-                serde_json::to_vec(&serde_json::json!({"name": slot.name, "info": b.info()}))
-                    .unwrap_or_default(),
-            ),
+            Ok(b) => {
+                let mut v = serde_json::json!({"name": slot.name, "info": b.info()});
+                if !crate::auth::sees_paths(app.keys.is_some(), caller.as_deref()) {
+                    crate::auth::redact_paths(&mut v);
+                }
+                json_response(StatusCode::OK, serde_json::to_vec(&v).unwrap_or_default())
+            }
             Err(e) => e.into_response(),
         },
         Err(e) => e.into_response(),

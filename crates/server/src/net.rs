@@ -25,9 +25,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tower::Service;
 
-use crate::conn::{ConnState, Metered};
+use crate::conn::{ConnState, Metered, Sock};
 use crate::error::{ApiError, Code, Tagged};
-use crate::limits::{Limits, OVERFLOW_MAX};
+use crate::limits::Limits;
 use crate::state::{not_ready, App, Arrival};
 use crate::wire::json_response;
 
@@ -214,6 +214,7 @@ pub(crate) async fn accept_loop<F: Future>(
     read_timeout: Duration,
     drain_timeout: Duration,
     io_nice: i32,
+    tls: Option<Arc<crate::tls::Tls>>,
 ) {
     if io_nice != 0 {
         // After the search pool exists (threads inherit their creator's priority).
@@ -285,7 +286,7 @@ pub(crate) async fn accept_loop<F: Future>(
                 );
                 last_cap_warning = Some(Instant::now());
             }
-            if limits.overflow.fetch_add(1, Relaxed) >= OVERFLOW_MAX {
+            if limits.overflow.fetch_add(1, Relaxed) >= limits.overflow_max {
                 limits.overflow.fetch_sub(1, Relaxed);
                 drop(stream);
                 continue;
@@ -302,20 +303,50 @@ pub(crate) async fn accept_loop<F: Future>(
         }
         let place = Place(limits.clone(), false);
         let state = Arc::new(ConnState::default());
-        let io = Metered::new(stream, state.clone(), limits.clone(), app.stats.clone());
         let app = app.clone();
         let router = router.clone();
-        let svc = hyper::service::service_fn(move |req| {
-            handle(app.clone(), router.clone(), peer, state.clone(), req)
+        let svc = hyper::service::service_fn({
+            let app = app.clone();
+            let state = state.clone();
+            move |req| handle(app.clone(), router.clone(), peer, state.clone(), req)
         });
-        let conn = http.serve_connection(TokioIo::new(io), svc);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::trace!(%peer, "connection ended: {e}");
+        match &tls {
+            None => {
+                let io = Metered::new(
+                    Sock::Plain(stream),
+                    state,
+                    limits.clone(),
+                    app.stats.clone(),
+                );
+                let conn = graceful.watch(http.serve_connection(TokioIo::new(io), svc));
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::trace!(%peer, "connection ended: {e}");
+                    }
+                    drop(place);
+                });
             }
-            drop(place);
-        });
+            Some(tls) => {
+                // The handshake runs on the connection's own task (a slow or silent client
+                // holds its place under --max-connections, never the accept loop).
+                let acceptor = tls.acceptor();
+                let watcher = graceful.watcher();
+                let http = http.clone();
+                let limits = limits.clone();
+                tokio::spawn(async move {
+                    let Some(sock) = handshake(acceptor, stream, read_timeout, &app).await else {
+                        drop(place);
+                        return;
+                    };
+                    let io = Metered::new(sock, state, limits, app.stats.clone());
+                    let conn = watcher.watch(http.serve_connection(TokioIo::new(io), svc));
+                    if let Err(e) = conn.await {
+                        tracing::trace!(%peer, "connection ended: {e}");
+                    }
+                    drop(place);
+                });
+            }
+        }
     }
     drop(listener);
     limits.begin_shutdown();
@@ -333,6 +364,47 @@ pub(crate) async fn accept_loop<F: Future>(
             "connections still open after {} s; stopping anyway",
             drain_timeout.as_secs()
         );
+    }
+}
+
+/// The TLS handshake of one connection, within `timeout`. A client speaking plain HTTP
+/// gets a clear-text 400 saying the port is HTTPS; failures are counted in `/stats`
+/// (`tls_handshake_failures`) and logged at debug.
+async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    timeout: Duration,
+    app: &App,
+) -> Option<Sock> {
+    let work = async {
+        let mut first = [0u8; 1];
+        let n = stream.peek(&mut first).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        if first[0] != crate::tls::HANDSHAKE_RECORD {
+            use tokio::io::AsyncWriteExt as _;
+            let mut stream = stream;
+            let _ = stream.write_all(&crate::tls::plain_http_reply()).await;
+            let _ = stream.shutdown().await;
+            app.limits.tls_failures.fetch_add(1, Relaxed);
+            return None;
+        }
+        match acceptor.accept(stream).await {
+            Ok(s) => Some(Sock::Tls(Box::new(s))),
+            Err(e) => {
+                tracing::debug!("TLS handshake failed: {e}");
+                app.limits.tls_failures.fetch_add(1, Relaxed);
+                None
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(s) => s,
+        Err(_) => {
+            app.limits.tls_failures.fetch_add(1, Relaxed);
+            None
+        }
     }
 }
 

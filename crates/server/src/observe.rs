@@ -17,20 +17,31 @@ pub(crate) async fn health() -> Response {
 }
 
 pub(crate) async fn ready(State(app): State<Arc<App>>) -> Response {
+    // A probe needs no key: with keys, its reasons are shown without directories.
+    let shown = |why: String| {
+        if app.keys.is_some() {
+            crate::auth::redact_text(&why)
+        } else {
+            why
+        }
+    };
     if let Some(why) = not_ready(&app) {
-        return ApiError::new(Code::NotReady, why).into_response();
+        return ApiError::new(Code::NotReady, shown(why)).into_response();
     }
     if let Some(why) = app
         .slots
         .iter()
         .find_map(|s| s.backend.load_full().and_then(|b| b.ready().err()))
     {
-        return ApiError::new(Code::NotReady, why).into_response();
+        return ApiError::new(Code::NotReady, shown(why)).into_response();
     }
     json_response(StatusCode::OK, b"{\"status\":\"ready\"}".to_vec())
 }
 
-pub(crate) async fn stats(State(app): State<Arc<App>>) -> Response {
+pub(crate) async fn stats(
+    State(app): State<Arc<App>>,
+    caller: Option<axum::Extension<crate::auth::Caller>>,
+) -> Response {
     let s = &app.stats;
     let (latency, qps, _) = s.window();
     let index = app.slots[0]
@@ -51,7 +62,7 @@ pub(crate) async fn stats(State(app): State<Arc<App>>) -> Response {
             )
         })
         .collect();
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "uptime_s": s.uptime().as_secs_f64(),
         "index": index,
         "requests": s.totals(),
@@ -81,6 +92,9 @@ pub(crate) async fn stats(State(app): State<Arc<App>>) -> Response {
             "body_limit": app.cfg.body_limit,
         },
     });
+    if !crate::auth::sees_paths(app.keys.is_some(), caller.as_deref()) {
+        crate::auth::redact_paths(&mut v);
+    }
     json_response(
         StatusCode::OK,
         serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()),
@@ -105,6 +119,29 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
             ]
         }),
     );
+    let mut text = text;
+    if let Some(a) = &app.audit {
+        // Before the closing `# EOF`.
+        let body = text.trim_end_matches("# EOF\n").len();
+        text.truncate(body);
+        for (name, help, v) in [
+            (
+                "searchd_audit_lines",
+                "Lines written to --audit-log",
+                a.lines.load(Relaxed),
+            ),
+            (
+                "searchd_audit_errors",
+                "Audit lines that could not be written",
+                a.errors.load(Relaxed),
+            ),
+        ] {
+            text.push_str(&format!(
+                "# HELP {name} {help}.\n# TYPE {name} counter\n{name}_total {v}\n"
+            ));
+        }
+        text.push_str("# EOF\n");
+    }
     let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -265,7 +265,8 @@ pub(crate) async fn perform_search(
     deadline: Instant,
 ) -> Result<Answer, ApiError> {
     spec.common.check(&spec.ask, spec.k)?;
-    check_buckets(&spec.facets, app.cfg.max_buckets)?;
+    let buckets = check_buckets(&spec.facets, app.cfg.max_buckets)?;
+    check_reply(spec.k, HIT_BYTES, buckets, app.cfg.max_reply_bytes)?;
     let backend = slot.backend_or_503()?;
     let (_, dim, _) = backend.figures();
     let mut embed_us = 0u64;
@@ -571,8 +572,9 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Vec<u8>, ApiError>>,
 {
+    let max = app.cfg.max_reply_bytes;
     let Some(cache) = &app.cache else {
-        return match compute().await {
+        return match compute().await.and_then(|b| fits(b, max)) {
             Ok(b) => json_response(StatusCode::OK, b),
             Err(e) => e.into_response(),
         };
@@ -590,7 +592,7 @@ where
             return r;
         }
     }
-    match compute().await {
+    match compute().await.and_then(|b| fits(b, max)) {
         Ok(b) => {
             // A swap while computing makes the answer belong to the older generation,
             // which its key already names: it can never be served for the new one.
@@ -606,6 +608,50 @@ where
     }
 }
 
+/// A reply body within `--max-reply-bytes`, or 400 `reply_too_large` (its memory is freed
+/// at once, before anything is sent).
+fn fits(body: Vec<u8>, max: usize) -> Result<Vec<u8>, ApiError> {
+    if body.len() <= max {
+        return Ok(body);
+    }
+    Err(ApiError::new(
+        Code::ReplyTooLarge,
+        format!(
+            "the reply would be {} bytes, over --max-reply-bytes ({max}): ask for fewer hits (k, size), fewer fields (_source) or fewer buckets",
+            body.len()
+        ),
+    ))
+}
+
+/// Refuse, before any work, a request whose reply cannot fit `--max-reply-bytes`: each
+/// hit or document costs at least `per_hit` bytes (its id, score and the vector when one
+/// is asked for), each bucket at least [`BUCKET_BYTES`].
+pub(crate) fn check_reply(
+    hits: usize,
+    per_hit: usize,
+    buckets: usize,
+    max: usize,
+) -> Result<(), ApiError> {
+    let least = hits
+        .saturating_mul(per_hit)
+        .saturating_add(buckets.saturating_mul(BUCKET_BYTES));
+    if least > max {
+        return Err(ApiError::new(
+            Code::ReplyTooLarge,
+            format!(
+                "the reply would be at least {least} bytes ({hits} hits, {buckets} buckets), over --max-reply-bytes ({max}): ask for fewer"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The least a bucket costs in a reply (`{"key":"","doc_count":0}`).
+pub(crate) const BUCKET_BYTES: usize = 24;
+
+/// The least a hit costs in a reply (`{"id":"","score":0.0}` and a separator).
+pub(crate) const HIT_BYTES: usize = 24;
+
 /// The slot's backend, or 503 while it loads.
 pub(crate) fn backend_of(slot: &Slot) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
     slot.backend_or_503()
@@ -617,7 +663,8 @@ pub(crate) async fn run_read(
     backend: &dyn SearchBackend,
     page: Page,
 ) -> Result<ReadOutput, ApiError> {
-    check_buckets(&page.facets, app.cfg.max_buckets)?;
+    let buckets = check_buckets(&page.facets, app.cfg.max_buckets)?;
+    check_reply(page.size, HIT_BYTES, buckets, app.cfg.max_reply_bytes)?;
     let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
     backend
         .read(ReadRequest {
@@ -630,7 +677,7 @@ pub(crate) async fn run_read(
 
 /// Refuse, before any work, a request whose facets and aggregations ask for more than
 /// `max` buckets in all (`--max-buckets`, Elasticsearch's `search.max_buckets`).
-fn check_buckets(facets: &[FacetSpec], max: usize) -> Result<(), ApiError> {
+fn check_buckets(facets: &[FacetSpec], max: usize) -> Result<usize, ApiError> {
     let asked: usize = facets
         .iter()
         .map(|f| f.size.max(1))
@@ -644,7 +691,7 @@ fn check_buckets(facets: &[FacetSpec], max: usize) -> Result<(), ApiError> {
             ),
         ));
     }
-    Ok(())
+    Ok(asked)
 }
 
 /// A read of everything with nothing asked for yet, deadline from `arrival`.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{Method, Uri};
+use axum::http::{header::HOST, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -70,21 +70,79 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// The key gate in front of every route: with `--api-keys`, a request needs a key that
-/// allows its route ([`crate::auth::admit`]); without, it passes (admin routes then check
-/// `--admin-token` or a loopback peer themselves).
+/// The gate in front of every route (the fallbacks too):
+/// - the `Host` check ([`crate::host`]) when the server has no API keys;
+/// - with `--api-keys`, a request needs a key that allows its route
+///   ([`crate::auth::admit`]); without, it passes (admin routes then check
+///   `--admin-token` or a loopback peer themselves);
+/// - with `--audit-log`, writes, admin actions and refusals are recorded as they end
+///   ([`crate::audit`]).
 async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
-    let Some(keys) = &app.keys else {
-        return next.run(req).await;
-    };
-    match crate::auth::admit(keys, &req) {
-        Ok(Some(caller)) => {
-            req.extensions_mut().insert(caller);
-            next.run(req).await
+    let audit = app.audit.as_deref().map(|a| {
+        let need = crate::auth::need(req.method(), req.uri().path());
+        let peer = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or_else(String::new, |c| c.0.to_string());
+        // The route template when one matched (this gate wraps each route), else the path.
+        let route = req
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map_or_else(|| req.uri().path().to_string(), |m| m.as_str().to_string());
+        (a, need, req.method().clone(), route, peer)
+    });
+    let mut caller = None;
+    let resp = if app.keys.is_none()
+        && !crate::host::allowed(
+            req.headers().get(HOST).map(|h| h.as_bytes()),
+            &app.cfg.allow_host,
+        )
+        && !matches!(
+            req.uri().path(),
+            "/health" | "/healthz" | "/ready" | "/readyz"
+        ) {
+        ApiError::new(
+            Code::Forbidden,
+            crate::host::refusal(req.headers().get(HOST).map(|h| h.as_bytes())),
+        )
+        .into_response()
+    } else {
+        match &app.keys {
+            None => next.run(req).await,
+            Some(keys) => match crate::auth::admit(keys, &req) {
+                Ok(Some(c)) => {
+                    caller = Some(c.key.clone());
+                    req.extensions_mut().insert(c);
+                    next.run(req).await
+                }
+                Ok(None) => next.run(req).await,
+                Err(e) => e.into_response(),
+            },
         }
-        Ok(None) => next.run(req).await,
-        Err(e) => e.into_response(),
+    };
+    if let Some((log, need, method, route, peer)) = audit {
+        let status = resp.status().as_u16();
+        let changes = need
+            .as_ref()
+            .is_some_and(|n| n.scope >= crate::auth::Scope::Write);
+        if changes || status == 401 || status == 403 {
+            log.record(&crate::audit::Entry {
+                time: crate::audit::now_rfc3339(),
+                key: caller.as_deref(),
+                peer,
+                method: method.as_str(),
+                route: &route,
+                collection: need.as_ref().and_then(|n| n.collection.as_deref()),
+                status,
+                code: resp
+                    .extensions()
+                    .get::<crate::error::Tagged>()
+                    .map(|t| t.0.as_str())
+                    .filter(|_| status >= 400),
+            });
+        }
     }
+    resp
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {

@@ -37,6 +37,10 @@ pub(crate) struct Settings {
     pub write_body_limit: usize,
     /// Most buckets of one request's aggregations and facets.
     pub max_buckets: usize,
+    /// Extra `Host` names served without API keys (`--allow-host`).
+    pub allow_host: Vec<String>,
+    /// Largest reply body (`--max-reply-bytes`).
+    pub max_reply_bytes: usize,
     /// How collections opened by `/admin/reload` take writes (as at start-up).
     pub live: searchd_collection::live::LiveConfig,
 }
@@ -100,6 +104,10 @@ pub(crate) fn not_ready(app: &App) -> Option<String> {
 
 /// Shared state of one server.
 pub(crate) struct App {
+    /// `https` with `--tls-cert`, else `http` (for messages).
+    pub scheme: &'static str,
+    /// The audit log (`serve --audit-log`); `None` when off.
+    pub audit: Option<Arc<crate::audit::Audit>>,
     /// The API keys (`serve --api-keys`); `None`: no keys, every route open as before.
     pub keys: Option<Arc<crate::auth::Keys>>,
     /// Served collections; the first is the default behind the v1 routes.

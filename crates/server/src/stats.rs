@@ -403,7 +403,7 @@ fn encode_live(
         /// Open connections, overflow connections, pending bytes, budget, cap.
         conns: [u64; 5],
         /// Refused connections, requests refused for the budget, heap trims.
-        refused: [u64; 3],
+        refused: [u64; 4],
     }
     impl prometheus_client::collector::Collector for Live {
         fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -460,6 +460,11 @@ fn encode_live(
                     "searchd_heap_trims",
                     "Times freed heap memory was returned to the kernel after a burst",
                     self.refused[2],
+                ),
+                (
+                    "searchd_tls_handshake_failures",
+                    "TLS handshakes that failed, timed out or met plain HTTP (serve --tls-cert)",
+                    self.refused[3],
                 ),
             ] {
                 let c = ConstCounter::new(v);
@@ -602,6 +607,7 @@ fn encode_live(
             limits.refused_connections.load(Relaxed),
             limits.refused_budget.load(Relaxed),
             limits.trims.load(Relaxed),
+            limits.tls_failures.load(Relaxed),
         ],
     };
     let mut reg = Registry::default();

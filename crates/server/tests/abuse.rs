@@ -75,7 +75,7 @@ fn stalled_upload(s: &TestServer, len: usize, sent: usize) -> TcpStream {
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         c,
-        "POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n"
+        "POST /search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n"
     )
     .unwrap();
     c.write_all(&vec![b' '; sent]).unwrap();
@@ -99,7 +99,7 @@ fn errors_hyper_raises_itself_have_json_bodies() {
         assert!(head.contains("content-type: application/json"), "{head}");
 
         let big = format!(
-            "GET /health HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n",
+            "GET /health HTTP/1.1\r\nhost: localhost\r\nx-big: {}\r\n\r\n",
             "a".repeat(200_000)
         );
         let (st, _, v) = parse(&raw(&s, big.as_bytes()));
@@ -110,7 +110,7 @@ fn errors_hyper_raises_itself_have_json_bodies() {
             .unwrap()
             .contains("--max-header-bytes"));
 
-        let bad_header = b"GET /health HTTP/1.1\r\nhost: x\r\nbad header\r\n\r\n";
+        let bad_header = b"GET /health HTTP/1.1\r\nhost: localhost\r\nbad header\r\n\r\n";
         let (st, _, v) = parse(&raw(&s, bad_header));
         assert_eq!(st, 400, "{v}");
         assert_eq!(v["error"]["code"], "bad_request");
@@ -118,14 +118,14 @@ fn errors_hyper_raises_itself_have_json_bodies() {
         // Extractor rejections: a path parameter that is not UTF-8.
         let (st, _, v) = parse(&raw(
             &s,
-            b"GET /collections/%FF/docs/1 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+            b"GET /collections/%FF/docs/1 HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
         ));
         assert_eq!(st, 400, "{v}");
         assert_eq!(v["error"]["code"], "invalid_argument", "{v}");
 
         let (st, _, v) = parse(&raw(
             &s,
-            b"DELETE /search HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+            b"DELETE /search HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
         ));
         assert_eq!(
             (st, v["error"]["code"].as_str()),
@@ -133,7 +133,7 @@ fn errors_hyper_raises_itself_have_json_bodies() {
         );
         let (st, _, v) = parse(&raw(
             &s,
-            b"GET /nowhere HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+            b"GET /nowhere HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
         ));
         assert_eq!((st, v["error"]["code"].as_str()), (404, Some("not_found")));
 
@@ -170,7 +170,7 @@ fn past_the_connection_cap_requests_get_503_and_probes_are_answered() {
         while held.len() < 2 {
             let mut c = TcpStream::connect(s.addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            c.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+            c.write_all(b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n")
                 .unwrap();
             let mut got = Vec::new();
             let mut buf = [0u8; 1024];
@@ -186,7 +186,7 @@ fn past_the_connection_cap_requests_get_503_and_probes_are_answered() {
                 held.push(c);
             }
         }
-        let req = b"POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{\"qidx\": 1}";
+        let req = b"POST /search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{\"qidx\": 1}";
         let (st, head, v) = parse(&raw(&s, req));
         assert_eq!(st, 503, "{v}");
         assert_eq!(v["error"]["code"], "overloaded");
@@ -202,7 +202,7 @@ fn past_the_connection_cap_requests_get_503_and_probes_are_answered() {
         for probe in ["/health", "/healthz", "/ready", "/readyz"] {
             let (st, _, v) = parse(&raw(
                 &s,
-                format!("GET {probe} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes(),
+                format!("GET {probe} HTTP/1.1\r\nhost: localhost\r\n\r\n").as_bytes(),
             ));
             assert_eq!(st, 200, "{probe}: {v}");
         }
@@ -306,13 +306,13 @@ fn an_oversized_upload_is_drained_so_the_client_reads_its_413() {
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
             let n = 3 << 20;
-            write!(c, "POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {n}\r\n\r\n").unwrap();
+            write!(c, "POST /search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {n}\r\n\r\n").unwrap();
             c.write_all(&vec![b' '; n]).expect("the upload was cut before its 413");
             let a = read_reply(&mut c);
             // Chunked, no length: found over the limit while reading.
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            write!(c, "POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
+            write!(c, "POST /search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
             let chunk = vec![b' '; 64 << 10];
             for _ in 0..32 {
                 write!(c, "{:x}\r\n", chunk.len()).unwrap();
@@ -331,7 +331,7 @@ fn an_oversized_upload_is_drained_so_the_client_reads_its_413() {
             assert!(head.contains("connection: close"));
         }
         // Expect: 100-continue: the 413 comes at once, nothing is read.
-        let (st, _, v) = parse(&raw(&s, b"POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: 99999999\r\n\r\n"));
+        let (st, _, v) = parse(&raw(&s, b"POST /search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: 99999999\r\n\r\n"));
         assert_eq!(
             (st, v["error"]["code"].as_str()),
             (413, Some("body_too_large"))
@@ -352,7 +352,7 @@ fn a_half_closed_client_gets_its_answer() {
         let reply = tokio::task::spawn_blocking(move || {
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            c.write_all(b"POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 19\r\n\r\n{\"qidx\": 1, \"k\": 3}").unwrap();
+            c.write_all(b"POST /search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 19\r\n\r\n{\"qidx\": 1, \"k\": 3}").unwrap();
             c.shutdown(Shutdown::Write).unwrap();
             read_reply(&mut c)
         })
@@ -377,7 +377,7 @@ fn the_deadline_starts_when_the_body_has_arrived() {
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
             let body = br#"{"qidx": 2, "k": 2}"#;
-            write!(c, "POST /search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n", body.len()).unwrap();
+            write!(c, "POST /search HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n", body.len()).unwrap();
             c.write_all(&body[..5]).unwrap();
             // A slow upload: longer than the search deadline, well inside the read timeout.
             std::thread::sleep(Duration::from_millis(800));
@@ -488,7 +488,7 @@ fn one_reload_opens_at_a_time_and_an_abandoned_one_does_not_block() {
         assert!(ok >= 1);
         // A client that goes away right after sending: whatever happened to its reload,
         // the next one is not refused for ever.
-        drop(raw_no_wait(&s, b"POST /admin/reload HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"index\": \"v2\"}"));
+        drop(raw_no_wait(&s, b"POST /admin/reload HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"index\": \"v2\"}"));
         loop {
             let got = post(&c, &u, r#"{"index": "v2"}"#).await;
             if got.0 == 200 {
@@ -607,7 +607,7 @@ fn a_body_that_can_never_fit_the_budget_is_413_not_503() {
         let reply = tokio::task::spawn_blocking(move || {
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            write!(c, "POST /collections/default/docs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
+            write!(c, "POST /collections/default/docs HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
             let chunk = vec![b' '; 64 << 10];
             for _ in 0..59 {
                 write!(c, "{:x}\r\n", chunk.len()).unwrap();

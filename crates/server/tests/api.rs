@@ -447,7 +447,7 @@ async fn chunked_body_over_the_limit_is_413() {
     let mut tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     let chunk = "x".repeat(600);
     let req = format!(
-        "POST /search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+        "POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
         chunk.len(),
         chunk.len()
     );

@@ -437,13 +437,13 @@ async fn stalled_clients_hold_no_slot_and_are_cut_off() {
     // Half a body, then silence.
     let mut body_staller = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     body_staller
-        .write_all(b"POST /search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"qidx\"")
+        .write_all(b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"qidx\"")
         .await
         .unwrap();
     // Half the headers, then silence.
     let mut header_staller = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     header_staller
-        .write_all(b"POST /search HTTP/1.1\r\nHost: t\r\nContent-")
+        .write_all(b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-")
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
