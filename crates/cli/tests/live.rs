@@ -39,7 +39,7 @@ fn http(port: u16, method: &str, path: &str, body: Option<&str>) -> std::io::Res
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
     let b = body.unwrap_or("");
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
         b.len()
     );
     s.write_all(req.as_bytes())?;

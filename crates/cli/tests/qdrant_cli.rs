@@ -49,7 +49,7 @@ fn request(port: u16, method: &str, path: &str, b: &str) -> (u16, serde_json::Va
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
         b.len()
     )
     .unwrap();
@@ -70,7 +70,7 @@ fn ready(port: u16) -> bool {
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     if write!(
         s,
-        "GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET /ready HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     )
     .is_err()
     {
