@@ -10,15 +10,25 @@
 //! channel, oneshot, header maps, buffer shuffling) at 6-9 us of user CPU per
 //! request against wrk's ~1.3 us, and about 0.6-0.75x wrk's request rate;
 //! this client needs ~3 us and keeps up with wrk.
+//!
+//! `https://` targets: the same client over TLS (rustls). Every connection is opened by
+//! [`Target::connect`] (TCP with TCP_NODELAY, then the handshake when the target is https),
+//! with one `Arc<rustls::ClientConfig>` built when the target is parsed. A connection's
+//! stream is a [`Stream`] enum: the plain path costs one match per read or write, no
+//! allocation and no dynamic dispatch.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::pin::Pin;
-use std::task::Poll;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::{Method, Uri};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rustls_pki_types::{DnsName, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
@@ -29,7 +39,7 @@ use crate::stats::ErrorKind;
 /// Where and what to send.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// `http://host:port`, as reported.
+    /// `http://host:port` or `https://host:port`, as reported.
     pub base: String,
     host_port: String,
     /// The resolved address, or why it could not be resolved.
@@ -40,32 +50,63 @@ pub struct Target {
     pub uri: Uri,
     /// Whether requests carry a body (and Content-Length).
     pub with_body: bool,
+    /// `https://`: the run's TLS configuration and the name the certificate must carry.
+    tls: Option<TlsTarget>,
+}
+
+/// How an `https://` target is spoken to.
+#[derive(Debug, Clone)]
+struct TlsTarget {
+    /// Built once per target; every connection shares it.
+    config: Arc<rustls::ClientConfig>,
+    /// The `--url` host: sent as SNI (a DNS name) and checked against the certificate
+    /// (a DNS name or an IP address).
+    name: ServerName<'static>,
+}
+
+/// The TLS name of a `--url` host: an IP address (`127.0.0.1`, `[::1]`) or a DNS name.
+fn server_name(url: &str, host: &str) -> Result<ServerName<'static>, LoadError> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(ServerName::IpAddress(ip.into()));
+    }
+    DnsName::try_from(bare.to_string())
+        .map(ServerName::DnsName)
+        .map_err(|e| LoadError::usage(format!("invalid --url '{url}': host '{host}': {e}")))
 }
 
 impl Target {
-    /// Parse `--url` and `--endpoint` (no I/O).
-    pub fn new(url: &str, endpoint: &Endpoint) -> Result<Target, LoadError> {
+    /// Parse `--url` and `--endpoint`, and for an `https://` URL build the TLS
+    /// configuration: `ca` (`--ca`, PEM) is the root store, else the system CA bundle
+    /// ([`crate::tls::SYSTEM_BUNDLES`]). The only I/O is reading those certificates.
+    /// Usage errors: a scheme other than http and https, a path in the URL, `ca` with an
+    /// `http://` URL, https without `ca` on a system with no CA bundle.
+    pub fn new(url: &str, endpoint: &Endpoint, ca: Option<&Path>) -> Result<Target, LoadError> {
         let u: Uri = url
             .trim()
             .parse()
             .map_err(|e| LoadError::usage(format!("invalid --url '{url}': {e}")))?;
-        match u.scheme_str() {
-            Some("http") => {}
+        let (scheme, default_port) = match u.scheme_str() {
+            Some("http") => ("http", 80),
+            Some("https") => ("https", 443),
             Some(other) => {
                 return Err(LoadError::usage(format!(
-                    "invalid --url '{url}': scheme '{other}' is not supported (plain http only)"
+                    "invalid --url '{url}': scheme '{other}' is not supported (http or https)"
                 )))
             }
             None => {
                 return Err(LoadError::usage(format!(
-                    "invalid --url '{url}': expected e.g. http://127.0.0.1:8080"
+                    "invalid --url '{url}': expected e.g. http://127.0.0.1:8080 or https://127.0.0.1:8443"
                 )))
             }
-        }
+        };
         let host = u
             .host()
             .ok_or_else(|| LoadError::usage(format!("invalid --url '{url}': no host")))?;
-        let port = u.port_u16().unwrap_or(80);
+        let port = u.port_u16().unwrap_or(default_port);
         if !matches!(u.path(), "" | "/") {
             return Err(LoadError::usage(format!(
                 "invalid --url '{url}': give the base URL only; the path goes in --endpoint"
@@ -79,14 +120,54 @@ impl Target {
             .path
             .parse()
             .map_err(|_| LoadError::usage(format!("invalid endpoint path '{}'", endpoint.path)))?;
+        let tls = match (scheme, ca) {
+            ("http", Some(ca)) => {
+                return Err(LoadError::usage(format!(
+                    "--ca {} is for https:// targets, but --url '{url}' is plain http (use https://{host_port}, or drop --ca)",
+                    ca.display()
+                )))
+            }
+            ("http", None) => None,
+            _ => Some(TlsTarget {
+                name: server_name(url, host)?,
+                config: crate::tls::client_config(ca)?,
+            }),
+        };
         Ok(Target {
-            base: format!("http://{host_port}"),
+            base: format!("{scheme}://{host_port}"),
             host_port,
             addr: Err("not resolved yet".into()),
             method: endpoint.method.clone(),
             uri,
             with_body: endpoint.is_search(),
+            tls,
         })
+    }
+
+    /// Whether the target is `https://`.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Open a connection to `addr`: TCP (TCP_NODELAY), then, for https, the TLS
+    /// handshake. Every connection this crate makes to a target is made here (or by its
+    /// two halves, [`connect_tcp`] and [`Target::secure`]).
+    pub async fn connect(&self, addr: SocketAddr) -> Result<Conn, ConnectError> {
+        let tcp = connect_tcp(addr).await.map_err(ConnectError::Tcp)?;
+        self.secure(tcp).await.map_err(ConnectError::Tls)
+    }
+
+    /// The second half of [`Target::connect`]: a connected socket as a [`Conn`], through
+    /// the TLS handshake when the target is https (at once for http).
+    pub async fn secure(&self, tcp: TcpStream) -> io::Result<Conn> {
+        let stream = match &self.tls {
+            None => Stream::Plain(tcp),
+            Some(t) => {
+                let connector = tokio_rustls::TlsConnector::from(Arc::clone(&t.config));
+                Stream::Tls(Box::new(connector.connect(t.name.clone(), tcp).await?))
+            }
+        };
+        Ok(Conn::new(stream))
     }
 
     /// Resolve the host once (DNS is not part of any measurement). When the
@@ -106,10 +187,8 @@ impl Target {
             many => {
                 let mut chosen = many[0];
                 for a in many {
-                    let probe = tokio::time::timeout(
-                        std::time::Duration::from_secs(1),
-                        TcpStream::connect(a),
-                    );
+                    let probe =
+                        tokio::time::timeout(std::time::Duration::from_secs(1), connect_tcp(*a));
                     if let Ok(Ok(_)) = probe.await {
                         chosen = *a;
                         break;
@@ -198,9 +277,108 @@ const READ_CHUNK: usize = 16 * 1024;
 const MAX_HEADERS: usize = 64;
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-/// One keep-alive HTTP/1.1 connection.
+/// The first half of [`Target::connect`]: TCP connect with TCP_NODELAY.
+pub async fn connect_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Why [`Target::connect`] failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The TCP connection (refused, unreachable, ...).
+    Tcp(io::Error),
+    /// The TLS handshake (certificate not trusted, wrong name, not TLS, ...).
+    Tls(io::Error),
+}
+
+impl ConnectError {
+    /// The error with where it happened: `connect ADDR: ...` or `TLS handshake with ADDR: ...`.
+    pub fn describe(&self, addr: SocketAddr) -> String {
+        match self {
+            ConnectError::Tcp(e) => format!("connect {addr}: {e}"),
+            ConnectError::Tls(e) => format!("TLS handshake with {addr}: {e}"),
+        }
+    }
+}
+
+/// A connection's byte stream: plain TCP (`http://`) or TLS over TCP (`https://`). Reads
+/// and writes are delegated with one match: no allocation, no dynamic dispatch.
+pub enum Stream {
+    /// `http://`.
+    Plain(TcpStream),
+    /// `https://` (boxed: the TLS state is large and only this variant carries it).
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    #[inline]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    #[inline]
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    #[inline]
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    #[inline]
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    #[inline]
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    #[inline]
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection (plain or TLS).
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: BytesMut,
     /// False once the server said `Connection: close` (or HTTP/1.0).
     pub reusable: bool,
@@ -319,16 +497,14 @@ fn find_crlf(b: &[u8]) -> Option<usize> {
 }
 
 impl Conn {
-    /// TCP connect with TCP_NODELAY.
-    pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        Ok(Conn {
+    /// A connection over `stream` (made by [`Target::connect`]).
+    fn new(stream: Stream) -> Conn {
+        Conn {
             stream,
             buf: BytesMut::with_capacity(READ_CHUNK),
             reusable: true,
             retry_after: None,
-        })
+        }
     }
 
     async fn read_more(&mut self) -> std::io::Result<usize> {
@@ -343,6 +519,12 @@ impl Conn {
         self.buf.clear();
         if self.stream.write_all(req).await.is_err() {
             return Err(Fail::Stale);
+        }
+        // TLS may keep the last record in its buffer; a TCP socket has nothing to flush.
+        if let Stream::Tls(s) = &mut self.stream {
+            if s.flush().await.is_err() {
+                return Err(Fail::Stale);
+            }
         }
         let mut got_any = false;
         let head = loop {
@@ -484,14 +666,12 @@ pub async fn request_once_as(
                 Ok(a) => *a,
                 Err(e) => return Err((ErrorKind::Connect, Some(e.clone()))),
             };
-            match timer.run(Conn::connect(addr)).await {
+            match timer.run(target.connect(addr)).await {
                 Ok(Ok(c)) => {
                     *slot = Some(c);
                     fresh = true;
                 }
-                Ok(Err(e)) => {
-                    return Err((ErrorKind::Connect, Some(format!("connect {addr}: {e}"))))
-                }
+                Ok(Err(e)) => return Err((ErrorKind::Connect, Some(e.describe(addr)))),
                 Err(Elapsed) => {
                     return Err((
                         ErrorKind::Connect,

@@ -17,8 +17,16 @@ pub const DEFAULT_RAMP: &str = "1,2,4,8,16,32,64,96,128,192,256";
 /// (`searchd demo`, tests) from [`LoadConfig::new`], which has every flag's default.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
-    /// Base URL of the server under test (plain http), e.g. http://127.0.0.1:8080.
+    /// Base URL of the server under test: http://HOST:PORT (default port 80) or
+    /// https://HOST:PORT (default port 443; the certificate must verify against --ca,
+    /// else the system CA bundle, and name HOST), e.g. http://127.0.0.1:8080.
     pub url: String,
+
+    /// https: the CA certificates (PEM, one or more) that the server's certificate must
+    /// chain to; they replace the system CA bundle. Without it https uses the system bundle
+    /// (/etc/ssl/certs/ca-certificates.crt or /etc/pki/tls/certs/ca-bundle.crt) and is
+    /// refused when there is none. A usage error with an http:// URL.
+    pub ca: Option<PathBuf>,
 
     /// Method and path to load. 'POST /search' sends rotating query bodies and
     /// checks every answer; 'GET /health' (or any GET) sends no body and only
@@ -172,10 +180,11 @@ impl LoadConfig {
     /// [`DEFAULT_RAMP`], 5 s warm-up and 10 s measured per step, p99 SLO 100 ms, error cap
     /// 1%, 1,000 rotating queries picked uniformly (seed 42), k 10, one trial, 256
     /// open-loop connections, 10 ms late threshold, 10 s request timeout, `Retry-After`
-    /// ignored, no reports written.
+    /// ignored, no `--ca` (https trusts the system CA bundle), no reports written.
     pub fn new(url: &str) -> LoadConfig {
         LoadConfig {
             url: url.to_string(),
+            ca: None,
             endpoint: parse_endpoint("POST /search").expect("the default endpoint parses"),
             ramp: parse_ramp(DEFAULT_RAMP).expect("the default ramp parses"),
             rate: None,

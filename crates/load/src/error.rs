@@ -86,6 +86,17 @@ pub enum LoadError {
         message: String,
     },
 
+    /// The preflight's TLS handshake with an `https://` target failed: its certificate does
+    /// not verify against `--ca` (or the system bundle), or it does not speak TLS. No load
+    /// was sent.
+    #[error("TLS handshake with {target} failed: {message} (check --ca: it must hold the CA that signed the server's certificate, whose names must include the --url host; and the server must speak https)")]
+    Tls {
+        /// The target's base URL.
+        target: String,
+        /// The handshake error.
+        message: String,
+    },
+
     /// The preflight request was refused with a 4xx answer: the run would only count
     /// errors. The message carries the server's answer.
     #[error("{message}")]

@@ -28,6 +28,7 @@ pub mod report;
 pub mod resources;
 mod runner;
 pub mod stats;
+pub mod tls;
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -42,8 +43,9 @@ pub use report::{
 pub use runner::Level;
 pub use stats::{ErrorKind, Percentiles, Spread};
 
-/// One request to `url` (`http://host:port`) on a fresh connection, with a 10 s timeout:
-/// `(status, body)`. For checks around a run (readiness, a document), not for load.
+/// One request to `url` (`http://host:port`, or `https://host:port` trusted through the
+/// system CA bundle) on a fresh connection, with a 10 s timeout: `(status, body)`. For
+/// checks around a run (readiness, a document), not for load.
 pub async fn simple_request(
     url: &str,
     method: &str,
@@ -51,7 +53,7 @@ pub async fn simple_request(
     body: Option<Vec<u8>>,
 ) -> Result<(u16, Vec<u8>), LoadError> {
     let endpoint = config::parse_endpoint(&format!("{method} {path}")).map_err(LoadError::usage)?;
-    let mut target = client::Target::new(url, &endpoint)?;
+    let mut target = client::Target::new(url, &endpoint, None)?;
     target.resolve().await;
     client::request_simple(
         &target,

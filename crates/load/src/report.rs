@@ -16,7 +16,8 @@ pub const SCHEMA: &str = "searchd.load.v1";
 pub struct Report {
     /// Always "searchd.load.v1".
     pub schema: String,
-    /// Base URL loaded, e.g. "http://127.0.0.1:8080".
+    /// Base URL loaded, scheme included: e.g. "http://127.0.0.1:8080" or
+    /// "https://search.example:8443".
     pub target: String,
     /// Effective settings.
     pub config: Config,

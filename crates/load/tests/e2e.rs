@@ -902,7 +902,7 @@ async fn trials_report_median_and_spread() {
 #[tokio::test]
 async fn usage_errors_are_clear() {
     for (flags, needle) in [
-        (vec!["--url", "https://127.0.0.1:1"], "plain http"),
+        (vec!["--url", "ftp://127.0.0.1:1"], "http or https"),
         (vec!["--url", "127.0.0.1:8080"], "expected e.g. http://"),
         (vec!["--url", "http://127.0.0.1:1/search"], "--endpoint"),
         (

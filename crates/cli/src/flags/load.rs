@@ -24,7 +24,8 @@ use searchd_load::{CacheMode, LoadConfig, RetryAfter};
 /// sustainable nor peak.
 ///
 /// Before any load, a preflight connects (failing within a second when nothing
-/// listens) and sends one request. Exit status: 0 when some step passed, 1 when
+/// listens; for an https:// URL, also when the server's certificate does not verify
+/// against --ca) and sends one request. Exit status: 0 when some step passed, 1 when
 /// none did or the run was aborted, 2 for bad flags or input files, 130 after
 /// Ctrl-C (the first Ctrl-C ends the run and still prints the summary and writes
 /// the reports, marking the cut step PARTIAL; a second one exits at once).
@@ -34,10 +35,21 @@ use searchd_load::{CacheMode, LoadConfig, RetryAfter};
 /// the last argument.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Base URL of the server under test (plain http), e.g. http://127.0.0.1:8080.
-    /// Required unless --port or a trailing URL argument gives it.
+    /// Base URL of the server under test: http://HOST:PORT, or https://HOST:PORT (TLS;
+    /// default port 443; the server's certificate must verify against --ca, else the
+    /// system CA bundle, and name HOST), e.g. http://127.0.0.1:8080. Required unless
+    /// --port or a trailing URL argument gives it.
     #[arg(long, default_value = "", hide_default_value = true)]
     pub url: String,
+
+    /// For an https:// --url: the CA certificates (PEM file, one or more) that the
+    /// server's certificate must chain to; they replace the system CA bundle. Without
+    /// --ca, https trusts /etc/ssl/certs/ca-certificates.crt or
+    /// /etc/pki/tls/certs/ca-bundle.crt and is refused (exit 2) when neither exists. With
+    /// an http:// URL it is refused (exit 2). A certificate that does not verify stops the
+    /// run at the preflight, before any load.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
 
     /// The target as wrk/oha take it: a trailing URL (base URL only; the path goes in
     /// --endpoint).
@@ -266,6 +278,7 @@ impl LoadArgs {
         }
         Ok(LoadConfig {
             url: self.target_url()?,
+            ca: self.ca.clone(),
             endpoint: self.endpoint.clone(),
             ramp: match self.concurrency {
                 Some(c) => Ramp(vec![c]),
@@ -511,5 +524,17 @@ mod tests {
         let a = parse(["--url", "http://x", "--cache", "cold"]).unwrap();
         assert_eq!(a.config().unwrap().cache, Some(CacheMode::Cold));
         assert!(parse(["--url", "http://x", "--cache", "lukewarm"]).is_err());
+    }
+
+    #[test]
+    fn ca_flag_reaches_the_config() {
+        let a = parse(["--url", "https://127.0.0.1:8443", "--ca", "ca.pem"])
+            .unwrap()
+            .config()
+            .unwrap();
+        assert_eq!(a.url, "https://127.0.0.1:8443");
+        assert_eq!(a.ca, Some(PathBuf::from("ca.pem")));
+        let a = parse(["--url", "http://x"]).unwrap().config().unwrap();
+        assert_eq!(a.ca, None);
     }
 }

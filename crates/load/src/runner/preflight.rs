@@ -1,5 +1,5 @@
-//! Before any load: the settings checked (`validate`), and one connection and one
-//! request to the target (`preflight`).
+//! Before any load: the settings checked (`validate`), and one connection (with its TLS
+//! handshake for https) and one request to the target (`preflight`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::shared::{init_nonce, NONCE};
 use crate::bodies::BodySet;
-use crate::client::{request_once_as, Conn, Target, Timer};
+use crate::client::{connect_tcp, request_once_as, Target, Timer};
 use crate::config::{LoadConfig, Pick};
 use crate::error::LoadError;
 use crate::stats::body_text;
@@ -17,9 +17,10 @@ use crate::stats::body_text;
 pub(super) const PREFLIGHT_CONNECT: Duration = Duration::from_millis(800);
 
 /// Before any load: connect once (a closed port or a black-holed host fails here, in
-/// under a second), then send one request: the body with the largest qidx (so a query
-/// matrix with fewer rows than --query-count is refused now, not half-way through) or
-/// the first body. A 4xx answer to generated or text-query bodies refuses the run with
+/// under a second; for https a certificate that does not verify fails here too, as
+/// [`LoadError::Tls`], within --request-timeout), then send one request on that
+/// connection: the body with the largest qidx (so a query matrix with fewer rows than
+/// --query-count is refused now, not half-way through) or the first body. A 4xx answer to generated or text-query bodies refuses the run with
 /// the server's message; any other failure becomes a warning and the run goes on.
 pub(super) async fn preflight(
     args: &LoadConfig,
@@ -33,8 +34,8 @@ pub(super) async fn preflight(
         message,
     };
     let addr = target.addr.clone().map_err(unreachable)?;
-    match tokio::time::timeout(PREFLIGHT_CONNECT, Conn::connect(addr)).await {
-        Ok(Ok(_)) => {}
+    let tcp = match tokio::time::timeout(PREFLIGHT_CONNECT, connect_tcp(addr)).await {
+        Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(unreachable(format!("connect {addr}: {e}"))),
         Err(_) => {
             return Err(unreachable(format!(
@@ -42,7 +43,21 @@ pub(super) async fn preflight(
                 PREFLIGHT_CONNECT.as_millis()
             )))
         }
-    }
+    };
+    let tls_failed = |message: String| LoadError::Tls {
+        target: target.base.clone(),
+        message,
+    };
+    let conn = match tokio::time::timeout(args.request_timeout, target.secure(tcp)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(tls_failed(e.to_string())),
+        Err(_) => {
+            return Err(tls_failed(format!(
+                "no handshake within --request-timeout {} ms",
+                args.request_timeout.as_millis()
+            )))
+        }
+    };
     if args.mix.is_some() {
         return Ok(());
     }
@@ -75,7 +90,7 @@ pub(super) async fn preflight(
     };
     let mut timer = Timer::new(args.request_timeout);
     let res = request_once_as(
-        &mut None,
+        &mut Some(conn),
         target,
         &req,
         target.head_only(),

@@ -52,7 +52,7 @@ pub(super) async fn plan(args: &LoadConfig, stop: Arc<AtomicBool>) -> Result<Pla
             "--url is required (e.g. --url http://127.0.0.1:8080)",
         ));
     }
-    let mut target = Target::new(url, &args.endpoint)?;
+    let mut target = Target::new(url, &args.endpoint, args.ca.as_deref())?;
     // --mix: every endpoint's lines, read before any load.
     let mix_lines: Option<Vec<Vec<MixLine>>> = match &args.mix {
         Some(spec) => Some(
