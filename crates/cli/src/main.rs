@@ -14,6 +14,8 @@ mod util;
 
 use clap::{Parser, Subcommand};
 
+use flags::config::Effective;
+
 /// Dense-vector search server with its capacity lab built in.
 ///
 /// Typical workflow on your own vectors: `gt` (exact neighbours), `build` (index),
@@ -90,7 +92,11 @@ enum BenchCmd {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // `serve` also reads SEARCHD_<FLAG> and `--config FILE` (flags/config.rs).
+    let (cli, serve_config) = match flags::config::parse::<Cli>(std::env::args_os().collect()) {
+        Ok(parsed) => parsed,
+        Err(e) => e.exit(),
+    };
     // The demo prints its own progress; the in-process server's info lines would only
     // interleave with it, unless the user asked for them.
     let log = if matches!(cli.cmd, Command::Demo(_))
@@ -124,7 +130,20 @@ fn main() {
         Command::Ingest(a) if a.qdrant.to.is_some() => qdrant_ingest::run(a),
         Command::Ingest(a) => text::ingest_cmd(a),
         Command::Embed(a) => text::embed_cmd(a),
+        Command::Serve(a) if a.config_file.print_config => {
+            print!(
+                "{}",
+                serve_config
+                    .as_ref()
+                    .map(Effective::to_toml)
+                    .unwrap_or_default()
+            );
+            Ok(())
+        }
         Command::Serve(a) => {
+            if let Some(c) = &serve_config {
+                tracing::info!("configuration: {}", c.summary());
+            }
             text::serve_embedder(a.model.as_deref(), a.embed_threads).and_then(|embedder| {
                 let reranker = text::serve_reranker(a.rerank_model.as_deref(), a.embed_threads)?;
                 searchd_server::run_blocking_with(&a.settings(), embedder, reranker).map_err(|e| {

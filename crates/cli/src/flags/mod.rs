@@ -2,6 +2,7 @@
 //! library's plain configuration struct and converts into it (ripgrep's
 //! `crates/core/flags/` layout: libraries take plain config, the binary owns the flags).
 
+pub mod config;
 pub mod demo;
 pub mod ingest;
 pub mod keys;

@@ -56,6 +56,10 @@ impl From<PartPlacementArg> for Placement {
 /// server library as a plain [`ServeSettings`].
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
+    // `--config FILE` and `--print-config` (see `super::config`).
+    #[command(flatten)]
+    pub config_file: super::config::ConfigFileArgs,
+
     /// Index directory to serve (written by `searchd build`); served as the collection
     /// named after the directory, behind the v1 routes.
     #[arg(long, value_name = "DIR", required_unless_present_any = ["collection", "qdrant_collection"])]
@@ -114,6 +118,32 @@ pub struct ServeArgs {
     /// write and delete.
     #[arg(long)]
     pub insecure: bool,
+
+    /// PEM certificate chain: serve HTTPS (TLS 1.2 and 1.3, rustls) instead of plain HTTP.
+    /// Reloaded with --tls-key on SIGHUP and when either file changes.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Host names (or host:port) a request's `Host` header may carry, besides loopback
+    /// names and addresses and the listening address. Repeat for several. Any other Host
+    /// gets 421 `misdirected_request` (DNS rebinding: a web page whose name resolves to
+    /// this server cannot call it). `*` accepts any Host.
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
+
+    /// Append one JSON line per write, delete, snapshot, reload, collection change and
+    /// refused request (401/403/421) to this file: time, key name (never the key), peer,
+    /// method, route, collection, status. Rotated by size (FILE.1 .. FILE.5).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+
+    /// Size at which --audit-log is rotated.
+    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
+    pub audit_log_max_bytes: u64,
 
     /// HNSW candidate list size for requests that do not give `ef` (raised to k); for
     /// ivfpq indexes, the number of lists probed.
@@ -285,6 +315,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = searchd_server::DEFAULT_MAX_BUCKETS, value_name = "N")]
     pub max_buckets: usize,
 
+    /// Largest reply body: a search, page or aggregation whose reply would be larger
+    /// (estimated before it is built from k, fields and buckets, and checked while it is
+    /// written) is refused with 400 `reply_too_large`.
+    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes_usize)]
+    pub max_reply_bytes: usize,
+
     /// `POST /admin/reload` only opens index directories inside this directory
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
     #[arg(long, value_name = "DIR")]
@@ -376,6 +412,11 @@ impl ServeArgs {
             addr: self.addr.clone(),
             api_keys: self.api_keys.clone(),
             insecure: self.insecure,
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            allow_host: self.allow_host.clone(),
+            audit_log: self.audit_log.clone(),
+            audit_log_max_bytes: self.audit_log_max_bytes,
             ef: self.ef,
             threads: self.threads,
             io_threads: self.io_threads,
@@ -406,6 +447,7 @@ impl ServeArgs {
             vacuum_ratio: self.vacuum_ratio,
             write_body_limit: self.write_body_limit,
             max_buckets: self.max_buckets,
+            max_reply_bytes: self.max_reply_bytes,
             reload_root: self.reload_root.clone(),
             max_connections: self.max_connections,
             max_pending_bytes: self.max_pending_bytes,
