@@ -9,6 +9,7 @@
 //! answered. A request without `Host` (HTTP/1.0) is not from a browser and passes.
 
 /// Whether a request whose `Host` header is `host` may be served (see the module docs).
+/// Called for every request of a server without keys: compares in place, allocates nothing.
 pub(crate) fn allowed(host: Option<&[u8]>, extra: &[String]) -> bool {
     let Some(raw) = host else {
         return true;
@@ -16,12 +17,16 @@ pub(crate) fn allowed(host: Option<&[u8]>, extra: &[String]) -> bool {
     let Ok(host) = std::str::from_utf8(raw) else {
         return false;
     };
-    let host = host.trim().to_ascii_lowercase();
-    let name = strip_port(&host);
+    let host = host.trim();
+    let name = strip_port(host);
     if name.is_empty() {
         return false;
     }
-    if name == "localhost" || name.ends_with(".localhost") {
+    let ends_with_ci = |s: &str, suffix: &str| {
+        s.len() >= suffix.len()
+            && s.as_bytes()[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+    };
+    if name.eq_ignore_ascii_case("localhost") || ends_with_ci(name, ".localhost") {
         return true;
     }
     let bare = name.trim_start_matches('[').trim_end_matches(']');
@@ -29,8 +34,11 @@ pub(crate) fn allowed(host: Option<&[u8]>, extra: &[String]) -> bool {
         return true;
     }
     extra.iter().any(|a| {
-        let a = a.trim().to_ascii_lowercase();
-        a == "*" || a == host || a == name || a.trim_end_matches('.') == name.trim_end_matches('.')
+        let a = a.trim();
+        a == "*"
+            || a.eq_ignore_ascii_case(host)
+            || a.trim_end_matches('.')
+                .eq_ignore_ascii_case(name.trim_end_matches('.'))
     })
 }
 

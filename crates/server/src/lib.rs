@@ -293,17 +293,12 @@ where
         embedder,
         reranker: config.reranker.clone().map(rerank::Reranker::new),
         stats: stats::Stats::new(),
-        limits: {
-            let mut l = limits::Limits::new(
-                config.max_connections,
-                config.max_pending_bytes,
-                config.max_header_bytes,
-            );
-            if let Some(n) = nofile {
-                l.fit_files(n);
-            }
-            l
-        },
+        limits: limits::Limits::new(
+            config.max_connections,
+            config.max_pending_bytes,
+            config.max_header_bytes,
+            nofile,
+        ),
         cache: config
             .cache
             .map(|(bytes, ttl)| cache::ResponseCache::new(bytes, ttl)),

@@ -104,25 +104,26 @@ pub fn clamp_to_files(requested: usize, nofile: u64) -> (usize, usize) {
 }
 
 impl Limits {
-    /// Fit the caps within the open-files limit (see [`clamp_to_files`]); says so when it
-    /// lowers `--max-connections`.
-    pub fn fit_files(self: &mut Arc<Self>, nofile: u64) {
-        let (cap, overflow) = clamp_to_files(self.max_connections, nofile);
-        if let Some(l) = Arc::get_mut(self) {
-            if cap < l.max_connections {
-                tracing::warn!(
-                    "--max-connections {} is over what the open-files limit ({nofile}) allows: serving at most {cap} connections (raise `ulimit -n` to serve more)",
-                    l.max_connections
-                );
-            }
-            l.max_connections = cap;
-            l.overflow_max = overflow;
+    /// The caps; with `nofile` (the open-files limit) the connection caps are fitted
+    /// within it ([`clamp_to_files`]), with a warning when `--max-connections` is lowered.
+    pub fn new(
+        max_connections: usize,
+        max_pending: usize,
+        max_header: usize,
+        nofile: Option<u64>,
+    ) -> Arc<Limits> {
+        let (cap, overflow_max) = match nofile {
+            Some(n) => clamp_to_files(max_connections, n),
+            None => (max_connections, OVERFLOW_MAX),
+        };
+        if cap < max_connections {
+            tracing::warn!(
+                "--max-connections {max_connections} is over what the open-files limit ({}) allows: serving at most {cap} connections (raise `ulimit -n` to serve more)",
+                nofile.unwrap_or(0)
+            );
         }
-    }
-
-    pub fn new(max_connections: usize, max_pending: usize, max_header: usize) -> Arc<Limits> {
         Arc::new(Limits {
-            max_connections: max_connections.max(1),
+            max_connections: cap.max(1),
             max_pending: max_pending.max(1),
             max_header: max_header.max(8192),
             pending: AtomicUsize::new(0),
@@ -131,7 +132,7 @@ impl Limits {
             overflow: AtomicUsize::new(0),
             refused_connections: AtomicU64::new(0),
             refused_budget: AtomicU64::new(0),
-            overflow_max: OVERFLOW_MAX,
+            overflow_max,
             tls_failures: AtomicU64::new(0),
             trims: AtomicU64::new(0),
             lingering: AtomicUsize::new(0),

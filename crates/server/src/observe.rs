@@ -118,30 +118,10 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
                 c.bytes(),
             ]
         }),
+        app.audit
+            .as_ref()
+            .map(|a| [a.lines.load(Relaxed), a.errors.load(Relaxed)]),
     );
-    let mut text = text;
-    if let Some(a) = &app.audit {
-        // Before the closing `# EOF`.
-        let body = text.trim_end_matches("# EOF\n").len();
-        text.truncate(body);
-        for (name, help, v) in [
-            (
-                "searchd_audit_lines",
-                "Lines written to --audit-log",
-                a.lines.load(Relaxed),
-            ),
-            (
-                "searchd_audit_errors",
-                "Audit lines that could not be written",
-                a.errors.load(Relaxed),
-            ),
-        ] {
-            text.push_str(&format!(
-                "# HELP {name} {help}.\n# TYPE {name} counter\n{name}_total {v}\n"
-            ));
-        }
-        text.push_str("# EOF\n");
-    }
     let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

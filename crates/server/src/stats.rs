@@ -357,6 +357,9 @@ pub(crate) struct IndexFigures {
 /// Response-cache counters for `/metrics`: hits, misses, inserts, evictions, bytes held.
 pub(crate) type CacheFigures = [u64; 5];
 
+/// Audit-log counters for `/metrics`: lines written, lines that could not be.
+pub(crate) type AuditFigures = [u64; 2];
+
 pub(crate) fn render_metrics(
     stats: &Stats,
     inflight: usize,
@@ -364,17 +367,16 @@ pub(crate) fn render_metrics(
     limits: &crate::limits::Limits,
     index: IndexFigures,
     cache: Option<CacheFigures>,
+    audit: Option<AuditFigures>,
 ) -> String {
     let mut out = String::with_capacity(8192);
     if let Err(e) = prometheus_client::encoding::text::encode_registry(&mut out, &stats.registry) {
         tracing::warn!("cannot encode metrics: {e}");
     }
-    let mut extra = String::with_capacity(4096);
-    let r = encode_live(stats, inflight, queued, limits, index, cache, &mut extra);
-    if let Err(e) = r {
-        tracing::warn!("cannot encode metrics: {e}");
+    match encode_live(stats, inflight, queued, limits, index, cache, audit) {
+        Ok(extra) => out.push_str(&extra),
+        Err(e) => tracing::warn!("cannot encode metrics: {e}"),
     }
-    out.push_str(&extra);
     out.push_str("# EOF\n");
     out
 }
@@ -386,8 +388,9 @@ fn encode_live(
     limits: &crate::limits::Limits,
     index: IndexFigures,
     cache: Option<CacheFigures>,
-    out: &mut String,
-) -> Result<(), std::fmt::Error> {
+    audit: Option<AuditFigures>,
+) -> Result<String, std::fmt::Error> {
+    let mut out = String::with_capacity(4096);
     // A throwaway registry with one collector: lets the crate's encoder write descriptors
     // for values read now.
     #[derive(Debug)]
@@ -402,8 +405,10 @@ fn encode_live(
         cache: Option<CacheFigures>,
         /// Open connections, overflow connections, pending bytes, budget, cap.
         conns: [u64; 5],
-        /// Refused connections, requests refused for the budget, heap trims.
+        /// Refused connections, requests refused for the budget, heap trims, TLS
+        /// handshake failures.
         refused: [u64; 4],
+        audit: Option<AuditFigures>,
     }
     impl prometheus_client::collector::Collector for Live {
         fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -470,6 +475,20 @@ fn encode_live(
                 let c = ConstCounter::new(v);
                 let m = enc.encode_descriptor(name, help, None, c.metric_type())?;
                 c.encode(m)?;
+            }
+            if let Some([lines, errors]) = self.audit {
+                for (name, help, v) in [
+                    ("searchd_audit_lines", "Lines written to --audit-log", lines),
+                    (
+                        "searchd_audit_errors",
+                        "Audit lines that could not be written",
+                        errors,
+                    ),
+                ] {
+                    let c = ConstCounter::new(v);
+                    let m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+                    c.encode(m)?;
+                }
             }
             let mut gauge = |name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
                 let g = ConstGauge::new(v);
@@ -609,8 +628,10 @@ fn encode_live(
             limits.trims.load(Relaxed),
             limits.tls_failures.load(Relaxed),
         ],
+        audit,
     };
     let mut reg = Registry::default();
     reg.register_collector(Box::new(live));
-    prometheus_client::encoding::text::encode_registry(out, &reg)
+    prometheus_client::encoding::text::encode_registry(&mut out, &reg)?;
+    Ok(out)
 }
