@@ -739,6 +739,7 @@ fn ingest_inner(
             "fields": fields_meta.as_ref().map(|m| serde_json::json!({"bytes": m.bytes, "seconds": fields_seconds})),
         }),
         dynamic: cfg.dynamic,
+        building: Vec::new(),
         crc32: None,
     };
     let mpath = stage.join(MANIFEST);

@@ -26,6 +26,7 @@
 
 mod answer;
 mod collection;
+pub mod create;
 pub mod embed;
 mod error;
 pub mod export;

@@ -175,6 +175,12 @@ pub struct Manifest {
     /// absent: the server's `--dynamic-mapping` (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic: Option<Dynamic>,
+    /// Fields added to the mapping (`PUT /collections/{name}/mapping`) whose indexes are
+    /// still being built over the segments written before: new segments index them, filters
+    /// and facets do not see them until every segment has them (then they move to
+    /// `mapping`). Absent when none is being built.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub building: Vec<searchd_fields::FieldSpec>,
     /// CRC32 of the manifest's compact JSON without this field ([`Manifest::to_bytes`]):
     /// an edited or damaged `collection.json` (a changed `wal_seq` would skip log records)
     /// is refused by name. Absent in manifests written before it; those still open.

@@ -1067,3 +1067,132 @@ fn a_live_collection_dropped_without_close_goes_away() {
     check(&live, &model, &mut rng, "reopened after a drop");
     live.close().unwrap();
 }
+
+/// `PUT /collections/{name}/mapping`: a field stored unindexed (dynamic false) gets an index;
+/// filters refuse it until every older segment is rewritten, then count it exactly; the
+/// change survives a restart in the middle of the build, and a type change is refused.
+#[test]
+fn a_field_added_to_the_mapping_is_built_over_older_segments() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(7);
+    let mut model = Model::new();
+    make_collection(d.path(), 30, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let opts = LoadOptions::default();
+    let stored_only = LiveConfig {
+        dynamic: searchd_collection::live::Dynamic::False,
+        ..cfg()
+    };
+    let doc = |id: u64, shelf: &str| Doc {
+        id: DocId::Int(id),
+        vector: vector(&mut Rng(id + 1)),
+        text: Some("x".into()),
+        source: serde_json::to_vec(&serde_json::json!({"text": "x", "shelf": shelf})).unwrap(),
+    };
+    let live = LiveCollection::open(&dir, &opts, stored_only.clone()).unwrap();
+    // Two segments hold `shelf` unindexed (and the ingested one lacks it).
+    live.upsert((100..110).map(|i| doc(i, "a1")).collect(), true)
+        .unwrap();
+    live.upsert((110..113).map(|i| doc(i, "b2")).collect(), true)
+        .unwrap();
+    let f = serde_json::json!({"term": {"shelf": "a1"}});
+    assert!(live.view().parse_filter(&f, "filter").is_err());
+    let ch = live
+        .put_mapping(&[("shelf".into(), searchd_fields::FieldType::Keyword)])
+        .unwrap();
+    assert_eq!(ch.added, vec!["shelf".to_string()]);
+    assert!(ch.segments_to_build >= 2, "{ch:?}");
+    // Not filterable until built: the older segments would answer for it with nothing.
+    assert!(live.view().parse_filter(&f, "filter").is_err());
+    // New writes index it at once.
+    live.upsert(vec![doc(200, "a1")], true).unwrap();
+    // A type change is refused; the same type again is a no-op.
+    let e = live
+        .put_mapping(&[("shelf".into(), searchd_fields::FieldType::Integer)])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot change"), "{e}");
+    // One step, then a restart: the build resumes from the manifest.
+    assert!(live.fields_build_step().unwrap());
+    drop(live);
+    let live = LiveCollection::open(&dir, &opts, stored_only).unwrap();
+    assert!(live.view().parse_filter(&f, "filter").is_err());
+    assert_eq!(live.stats()["fields_build"]["done"], false);
+    assert_eq!(live.stats()["fields_build"]["fields"][0]["name"], "shelf");
+    while live.fields_build_step().unwrap() {}
+    let v = live.view();
+    let parsed = v.parse_filter(&f, "filter").unwrap();
+    assert_eq!(v.matches(&parsed).len(), 11, "100..110 and 200");
+    assert_eq!(live.stats()["fields_build"]["done"], true);
+    let same = live
+        .put_mapping(&[("shelf".into(), searchd_fields::FieldType::Keyword)])
+        .unwrap();
+    assert_eq!(same.unchanged, vec!["shelf".to_string()]);
+    live.commit().unwrap();
+    drop(live);
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    let v = live.view();
+    assert_eq!(v.matches(&v.parse_filter(&f, "filter").unwrap()).len(), 11);
+}
+
+/// An empty collection made by `create` takes writes and searches them.
+#[test]
+fn an_empty_collection_takes_writes() {
+    use searchd_collection::create::{create, NewCollection};
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("fresh");
+    let mut build = searchd_engine::BuildConfig::default();
+    build.threads = 1;
+    let spec = NewCollection {
+        name: "fresh".into(),
+        dim: DIM,
+        build,
+        id_kind: searchd_collection::IdKind::Int,
+        text_field: Some("text".into()),
+        analyzer: Some(searchd_collection::Analyzer::default()),
+        model: None,
+        mapping: searchd_fields::Schema {
+            fields: vec![searchd_fields::FieldSpec {
+                name: "color".into(),
+                ty: searchd_fields::FieldType::Keyword,
+                array: false,
+                docs: 0,
+                values: 0,
+                declared: true,
+            }],
+            skipped: Vec::new(),
+        },
+        dynamic: None,
+    };
+    create(&dir, &spec).unwrap();
+    assert!(create(&dir, &spec).is_err(), "exists already");
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    assert_eq!(live.view().len(), 0);
+    let mut rng = Rng(3);
+    live.upsert(
+        (0..5u64)
+            .map(|i| Doc {
+                id: DocId::Int(i),
+                vector: vector(&mut rng),
+                text: Some(format!("word{i} common")),
+                source: source(COLORS[i as usize % 3], &format!("word{i} common")),
+            })
+            .collect(),
+        true,
+    )
+    .unwrap();
+    let v = live.view();
+    assert_eq!(v.len(), 5);
+    let f = v
+        .parse_filter(&serde_json::json!({"term": {"color": "red"}}), "filter")
+        .unwrap();
+    assert_eq!(v.matches(&f).len(), 2);
+    assert!(
+        v.check_lexical().is_ok(),
+        "the text field is indexed for BM25"
+    );
+    live.close().unwrap();
+    drop(live);
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    assert_eq!(live.view().len(), 5);
+}

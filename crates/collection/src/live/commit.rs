@@ -73,10 +73,12 @@ impl LiveCollection {
             if v.seq <= inner.committed_seq
                 && inner.obsolete.is_empty()
                 && inner.unsynced.is_empty()
+                && !inner.manifest_dirty
             {
                 inner.last_commit = Instant::now();
                 return Ok(());
             }
+            inner.manifest_dirty = false;
             (
                 v,
                 std::mem::take(&mut inner.unsynced),
@@ -87,6 +89,7 @@ impl LiveCollection {
         let mut inner = self.lock_inner();
         match r {
             Err(e) => {
+                inner.manifest_dirty = true;
                 inner.unsynced.extend(unsynced);
                 inner.obsolete.extend(obsolete);
                 inner.last_error = Some(e.to_string());

@@ -22,7 +22,7 @@ impl LiveCollection {
     /// One optimizer step, as the two background threads take them: a cheap flat merge
     /// if one is due, else a graph build or vacuum. Returns whether it merged.
     pub fn optimize(&self) -> Result<bool> {
-        Ok(self.flat_merge_step()? || self.graph_merge_step()?)
+        Ok(self.flat_merge_step()? || self.fields_build_step()? || self.graph_merge_step()?)
     }
 
     /// The refresher's merge (after a refresh): when `merge_factor` or more small segments
@@ -63,7 +63,21 @@ impl LiveCollection {
         };
         let behind = v0.segments.len() > self.cfg.max_segments;
         let nice = if behind { 0 } else { self.cfg.optimizer_nice };
-        let r = std::thread::scope(|sc| {
+        let r = self.merge_niced(&v0, &pick, "graph_merge", nice);
+        self.release(&names);
+        r.map(|_| true)
+    }
+
+    /// [`Self::merge`] on a thread of its own at priority `nice` (the index build's
+    /// threads inherit it).
+    pub(super) fn merge_niced(
+        &self,
+        v0: &Collection,
+        pick: &[usize],
+        kind: &'static str,
+        nice: i32,
+    ) -> Result<()> {
+        std::thread::scope(|sc| {
             let h = std::thread::Builder::new()
                 .name("searchd-build".into())
                 .spawn_scoped(sc, || {
@@ -73,7 +87,7 @@ impl LiveCollection {
                             tracing::warn!(error = %e, "could not lower the merge's priority");
                         }
                     }
-                    self.merge(&v0, &pick, "graph_merge", nice)
+                    self.merge(v0, pick, kind, nice)
                 });
             match h {
                 Ok(h) => h
@@ -81,14 +95,12 @@ impl LiveCollection {
                     .unwrap_or_else(|_| Err(Error::Input("the merge thread panicked".into()))),
                 Err(e) => Err(Error::io(&self.dir, e)),
             }
-        });
-        self.release(&names);
-        r.map(|_| true)
+        })
     }
 
     /// Picks under the lock and claims the picked segments' names: `(picked rows of the
     /// view, their names for [`Self::release`])`; `None` when nothing is due.
-    fn claim(
+    pub(super) fn claim(
         &self,
         v: &Collection,
         pick: impl FnOnce(&Collection, &dyn Fn(usize) -> bool) -> Vec<usize>,
@@ -122,7 +134,7 @@ impl LiveCollection {
         Some((picked, mine))
     }
 
-    fn release(&self, names: &[String]) {
+    pub(super) fn release(&self, names: &[String]) {
         let mut inner = self.lock_inner();
         inner.claimed.retain(|c| !names.contains(c));
     }

@@ -34,6 +34,7 @@
 //! carrying over rows deleted while it ran.
 
 mod commit;
+mod mapping;
 mod merge_policy;
 mod merger;
 mod open;
@@ -60,6 +61,7 @@ use crate::wal::{Fsync, Recovery, Wal};
 
 pub use crate::manifest::Dynamic;
 pub use crate::segwrite::NewDoc as Doc;
+pub use mapping::MappingChange;
 pub use ops::{canonical_id, Op};
 pub use optimizer::Event;
 pub use snapshot::restore;
@@ -161,6 +163,12 @@ struct Inner {
     claimed: Vec<String>,
     last_commit: Instant,
     last_error: Option<String>,
+    /// The view's manifest changed without new operations (a mapping change): the next
+    /// commit writes it even if nothing else changed.
+    manifest_dirty: bool,
+    /// Why building the indexes of fields added to the mapping stopped (a value that does
+    /// not convert to the declared type); `None` while it runs or when it is done.
+    fields_failed: Option<String>,
 }
 
 /// A collection that takes writes. `Send + Sync`; searches use [`LiveCollection::view`].
@@ -345,6 +353,7 @@ impl LiveCollection {
             "throttled_writes": c.throttled.load(Relaxed),
             "last_error": inner.last_error,
             "events": self.events(),
+            "fields_build": mapping::build_stats(&view, inner.fields_failed.as_deref()),
             "recovery": self.recovery,
         })
     }
@@ -375,6 +384,7 @@ fn unreachable_manifest() -> Manifest {
         next_segment: 0,
         ingest: serde_json::Value::Null,
         dynamic: None,
+        building: Vec::new(),
         crc32: None,
     }
 }

@@ -238,10 +238,27 @@ impl LiveCollection {
             }
             pending.push((*seq, op));
         }
-        let spec = spec_of(&manifest, &cfg, coll.analyzer());
+        // A collection made empty (POST /collections) records its analyzer in the manifest
+        // until a segment has one.
+        let analyzer = coll.analyzer().or_else(|| {
+            manifest.ingest["lexical"]["analyzer"]
+                .as_str()
+                .and_then(|a| a.parse().ok())
+        });
+        let spec = spec_of(&manifest, &cfg, analyzer);
         // The log's upserts were checked against the mapping as it grew; growing it again
         // in log order gives the same types.
         let mut mapping = manifest.mapping.clone();
+        if let Some(m) = mapping.as_mut() {
+            // Fields whose indexes are being built: new segments index them already.
+            for b in &manifest.building {
+                m.skipped.retain(|s| s.name != b.name);
+                if m.get(&b.name).is_none() {
+                    m.fields.push(b.clone());
+                }
+            }
+            m.fields.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         let dynamic = manifest.dynamic.unwrap_or(cfg.dynamic);
         if dynamic == Dynamic::True {
             if let Some(m) = mapping.as_mut() {
@@ -282,6 +299,8 @@ impl LiveCollection {
                 claimed: Vec::new(),
                 last_commit: Instant::now(),
                 last_error: None,
+                manifest_dirty: false,
+                fields_failed: None,
             }),
             refresh_lock: Mutex::new(()),
             gc_lock: Mutex::new(()),

@@ -133,6 +133,11 @@ pub(super) fn optimizer_loop(
         }
         let Some(live) = me.upgrade() else { return };
         if merger {
+            match live.fields_build_step() {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "building a field index failed"),
+            }
             if let Err(e) = live.graph_merge_step() {
                 tracing::warn!(error = %e, "merge failed; retried later");
             }

@@ -123,8 +123,12 @@ impl LiveCollection {
                 }
             }
             let mut manifest = cur.manifest.clone().unwrap_or_else(unreachable_manifest);
-            if mapping_now.is_some() {
-                manifest.mapping = mapping_now;
+            if let Some(mut m) = mapping_now {
+                // Fields still being built stay out of the view's mapping until every
+                // segment indexes them (live/mapping.rs).
+                m.fields
+                    .retain(|f| !manifest.building.iter().any(|b| b.name == f.name));
+                manifest.mapping = Some(m);
             }
             let mut segments = cur.segments.clone();
             let mut lives: Vec<Option<Arc<RoaringBitmap>>> = live

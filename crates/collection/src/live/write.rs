@@ -16,7 +16,7 @@ use crate::validate::{add_fields, check_docs, DocRules};
 use crate::wal::Fsync;
 
 impl LiveCollection {
-    fn check_writable(&self) -> Result<()> {
+    pub(super) fn check_writable(&self) -> Result<()> {
         match &self.read_only_reason {
             Some(r) => Err(Error::ReadOnly(format!(
                 "collection {} is read-only: {r}",
