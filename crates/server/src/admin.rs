@@ -69,10 +69,10 @@ fn allowed_reload_path(app: &App, requested: &std::path::Path) -> Result<PathBuf
 
 /// The one reload that may open an index at a time: taken before the open, released when
 /// the open has finished (on its blocking thread), whether or not its client is still there.
-struct ReloadTurn(Arc<crate::limits::Limits>);
+pub(crate) struct ReloadTurn(Arc<crate::limits::Limits>);
 
 impl ReloadTurn {
-    fn take(limits: &Arc<crate::limits::Limits>) -> Option<ReloadTurn> {
+    pub(crate) fn take(limits: &Arc<crate::limits::Limits>) -> Option<ReloadTurn> {
         limits
             .reload_busy
             .compare_exchange(false, true, std::sync::atomic::Ordering::AcqRel, Relaxed)
@@ -214,7 +214,7 @@ async fn reload_inner(app: &Arc<App>, req: Request) -> Result<Vec<u8>, ApiError>
     let dir = allowed_reload_path(app, &b.index)?;
     let slot = match &b.collection {
         Some(name) => app.slot(name)?,
-        None => app.slots[0].clone(),
+        None => app.slots()[0].clone(),
     };
     // One reload opens an index at a time; searches go on meanwhile on the current one.
     let Some(turn) = ReloadTurn::take(&app.limits) else {
@@ -227,7 +227,7 @@ async fn reload_inner(app: &Arc<App>, req: Request) -> Result<Vec<u8>, ApiError>
     let live_dir = searchd_collection::is_collection(&dir);
     if live_dir {
         // One writer per directory: not also another collection of this server.
-        for other in app.slots.iter().filter(|o| !Arc::ptr_eq(o, &slot)) {
+        for other in app.slots().iter().filter(|o| !Arc::ptr_eq(o, &slot)) {
             let writer = other.backend.load_full().and_then(|b| b.writer());
             if writer.is_some_and(|w| same_dir(w.dir(), &dir)) {
                 return Err(ApiError::new(
@@ -304,8 +304,10 @@ async fn swap_in(
     let previous = slot.backend.swap(Some(Arc::new(backend)));
     // A collection that had failed to open at start serves from now on.
     slot.failed.store(None);
-    slot.generation
-        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    slot.generation.store(
+        crate::state::fresh_generation(),
+        std::sync::atomic::Ordering::Release,
+    );
     app.stats.reloads.fetch_add(1, Relaxed);
     let previous_path = previous.as_ref().map(|p| p.info()["path"].clone());
     if let Some(p) = previous {
@@ -367,8 +369,10 @@ async fn reopen(
         true,
     );
     let previous = slot.backend.swap(Some(Arc::new(Box::new(paused))));
-    slot.generation
-        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    slot.generation.store(
+        crate::state::fresh_generation(),
+        std::sync::atomic::Ordering::Release,
+    );
     drop(previous);
     retire(old).await;
     let opener = app.clone();
@@ -405,8 +409,10 @@ async fn reopen(
                 false,
             );
             slot.backend.store(Some(Arc::new(Box::new(failed))));
-            slot.generation
-                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            slot.generation.store(
+                crate::state::fresh_generation(),
+                std::sync::atomic::Ordering::Release,
+            );
             drop(turn);
             Err(e)
         }

@@ -278,6 +278,8 @@ pub fn need(method: &Method, path: &str) -> Option<Need> {
         }
         ["collections", c, "docs", _] if read_method => n(Scope::Read, Some(c)),
         ["collections", c, "snapshot"] => n(Scope::Admin, Some(c)),
+        // Deleting a collection takes its files: admin (a key may be limited to it).
+        ["collections", c] if *method == Method::DELETE => n(Scope::Admin, Some(c)),
         ["collections", c, ..] => n(Scope::Write, Some(c)),
         [c, "_search" | "_count" | "_mget" | "_msearch"]
             if read_method || *method == Method::POST =>

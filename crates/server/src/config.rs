@@ -249,6 +249,11 @@ pub struct ServeSettings {
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
     pub reload_root: Option<PathBuf>,
 
+    /// Where `POST /collections` makes collections (each in DIR/NAME, listed in
+    /// DIR/collections.json); start-up serves the collections listed there after the
+    /// command line's. Default: the reload root.
+    pub data_dir: Option<PathBuf>,
+
     /// Most connections open at once. Past it, new connections are answered by a minimal
     /// responder: /health, /healthz, /ready and /readyz as usual, everything else 503
     /// `overloaded` (Retry-After: 1), and closed.
@@ -320,6 +325,7 @@ impl Default for ServeSettings {
             max_buckets: DEFAULT_MAX_BUCKETS,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             reload_root: None,
+            data_dir: None,
             max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
             max_pending_bytes: crate::limits::DEFAULT_MAX_PENDING_BYTES as u64,
             max_header_bytes: crate::limits::DEFAULT_MAX_HEADER_BYTES,
@@ -403,6 +409,10 @@ pub struct ServerConfig {
     /// `/admin/reload` opens only directories under this one (a canonical path).
     /// `None` (the library default) accepts any path; `searchd serve` always sets it.
     pub reload_root: Option<PathBuf>,
+    /// Where `POST /collections` makes collections (a canonical path; see
+    /// [`crate::manage`]). `None` (the library default): creating is refused with 409;
+    /// `searchd serve` sets it (`--data-dir`, default the reload root).
+    pub data_dir: Option<PathBuf>,
     /// Largest request body in bytes; larger bodies get 413 `body_too_large`.
     pub body_limit: usize,
     /// Header read timeout, and separately body read timeout.
@@ -470,6 +480,26 @@ fn check_exposure(args: &ServeSettings) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// Append the collections the registry of `data_dir` lists ([`crate::manage::registered`]);
+/// a name the command line serves already is a start error naming both.
+fn add_registered(
+    sources: &mut Vec<(String, PathBuf)>,
+    data_dir: &Path,
+) -> Result<(), ServerError> {
+    for (name, dir) in crate::manage::registered(data_dir)? {
+        if let Some((_, d)) = sources.iter().find(|(n, _)| *n == name) {
+            return Err(ServerError::Config(format!(
+                "two collections are named {name:?}: {} (command line) and {} (made over HTTP, listed in {}); serve the first under another name (--collection NAME=DIR)",
+                d.display(),
+                dir.display(),
+                data_dir.join(crate::manage::REGISTRY).display()
+            )));
+        }
+        sources.push((name, dir));
+    }
+    Ok(())
+}
+
 /// Number of cores this process may use.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -505,6 +535,7 @@ impl ServerConfig {
             audit_log: None,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             reload_root: None,
+            data_dir: None,
             body_limit: DEFAULT_BODY_LIMIT,
             read_timeout: Duration::from_millis(DEFAULT_READ_TIMEOUT_MS),
             drain_timeout: Duration::from_secs(30),
@@ -622,9 +653,21 @@ impl ServerConfig {
             }
             sources.push((name, dir));
         }
+        // Collections created over HTTP (serve --data-dir, default the reload root, which
+        // defaults to the first collection's parent directory).
+        let explicit_data = match &args.data_dir {
+            Some(d) => Some(
+                d.canonicalize()
+                    .map_err(|e| ServerError::Config(format!("--data-dir {}: {e}", d.display())))?,
+            ),
+            None => None,
+        };
+        if let Some(d) = &explicit_data {
+            add_registered(&mut sources, d)?;
+        }
         let Some((first_name, first_dir)) = sources.first().cloned() else {
             return Err(ServerError::Config(
-                "nothing to serve: give --index DIR or --collection DIR".into(),
+                "nothing to serve: give --index DIR or --collection DIR (or --data-dir DIR whose collections.json lists collections made over HTTP)".into(),
             ));
         };
         let mut cfg = ServerConfig::new(IndexSource::Path(first_dir.clone()));
@@ -684,6 +727,22 @@ impl ServerConfig {
             Some(root.canonicalize().map_err(|e| {
                 ServerError::Config(format!("--reload-root {}: {e}", root.display()))
             })?);
+        cfg.data_dir = match explicit_data {
+            Some(d) => Some(d),
+            None => {
+                let d = cfg.reload_root.clone();
+                if let Some(d) = &d {
+                    let before = sources.len();
+                    add_registered(&mut sources, d)?;
+                    cfg.more.extend(
+                        sources[before..]
+                            .iter()
+                            .map(|(n, dir)| (n.clone(), IndexSource::Path(dir.clone()))),
+                    );
+                }
+                d
+            }
+        };
         cfg.body_limit = args.body_limit;
         cfg.read_timeout = Duration::from_millis(args.read_timeout_ms.max(1));
         if !(0..=19).contains(&args.io_nice) {

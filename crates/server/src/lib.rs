@@ -91,6 +91,7 @@ mod es;
 mod host;
 mod limits;
 mod local;
+pub mod manage;
 mod native;
 mod net;
 mod observe;
@@ -224,24 +225,14 @@ where
         IndexSource::Path(p) => config::dir_name(p),
         _ => "default".into(),
     });
-    let mut slots = vec![Arc::new(state::Slot {
-        name: first_name,
-        backend: ArcSwapOption::empty(),
-        generation: std::sync::atomic::AtomicU64::new(0),
-        failed: ArcSwapOption::empty(),
-    })];
+    let mut slots = vec![Arc::new(state::Slot::new(first_name))];
     for (name, _) in &config.more {
         if slots.iter().any(|s| s.name == *name) {
             return Err(ServerError::Config(format!(
                 "two collections are named {name:?}"
             )));
         }
-        slots.push(Arc::new(state::Slot {
-            name: name.clone(),
-            backend: ArcSwapOption::empty(),
-            generation: std::sync::atomic::AtomicU64::new(0),
-            failed: ArcSwapOption::empty(),
-        }));
+        slots.push(Arc::new(state::Slot::new(name.clone())));
     }
     let keys = match &config.api_keys {
         Some(p) => {
@@ -266,7 +257,7 @@ where
             None => None,
         },
         keys,
-        slots,
+        slots: arc_swap::ArcSwap::from_pointee(slots),
         queries: ArcSwapOption::empty(),
         queries_path,
         cfg: state::Settings {
@@ -287,6 +278,7 @@ where
             allow_host: config.allow_host.clone(),
             max_reply_bytes: config.max_reply_bytes,
             live: config.live.clone(),
+            data_dir: config.data_dir.clone(),
         },
         admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),
         pool,
@@ -322,7 +314,7 @@ where
                 Ok(Ok((backends, queries))) => {
                     app.queries.store(queries.clone());
                     let mut served = Vec::new();
-                    for (slot, backend) in app.slots.iter().zip(backends) {
+                    for (slot, backend) in app.slots().iter().zip(backends) {
                         match backend {
                             Ok(backend) => {
                                 let line = describe(&slot.name, &backend.info());
@@ -352,7 +344,7 @@ where
     }
     tracing::info!(
         "bound {addr}; opening {} (GET /health answers now, /ready once it is open)",
-        plural(app.slots.len(), "collection")
+        plural(app.slots().len(), "collection")
     );
 
     let mut failed: Option<ServerError> = None;
@@ -378,7 +370,7 @@ where
     .await;
     // Live collections: make every write durable in the segments before exiting (their
     // logs hold the writes anyway; this makes the next start fast).
-    for slot in &app.slots {
+    for slot in app.slots().iter() {
         if let Some(b) = slot.backend.load_full() {
             let _ = tokio::task::spawn_blocking(move || b.close()).await;
         }

@@ -36,7 +36,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::http::header;
@@ -83,6 +83,8 @@ pub(crate) struct Limits {
     /// TLS handshakes that failed, timed out, or met plain HTTP.
     pub tls_failures: AtomicU64,
     pub trims: AtomicU64,
+    /// When to trim the heap for growth.
+    heap: parking_lot::Mutex<HeapWatch>,
     /// Closed connections still reading off what their client sends (`conn::linger`).
     pub lingering: AtomicUsize,
     stopping: tokio::sync::watch::Sender<bool>,
@@ -135,6 +137,7 @@ impl Limits {
             overflow_max,
             tls_failures: AtomicU64::new(0),
             trims: AtomicU64::new(0),
+            heap: parking_lot::Mutex::new(HeapWatch::new()),
             lingering: AtomicUsize::new(0),
             stopping: tokio::sync::watch::channel(false).0,
             reload_busy: AtomicBool::new(false),
@@ -247,16 +250,104 @@ impl Limits {
         .closing()
     }
 
-    /// After a burst (the budget's peak since the last trim was at least 4 MiB and the
-    /// budget is now nearly empty), give freed heap memory back to the kernel.
+    /// Called once a second. Gives freed heap memory back to the kernel after a burst of
+    /// uploads (the budget's peak since the last trim was at least 4 MiB and the budget is
+    /// now nearly empty), or after work that grew the heap (the process's anonymous
+    /// resident memory is [`HEAP_GROWTH`] over its level after the last trim: facets over
+    /// many values, large replies, many hits with their fields, which the body budget does
+    /// not see; glibc keeps those pages resident once freed, so without a trim the
+    /// aggregation bomb's variants left RSS 2x its baseline for good).
     pub fn maybe_trim(self: &Arc<Self>) {
+        if !heap_tuning() {
+            return;
+        }
         let peak = self.peak.load(Relaxed);
-        if heap_tuning() && peak >= 4 << 20 && self.pending() <= 256 << 10 {
+        let burst = peak >= 4 << 20 && self.pending() <= 256 << 10;
+        if burst {
             self.peak.store(self.pending(), Relaxed);
+        }
+        let grown = anon_rss().is_some_and(|rss| self.heap.lock().due(rss, Instant::now()));
+        if burst || grown {
             self.trims.fetch_add(1, Relaxed);
-            tokio::task::spawn_blocking(trim_heap);
+            let limits = self.clone();
+            tokio::task::spawn_blocking(move || {
+                trim_heap();
+                if let Some(after) = anon_rss() {
+                    limits.heap.lock().trimmed(after, grown, Instant::now());
+                }
+            });
         }
     }
+}
+
+/// Growth of anonymous resident memory over its level after the last trim that makes the
+/// next tick trim the heap.
+pub const HEAP_GROWTH: usize = 32 << 20;
+/// A trim that gave back less than this was in vain (the memory is in use): the next one
+/// waits twice as long, up to [`HEAP_TRIM_MAX_WAIT`].
+const HEAP_TRIM_USEFUL: usize = 8 << 20;
+/// Longest wait between two trims while memory stays over the level.
+const HEAP_TRIM_MAX_WAIT: Duration = Duration::from_secs(8);
+
+/// When to trim the heap for growth ([`Limits::maybe_trim`]).
+#[derive(Debug)]
+pub(crate) struct HeapWatch {
+    /// The lowest anonymous RSS seen right after a trim (or at the first tick): the
+    /// server's own memory. It only goes down, so memory in use during a trim under load
+    /// does not become the level that memory freed after the load is measured against.
+    level: Option<usize>,
+    /// RSS right before the last trim for growth.
+    before: usize,
+    /// No trim for growth before this.
+    next: Option<Instant>,
+    /// The wait after a trim: 1 s, doubled after each trim in vain, reset by a useful one.
+    wait: Duration,
+}
+
+impl HeapWatch {
+    pub(crate) const fn new() -> HeapWatch {
+        HeapWatch {
+            level: None,
+            before: 0,
+            next: None,
+            wait: Duration::from_secs(1),
+        }
+    }
+
+    /// Whether a trim is due with anonymous RSS `rss` at `now` (and then, that it started).
+    pub(crate) fn due(&mut self, rss: usize, now: Instant) -> bool {
+        let level = *self.level.get_or_insert(rss);
+        if rss < level.saturating_add(HEAP_GROWTH) || self.next.is_some_and(|t| now < t) {
+            return false;
+        }
+        self.before = rss;
+        // Until the trim reports, no other one.
+        self.next = Some(now + HEAP_TRIM_MAX_WAIT);
+        true
+    }
+
+    /// A trim ended with anonymous RSS `after`; `grown`: it was a trim for growth
+    /// ([`HeapWatch::due`]), not only a burst's.
+    pub(crate) fn trimmed(&mut self, after: usize, grown: bool, now: Instant) {
+        self.level = Some(self.level.map_or(after, |l| l.min(after)));
+        if !grown {
+            return;
+        }
+        self.wait = if self.before.saturating_sub(after) >= HEAP_TRIM_USEFUL {
+            Duration::from_secs(1)
+        } else {
+            (self.wait * 2).min(HEAP_TRIM_MAX_WAIT)
+        };
+        self.before = after;
+        self.next = Some(now + self.wait);
+    }
+}
+
+/// This process's anonymous resident memory (`RssAnon` of `/proc/self/status`).
+fn anon_rss() -> Option<usize> {
+    searchd_os::proc::status(searchd_os::proc::Of::This)?
+        .rss_anon_bytes
+        .map(|b| b as usize)
 }
 
 /// With `pin`, pin glibc's mmap threshold (large body buffers then go back to the kernel
@@ -472,5 +563,45 @@ mod file_limit_tests {
         // Absurdly low limits still serve one connection.
         assert_eq!(clamp_to_files(4096, 10).0, 1);
         assert_eq!(clamp_to_files(10, 1 << 20).0, 10);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: usize = 1 << 20;
+
+    /// Memory freed after load is trimmed even when a trim under that load found it in use;
+    /// trims in vain back off; useful ones keep the pace at a second.
+    #[test]
+    fn heap_watch_trims_growth_and_backs_off_when_in_vain() {
+        let t0 = Instant::now();
+        let s = |n: u64| t0 + Duration::from_secs(n);
+        let mut w = HeapWatch::new();
+        assert!(!w.due(100 * MB, s(0)), "the first reading is the level");
+        assert!(!w.due(100 * MB + HEAP_GROWTH - 1, s(1)));
+        // Under load: 300 MB, in use, so the trim gives nothing back.
+        assert!(w.due(300 * MB, s(2)));
+        assert!(!w.due(300 * MB, s(2)), "one trim at a time");
+        w.trimmed(299 * MB, true, s(3));
+        assert!(!w.due(299 * MB, s(4)), "a trim in vain waits 2 s");
+        // The load is over; its memory is free but resident: still over the level.
+        assert!(w.due(299 * MB, s(5)));
+        w.trimmed(110 * MB, true, s(5));
+        assert!(!w.due(110 * MB, s(6)), "back within the growth allowed");
+        assert!(w.due(200 * MB, s(6)), "a useful trim keeps the pace at 1 s");
+        // Memory in use for good: the waits grow to HEAP_TRIM_MAX_WAIT and stay there.
+        let mut now = s(6);
+        for _ in 0..10 {
+            w.trimmed(200 * MB, true, now);
+            now += HEAP_TRIM_MAX_WAIT;
+            assert!(w.due(200 * MB, now));
+        }
+        assert_eq!(w.wait, HEAP_TRIM_MAX_WAIT);
+        // A burst's trim lowers the level without touching the pace.
+        w.trimmed(90 * MB, false, now);
+        assert_eq!(w.level, Some(90 * MB));
+        assert_eq!(w.wait, HEAP_TRIM_MAX_WAIT);
     }
 }

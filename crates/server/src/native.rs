@@ -306,7 +306,7 @@ fn parse_search(body: &[u8], default_ef: usize) -> Result<SearchSpec, ApiError> 
 // POST /search, POST /collections/{name}/search
 
 pub(crate) async fn search(State(app): State<Arc<App>>, req: Request) -> Response {
-    let slot = app.slots[0].clone();
+    let slot = app.slots()[0].clone();
     search_on(&app, &slot, req).await
 }
 
@@ -433,8 +433,8 @@ pub(crate) async fn collections(
     State(app): State<Arc<App>>,
     caller: Option<axum::Extension<crate::auth::Caller>>,
 ) -> Response {
-    let list: Vec<serde_json::Value> = app
-        .slots
+    let slots = app.slots();
+    let list: Vec<serde_json::Value> = slots
         .iter()
         .map(|s| {
             serde_json::json!({
@@ -446,7 +446,7 @@ pub(crate) async fn collections(
             })
         })
         .collect();
-    let mut v = serde_json::json!({ "collections": list, "default": app.slots[0].name });
+    let mut v = serde_json::json!({ "collections": list, "default": slots[0].name });
     if !crate::auth::sees_paths(app.keys.is_some(), caller.as_deref()) {
         crate::auth::redact_paths(&mut v);
     }

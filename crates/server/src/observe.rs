@@ -29,7 +29,7 @@ pub(crate) async fn ready(State(app): State<Arc<App>>) -> Response {
         return ApiError::new(Code::NotReady, shown(why)).into_response();
     }
     if let Some(why) = app
-        .slots
+        .slots()
         .iter()
         .find_map(|s| s.backend.load_full().and_then(|b| b.ready().err()))
     {
@@ -44,12 +44,12 @@ pub(crate) async fn stats(
 ) -> Response {
     let s = &app.stats;
     let (latency, qps, _) = s.window();
-    let index = app.slots[0]
+    let slots = app.slots();
+    let index = slots[0]
         .backend
         .load_full()
         .map(|b| v1_index_info(&b.info()));
-    let collections: serde_json::Map<String, serde_json::Value> = app
-        .slots
+    let collections: serde_json::Map<String, serde_json::Value> = slots
         .iter()
         .map(|s| {
             (

@@ -14,7 +14,7 @@
 //! flood of refused requests, the admitted ones still keep every core busy.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -216,6 +216,12 @@ pub enum JobFailure {
 
 type Task = Box<dyn FnOnce(bool) + Send>;
 
+/// A job's state ([`Pool::run`]): waiting for a worker, taken by one, or answered at its
+/// deadline before any worker took it.
+const QUEUED: u8 = 0;
+const RUNNING: u8 = 1;
+const ABANDONED: u8 = 2;
+
 struct Job {
     deadline: Instant,
     /// Runs the work (argument: the deadline had already passed) and sends the reply.
@@ -256,7 +262,10 @@ impl Pool {
 
     /// Run `work` on a worker under `permit` and wait for its value. The work is not started
     /// when its deadline passed while it waited, or when the caller went away (the future
-    /// was dropped); the permit is released before the value is sent back.
+    /// was dropped); the permit is released before the value is sent back. A job still
+    /// waiting for a worker at its deadline is answered [`JobFailure::NotStarted`] then,
+    /// not when a worker frees up (behind jobs that overrun their deadline, that was
+    /// seconds late), and is skipped when a worker reaches it.
     pub async fn run<T, F>(
         &self,
         permit: Option<Permit>,
@@ -267,10 +276,18 @@ impl Pool {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel::<Result<T, JobFailure>>();
+        let (tx, mut rx) = oneshot::channel::<Result<T, JobFailure>>();
+        // QUEUED until a worker takes the job (RUNNING) or the caller gives up on it at its
+        // deadline (ABANDONED), whichever comes first.
+        let state = Arc::new(AtomicU8::new(QUEUED));
+        let taken = state.clone();
         let task: Task = Box::new(move |expired: bool| {
-            // The client went away while the job waited: do not spend a core on it.
-            if tx.is_closed() {
+            // The client went away while the job waited, or its deadline passed and it was
+            // answered: do not spend a core on it.
+            let abandoned = taken
+                .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+                .is_err();
+            if abandoned || tx.is_closed() {
                 drop(permit);
                 return;
             }
@@ -292,6 +309,17 @@ impl Pool {
         if self.tx.send(Job { deadline, task }).is_err() {
             return Err(JobFailure::Closed);
         }
+        let at = tokio::time::Instant::from_std(deadline);
+        if let Ok(out) = tokio::time::timeout_at(at, &mut rx).await {
+            return out.unwrap_or(Err(JobFailure::Closed));
+        }
+        if state
+            .compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return Err(JobFailure::NotStarted);
+        }
+        // A worker has it: the work checks the deadline itself.
         rx.await.unwrap_or(Err(JobFailure::Closed))
     }
 
@@ -413,5 +441,39 @@ mod tests {
         }
         assert_eq!(a.completion_interval(), None);
         assert_eq!(a.inflight(), 0);
+    }
+
+    /// A job waiting behind one that overruns is answered at its own deadline, not when
+    /// the worker frees up, and is not run afterwards.
+    #[test]
+    fn a_queued_job_is_answered_at_its_deadline() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let pool = Pool::start(1, None).unwrap();
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        rt.block_on(async {
+            let far = Instant::now() + Duration::from_secs(60);
+            let slow = pool.run(None, far, || std::thread::sleep(Duration::from_millis(600)));
+            let ran2 = ran.clone();
+            let t0 = Instant::now();
+            let queued = async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let out = pool
+                    .run(None, t0 + Duration::from_millis(100), move || {
+                        ran2.store(true, Ordering::SeqCst)
+                    })
+                    .await;
+                (out, t0.elapsed())
+            };
+            let (slow, (out, took)) = tokio::join!(slow, queued);
+            assert!(slow.is_ok());
+            assert!(matches!(out, Err(JobFailure::NotStarted)), "{out:?}");
+            assert!(took < Duration::from_millis(400), "answered after {took:?}");
+        });
+        // The worker reached the abandoned job after the slow one and skipped it.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!ran.load(Ordering::SeqCst));
     }
 }

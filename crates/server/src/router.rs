@@ -6,19 +6,26 @@ use axum::extract::{Request, State};
 use axum::http::{header::HOST, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 
 use crate::error::{ApiError, Code};
 use crate::query::read_handler;
 use crate::state::App;
-use crate::{admin, es, native, observe, reads, writes};
+use crate::{admin, es, manage, native, observe, reads, writes};
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/search", post(native::search))
-        .route("/collections", get(native::collections))
-        .route("/collections/{name}", get(native::collection_info))
+        .route(
+            "/collections",
+            get(native::collections).post(manage::create),
+        )
+        .route(
+            "/collections/{name}",
+            get(native::collection_info).delete(manage::delete),
+        )
+        .route("/collections/{name}/mapping", put(manage::put_mapping))
         .route(
             "/collections/{name}/search",
             post(native::collection_search),

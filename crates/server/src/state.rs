@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use searchd_engine::LoadOptions;
 use searchd_vecio::Vectors;
 
@@ -41,6 +41,8 @@ pub(crate) struct Settings {
     pub allow_host: Vec<String>,
     /// Largest reply body (`--max-reply-bytes`).
     pub max_reply_bytes: usize,
+    /// Where collections created over HTTP go (`--data-dir`); `None`: creating is refused.
+    pub data_dir: Option<PathBuf>,
     /// How collections opened by `/admin/reload` take writes (as at start-up).
     pub live: searchd_collection::live::LiveConfig,
 }
@@ -57,7 +59,25 @@ pub(crate) struct Slot {
     pub failed: ArcSwapOption<String>,
 }
 
+/// A generation no slot of this process has had: every slot starts from one and every
+/// reload takes a new one, so a collection deleted and created again under its name can
+/// never meet the old one's cached replies.
+pub(crate) fn fresh_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Slot {
+    /// A slot not open yet.
+    pub fn new(name: String) -> Slot {
+        Slot {
+            name,
+            backend: ArcSwapOption::empty(),
+            generation: std::sync::atomic::AtomicU64::new(fresh_generation()),
+            failed: ArcSwapOption::empty(),
+        }
+    }
+
     /// The slot's backend, or 503: still loading, or failed to open (with the reason).
     pub fn backend_or_503(&self) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
         if let Some(b) = self.backend.load_full() {
@@ -79,8 +99,8 @@ impl Slot {
 /// What `/ready` says: `None` when every collection is open, else why not (collections
 /// that failed to open are named with their reasons).
 pub(crate) fn not_ready(app: &App) -> Option<String> {
-    let failed: Vec<String> = app
-        .slots
+    let slots = app.slots();
+    let failed: Vec<String> = slots
         .iter()
         .filter_map(|s| s.failed.load_full().map(|w| format!("{}: {w}", s.name)))
         .collect();
@@ -95,7 +115,7 @@ pub(crate) fn not_ready(app: &App) -> Option<String> {
             failed.join("; ")
         ));
     }
-    if app.slots.iter().all(|s| s.backend.load().is_some()) {
+    if slots.iter().all(|s| s.backend.load().is_some()) {
         None
     } else {
         Some("the index is still loading".into())
@@ -110,8 +130,10 @@ pub(crate) struct App {
     pub audit: Option<Arc<crate::audit::Audit>>,
     /// The API keys (`serve --api-keys`); `None`: no keys, every route open as before.
     pub keys: Option<Arc<crate::auth::Keys>>,
-    /// Served collections; the first is the default behind the v1 routes.
-    pub slots: Vec<Arc<Slot>>,
+    /// Served collections; the first is the default behind the v1 routes. Swapped whole
+    /// when a collection is created or deleted over HTTP ([`crate::manage`]); a request
+    /// keeps the slot it looked up.
+    pub slots: ArcSwap<Vec<Arc<Slot>>>,
     pub queries: ArcSwapOption<Vectors>,
     /// Where the query matrix came from, for messages.
     pub queries_path: Option<PathBuf>,
@@ -132,8 +154,14 @@ impl App {
         self.admission.inflight()
     }
 
+    /// The served collections now.
+    pub fn slots(&self) -> Arc<Vec<Arc<Slot>>> {
+        self.slots.load_full()
+    }
+
     pub fn slot(&self, name: &str) -> Result<Arc<Slot>, ApiError> {
-        self.slots
+        let slots = self.slots();
+        slots
             .iter()
             .find(|s| s.name == name)
             .cloned()
@@ -142,7 +170,7 @@ impl App {
                     Code::NotFound,
                     format!(
                         "no collection named {name:?} (served: {})",
-                        self.slots
+                        slots
                             .iter()
                             .map(|s| s.name.as_str())
                             .collect::<Vec<_>>()
@@ -153,7 +181,7 @@ impl App {
     }
 
     pub(crate) fn figures(&self) -> IndexFigures {
-        match self.slots[0].backend.load_full() {
+        match self.slots().first().and_then(|s| s.backend.load_full()) {
             Some(b) => {
                 let (n, dim, bytes) = b.figures();
                 IndexFigures {

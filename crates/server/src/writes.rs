@@ -407,7 +407,7 @@ pub(crate) async fn delete_many(
 /// another's): its start-up would take the snapshot for debris, and its own snapshots would
 /// copy it.
 fn outside_live_dirs(app: &App, out: &std::path::Path) -> Result<(), ApiError> {
-    for s in &app.slots {
+    for s in app.slots().iter() {
         let Some(w) = s.backend.load_full().and_then(|b| b.writer()) else {
             continue;
         };

@@ -326,6 +326,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub reload_root: Option<PathBuf>,
 
+    /// Where `POST /collections` makes collections (each in DIR/NAME, listed in
+    /// DIR/collections.json); start-up serves the collections listed there after the
+    /// command line's. Default: the reload root.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
     /// Most connections open at once. Past it, new connections are answered by a minimal
     /// responder: /health, /healthz, /ready and /readyz as usual, everything else 503
     /// `overloaded` (Retry-After: 1), and closed.
@@ -449,6 +455,7 @@ impl ServeArgs {
             max_buckets: self.max_buckets,
             max_reply_bytes: self.max_reply_bytes,
             reload_root: self.reload_root.clone(),
+            data_dir: self.data_dir.clone(),
             max_connections: self.max_connections,
             max_pending_bytes: self.max_pending_bytes,
             max_header_bytes: self.max_header_bytes,
