@@ -1141,8 +1141,10 @@ fn an_empty_collection_takes_writes() {
     use searchd_collection::create::{create, NewCollection};
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("fresh");
-    let mut build = searchd_engine::BuildConfig::default();
-    build.threads = 1;
+    let build = searchd_engine::BuildConfig {
+        threads: 1,
+        ..Default::default()
+    };
     let spec = NewCollection {
         name: "fresh".into(),
         dim: DIM,

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::backend::SearchBackend;
 use crate::error::{ApiError, Code};
 use crate::local::LocalBackend;
-use crate::state::{App, Slot};
+use crate::state::{App, ReloadTurn, Slot};
 use crate::wire::{authorize, json_error, json_response, read_body, v1_index_info};
 
 #[derive(Deserialize)]
@@ -65,28 +65,6 @@ fn allowed_reload_path(app: &App, requested: &std::path::Path) -> Result<PathBuf
         return Err(outside());
     }
     Ok(canon)
-}
-
-/// The one reload that may open an index at a time: taken before the open, released when
-/// the open has finished (on its blocking thread), whether or not its client is still there.
-pub(crate) struct ReloadTurn(Arc<crate::limits::Limits>);
-
-impl ReloadTurn {
-    pub(crate) fn take(limits: &Arc<crate::limits::Limits>) -> Option<ReloadTurn> {
-        limits
-            .reload_busy
-            .compare_exchange(false, true, std::sync::atomic::Ordering::AcqRel, Relaxed)
-            .is_ok()
-            .then(|| ReloadTurn(limits.clone()))
-    }
-}
-
-impl Drop for ReloadTurn {
-    fn drop(&mut self) {
-        self.0
-            .reload_busy
-            .store(false, std::sync::atomic::Ordering::Release);
-    }
 }
 
 /// Set when the reload's handler is dropped (its client went away) before it swapped.

@@ -324,6 +324,20 @@ pub struct Caller {
     pub key: String,
     /// Its scope.
     pub scope: Scope,
+    /// The collections it is limited to (`None`: all).
+    pub collections: Option<Vec<String>>,
+}
+
+impl Caller {
+    /// Whether the key may write `collection` (for a `_bulk` whose lines name indexes the
+    /// URL does not).
+    pub fn may_write(&self, collection: &str) -> bool {
+        self.scope >= Scope::Write
+            && self
+                .collections
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|c| c == collection))
+    }
 }
 
 /// The keys of a server, reloaded when the file changes.
@@ -409,6 +423,7 @@ pub(crate) fn admit(keys: &Keys, req: &Request) -> Result<Option<Caller>, ApiErr
     Ok(Some(Caller {
         key: entry.name.clone(),
         scope: entry.scope,
+        collections: entry.collections.clone(),
     }))
 }
 
@@ -475,7 +490,12 @@ mod tests {
         );
         assert_eq!(need_of(&p, "/a/_bulk"), Some((Scope::Write, s("a"))));
         assert_eq!(need_of(&p, "/_bulk"), Some((Scope::Write, None)));
-        assert_eq!(need_of(&d, "/collections/a"), Some((Scope::Write, s("a"))));
+        // Deleting a collection takes its files: admin.
+        assert_eq!(need_of(&d, "/collections/a"), Some((Scope::Admin, s("a"))));
+        assert_eq!(
+            need_of(&Method::PUT, "/collections/a/mapping"),
+            Some((Scope::Write, s("a")))
+        );
         assert_eq!(need_of(&p, "/collections"), Some((Scope::Write, None)));
     }
 
@@ -635,6 +655,7 @@ mod redact_tests {
         let reader = Caller {
             key: "r".into(),
             scope: Scope::Read,
+            collections: None,
         };
         assert!(!sees_paths(true, Some(&reader)));
     }

@@ -486,13 +486,13 @@ fn add_registered(
     sources: &mut Vec<(String, PathBuf)>,
     data_dir: &Path,
 ) -> Result<(), ServerError> {
-    for (name, dir) in crate::manage::registered(data_dir)? {
+    for (name, dir) in crate::registry::registered(data_dir)? {
         if let Some((_, d)) = sources.iter().find(|(n, _)| *n == name) {
             return Err(ServerError::Config(format!(
                 "two collections are named {name:?}: {} (command line) and {} (made over HTTP, listed in {}); serve the first under another name (--collection NAME=DIR)",
                 d.display(),
                 dir.display(),
-                data_dir.join(crate::manage::REGISTRY).display()
+                data_dir.join(crate::registry::REGISTRY).display()
             )));
         }
         sources.push((name, dir));

@@ -189,7 +189,7 @@ impl Code {
 }
 
 /// A JSON error reply: `{"error": {"code": ..., "message": ...}}`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub code: Code,
     pub message: String,

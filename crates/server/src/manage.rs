@@ -22,7 +22,7 @@
 //!   ([`crate::state::fresh_generation`]), so a collection created again under a deleted
 //!   one's name never meets its cached replies.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{Path as UrlPath, Request, State};
@@ -30,137 +30,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 
-use crate::error::{ApiError, Code, ServerError};
+use crate::error::{ApiError, Code};
+use crate::registry::{
+    check_name, deleted_prefix, read_entries, write_entries, Entry, MAX_COLLECTIONS,
+};
 use crate::state::{App, Slot};
 use crate::wire::{authorize, json_error, json_response, read_body};
-
-/// The registry file in the data directory.
-pub const REGISTRY: &str = "collections.json";
-const REGISTRY_SCHEMA: &str = "searchd.collections.v1";
-/// Most collections one server serves (a bound on what creates can add).
-pub const MAX_COLLECTIONS: usize = 1024;
-
-#[derive(serde::Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Registry {
-    schema: String,
-    collections: Vec<Entry>,
-}
-
-#[derive(serde::Serialize, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-struct Entry {
-    name: String,
-    /// The directory, relative to the data directory.
-    dir: String,
-}
-
-fn registry_path(data_dir: &Path) -> PathBuf {
-    data_dir.join(REGISTRY)
-}
-
-fn read_entries(data_dir: &Path) -> Result<Vec<Entry>, String> {
-    let p = registry_path(data_dir);
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", p.display())),
-    };
-    let r: Registry = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-    if r.schema != REGISTRY_SCHEMA {
-        return Err(format!(
-            "{}: schema {:?}, expected {REGISTRY_SCHEMA:?}",
-            p.display(),
-            r.schema
-        ));
-    }
-    Ok(r.collections)
-}
-
-fn write_entries(data_dir: &Path, entries: &[Entry]) -> std::io::Result<()> {
-    let p = registry_path(data_dir);
-    let tmp = data_dir.join(format!("{REGISTRY}.tmp"));
-    let body = serde_json::to_vec_pretty(&Registry {
-        schema: REGISTRY_SCHEMA.into(),
-        collections: entries.to_vec(),
-    })
-    .map_err(std::io::Error::other)?;
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&body)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &p)?;
-    std::fs::File::open(data_dir)?.sync_all()
-}
-
-fn deleted_prefix(name: &str) -> String {
-    format!(".deleted-{name}-")
-}
-
-/// The collections the registry of `data_dir` lists, as `(name, directory)`, for start-up.
-/// Entries whose directory a delete had renamed away are dropped (and the registry
-/// rewritten), and what such deletes left is removed.
-pub fn registered(data_dir: &Path) -> Result<Vec<(String, PathBuf)>, ServerError> {
-    let mut entries = read_entries(data_dir)
-        .map_err(|e| ServerError::Config(format!("--data-dir: the collection registry {e}")))?;
-    let leftovers: Vec<PathBuf> = std::fs::read_dir(data_dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(".deleted-"))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
-    let before = entries.len();
-    entries.retain(|e| {
-        let gone = !data_dir.join(&e.dir).exists()
-            && leftovers.iter().any(|l| {
-                l.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(&deleted_prefix(&e.name)))
-            });
-        !gone
-    });
-    if entries.len() != before {
-        write_entries(data_dir, &entries).map_err(|e| {
-            ServerError::Config(format!(
-                "--data-dir: cannot rewrite {}: {e}",
-                registry_path(data_dir).display()
-            ))
-        })?;
-    }
-    for l in leftovers {
-        if let Err(e) = std::fs::remove_dir_all(&l) {
-            tracing::warn!(path = %l.display(), error = %e, "cannot remove what a collection delete left");
-        }
-    }
-    Ok(entries
-        .into_iter()
-        .map(|e| {
-            let dir = data_dir.join(&e.dir);
-            (e.name, dir)
-        })
-        .collect())
-}
-
-/// A name a collection may have: letters, digits, `-`, `_`, `.`, not starting with `_`,
-/// `-` or `.` (Elasticsearch-shaped routes `/{name}/_search` and `/_cat` stay apart).
-pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        && !name.starts_with(['_', '-', '.']);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid collection name {name:?}: 1 to 128 letters, digits, '-', '_' or '.', not starting with '_', '-' or '.'"
-        ))
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // POST /collections
@@ -451,7 +326,7 @@ pub(crate) async fn create(
         dynamic,
     };
 
-    let Some(turn) = crate::admin::ReloadTurn::take(&app.limits) else {
+    let Some(turn) = crate::state::ReloadTurn::take(&app.limits) else {
         return Err(ApiError::new(
             Code::Conflict,
             "another collection change or reload is running; retry when it has finished",
@@ -534,7 +409,7 @@ pub(crate) async fn delete(
             format!("{name:?} is the default collection (behind /search and /stats): it cannot be deleted while served; restart without it"),
         ));
     }
-    let Some(turn) = crate::admin::ReloadTurn::take(&app.limits) else {
+    let Some(turn) = crate::state::ReloadTurn::take(&app.limits) else {
         return Err(ApiError::new(
             Code::Conflict,
             "another collection change or reload is running; retry when it has finished",

@@ -12,7 +12,7 @@ use axum::Router;
 use crate::error::{ApiError, Code};
 use crate::query::read_handler;
 use crate::state::App;
-use crate::{admin, es, manage, native, observe, reads, writes};
+use crate::{admin, es, es_write, manage, native, observe, reads, writes};
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -57,7 +57,22 @@ pub(crate) fn router(app: Arc<App>) -> Router {
             let h = read_handler("_count", es::COUNT, es::count);
             get(h.clone()).post(h)
         })
-        .route("/{name}/_doc/{id}", get(es::get_doc))
+        .route(
+            "/{name}/_doc/{id}",
+            get(es::get_doc)
+                .put(es_write::index_doc)
+                .post(es_write::index_doc)
+                .delete(es_write::delete_doc),
+        )
+        .route(
+            "/{name}/_bulk",
+            post(es_write::bulk_index).put(es_write::bulk_index),
+        )
+        .route("/_bulk", post(es_write::bulk_any).put(es_write::bulk_any))
+        .route("/{name}/_mapping", get(es_write::get_mapping))
+        .route("/{name}", get(es_write::get_index))
+        .route("/_cat/indices", get(es_write::cat_indices))
+        .route("/", get(root))
         .route("/{name}/_mget", {
             let h = read_handler("_mget", es::MGET, es::mget);
             get(h.clone()).post(h)
@@ -99,7 +114,8 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
         (a, need, req.method().clone(), route, peer)
     });
     let mut caller = None;
-    let resp = if app.keys.is_none()
+    let es = es_shaped(&req);
+    let mut resp = if app.keys.is_none()
         && !crate::host::allowed(
             req.headers().get(HOST).map(|h| h.as_bytes()),
             &app.cfg.allow_host,
@@ -127,6 +143,12 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
             },
         }
     };
+    if es {
+        resp.headers_mut().insert(
+            "x-elastic-product",
+            axum::http::HeaderValue::from_static("Elasticsearch"),
+        );
+    }
     if let Some((log, need, method, route, peer)) = audit {
         let status = resp.status().as_u16();
         let changes = need
@@ -150,6 +172,25 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
         }
     }
     resp
+}
+
+/// `GET /`: Elasticsearch's root shape for its clients (they ask for its media type).
+async fn root(req: Request) -> Response {
+    if es_write::wants_es(req.headers()) {
+        return es_write::es_root();
+    }
+    ApiError::new(
+        Code::NotFound,
+        "no route for GET / (the HTTP API is in the README; GET /collections lists what is served)",
+    )
+    .into_response()
+}
+
+/// Replies of Elasticsearch-shaped requests carry `X-Elastic-Product: Elasticsearch`,
+/// which the official clients check: routes with a `_` segment (`_search`, `_doc`,
+/// `_bulk`, `_cat`, ...) and any request asking for Elasticsearch's media type.
+fn es_shaped(req: &Request) -> bool {
+    req.uri().path().split('/').any(|s| s.starts_with('_')) || es_write::wants_es(req.headers())
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {

@@ -84,9 +84,15 @@ impl Slot {
             return Ok(b);
         }
         Err(match self.failed.load_full() {
+            // Paths stay out of replies to any caller (an admin reads them in /ready and
+            // /stats).
             Some(why) => ApiError::new(
                 Code::NotReady,
-                format!("collection {:?} failed to open: {why}", self.name),
+                format!(
+                    "collection {:?} failed to open: {} (GET /ready has the details)",
+                    self.name,
+                    crate::auth::redact_text(&why)
+                ),
             ),
             None => ApiError::new(
                 Code::NotReady,
@@ -119,6 +125,34 @@ pub(crate) fn not_ready(app: &App) -> Option<String> {
         None
     } else {
         Some("the index is still loading".into())
+    }
+}
+
+/// The one reload (or collection create or delete, [`crate::manage`]) that may run at a
+/// time: taken before the open, released when it has finished (on its blocking thread),
+/// whether or not its client is still there.
+pub(crate) struct ReloadTurn(Arc<crate::limits::Limits>);
+
+impl ReloadTurn {
+    pub(crate) fn take(limits: &Arc<crate::limits::Limits>) -> Option<ReloadTurn> {
+        limits
+            .reload_busy
+            .compare_exchange(
+                false,
+                true,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .is_ok()
+            .then(|| ReloadTurn(limits.clone()))
+    }
+}
+
+impl Drop for ReloadTurn {
+    fn drop(&mut self) {
+        self.0
+            .reload_busy
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 }
 

@@ -17,15 +17,14 @@ use std::time::{Duration, Instant};
 use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use searchd_collection::live::Doc;
 use searchd_collection::DocId;
 use serde_json::Value;
 
-use crate::backend::{FieldsWanted, Receipt, SearchBackend, WriteOp};
-use crate::embedq::EmbedFailure;
+use crate::backend::{FieldsWanted, Receipt, WriteOp};
 use crate::error::{ApiError, Code};
 use crate::query::{backend_error, backend_of, parse_delete_filter};
 use crate::state::App;
+use crate::upsert::{upsert_docs, Incoming};
 use crate::wire::{authorize, json_error, json_response, read_body_limit};
 
 /// Most documents one upsert request may carry.
@@ -89,14 +88,6 @@ fn body_object(body: &[u8], known: &[&str]) -> Result<serde_json::Map<String, Va
         )));
     }
     Ok(o)
-}
-
-/// A parsed upsert document; `vector` is `None` when it is to be embedded from `text`.
-struct Incoming {
-    id: DocId,
-    vector: Option<Vec<f32>>,
-    text: Option<String>,
-    fields: serde_json::Map<String, Value>,
 }
 
 fn parse_doc(v: &Value, i: usize, text_field: Option<&str>) -> Result<Incoming, ApiError> {
@@ -199,99 +190,8 @@ async fn upsert_inner(
     for (i, d) in docs.iter().enumerate() {
         incoming.push(parse_doc(d, i, text_field.as_deref())?);
     }
-    let deadline = Instant::now() + app.cfg.timeout.max(Duration::from_secs(30));
-    // Documents without a vector are embedded together, with the passage prompt (as ingest
-    // embeds them), in one batch per request.
-    let missing: Vec<usize> = (0..incoming.len())
-        .filter(|&i| incoming[i].vector.is_none())
-        .collect();
-    let mut embedded = Vec::new();
-    if !missing.is_empty() {
-        let texts = missing
-            .iter()
-            .map(|&i| passage_text(app, &**backend, incoming[i].text.as_deref(), i))
-            .collect::<Result<Vec<String>, ApiError>>()?;
-        embedded = embed_passages(app, texts, deadline).await?;
-    }
-    let dim = if missing.is_empty() {
-        0
-    } else {
-        embedded.len() / missing.len()
-    };
-    let mut rows = embedded.chunks(dim.max(1));
-    let mut out = Vec::with_capacity(incoming.len());
-    for d in incoming {
-        let vector = match d.vector {
-            Some(v) => v,
-            None => rows.next().map(<[f32]>::to_vec).unwrap_or_default(),
-        };
-        out.push(Doc {
-            id: d.id,
-            vector,
-            text: d.text,
-            source: serde_json::to_vec(&d.fields).unwrap_or_else(|_| b"{}".to_vec()),
-        });
-    }
-    let r = backend
-        .write(WriteOp::Upsert(out), wait)
-        .await
-        .map_err(|e| backend_error(app, e))?;
-    slot.generation.fetch_add(1, Ordering::AcqRel);
+    let r = upsert_docs(app, &slot, &**backend, incoming, wait).await?;
     Ok(receipt_json(&r, t.elapsed()))
-}
-
-/// The text of `docs[i]`, which came without a vector, checked to be embeddable by the
-/// server's model into this collection's space.
-fn passage_text(
-    app: &App,
-    backend: &dyn SearchBackend,
-    text: Option<&str>,
-    i: usize,
-) -> Result<String, ApiError> {
-    let Some(text) = text else {
-        return Err(ApiError::invalid(format!(
-            "docs[{i}] has neither a vector nor text to embed"
-        )));
-    };
-    let Some(batcher) = &app.embedder else {
-        return Err(ApiError::invalid(format!(
-            "docs[{i}] has no vector and this server has no --model to embed its text; give \"vector\""
-        )));
-    };
-    match backend.model() {
-        Some(m) if m.checksum == batcher.record.checksum => Ok(text.to_string()),
-        _ => Err(ApiError::invalid(format!(
-            "docs[{i}] has no vector, and the collection's vectors were not made by the server's --model; give \"vector\""
-        ))),
-    }
-}
-
-/// Embed one write's passages (every text checked by [`passage_text`]).
-async fn embed_passages(
-    app: &App,
-    texts: Vec<String>,
-    deadline: Instant,
-) -> Result<Vec<f32>, ApiError> {
-    let Some(batcher) = &app.embedder else {
-        return Err(ApiError::invalid(
-            "this server has no --model to embed texts",
-        ));
-    };
-    match batcher.embed_passages(texts, deadline).await {
-        Ok(v) => Ok(v),
-        Err(EmbedFailure::Busy) => Err(ApiError::new(
-            Code::Overloaded,
-            "the embedder queue is full; retry",
-        )),
-        Err(EmbedFailure::Deadline) => Err(ApiError::new(
-            Code::DeadlineExceeded,
-            "embedding the documents took longer than the deadline",
-        )),
-        Err(EmbedFailure::Failed(m)) => Err(ApiError::new(
-            Code::Internal,
-            format!("embedding failed: {m}"),
-        )),
-    }
 }
 
 /// `?wait=true|false` of a query string (absent: false).
@@ -348,7 +248,8 @@ pub(crate) async fn delete_one(
             .write(WriteOp::Delete(vec![target]), wait)
             .await
             .map_err(|e| backend_error(&app, e))?;
-        slot.generation.fetch_add(1, Ordering::AcqRel);
+        slot.generation
+            .store(crate::state::fresh_generation(), Ordering::Release);
         Ok(receipt_json(&r, t.elapsed()))
     }
     .await;
@@ -393,7 +294,8 @@ pub(crate) async fn delete_many(
             .write(op, wait)
             .await
             .map_err(|e| backend_error(&app, e))?;
-        slot.generation.fetch_add(1, Ordering::AcqRel);
+        slot.generation
+            .store(crate::state::fresh_generation(), Ordering::Release);
         Ok(receipt_json(&r, t.elapsed()))
     }
     .await;

@@ -544,6 +544,9 @@ async fn a_damaged_collection_is_served_as_failed_while_the_others_serve() {
     let (code, v) = post(&format!("{}/collections/poems/count", s.url), json!({})).await;
     assert_eq!(code, 503, "{v}");
     assert!(v.to_string().contains("failed to open"), "{v}");
+    // The reason without the server's paths (the temporary directory's name stays out).
+    let tmp = dir.path().to_string_lossy().to_string();
+    assert!(!v.to_string().contains(&tmp), "{v}");
     let st = get_json(&cl, &format!("{}/stats", s.url)).await;
     assert!(
         st["collections"]["poems"]["state"] == "failed"

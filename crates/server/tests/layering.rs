@@ -21,7 +21,9 @@ fn the_module_graph_is_acyclic_and_the_request_path_runs_one_way() {
         "expected the server's modules: {:?}",
         e.keys()
     );
-    let routes = ["native", "es", "reads", "writes", "admin", "observe"];
+    let routes = [
+        "native", "es", "es_write", "reads", "writes", "admin", "observe", "manage",
+    ];
     for route in routes {
         for other in routes {
             assert!(
@@ -30,7 +32,7 @@ fn the_module_graph_is_acyclic_and_the_request_path_runs_one_way() {
             );
         }
     }
-    for route in ["native", "es", "reads", "writes"] {
+    for route in ["native", "es", "es_write", "reads", "writes"] {
         assert!(e[route].contains("query"), "{route} answers through query");
     }
     for low in ["query", "state", "wire", "backend"] {

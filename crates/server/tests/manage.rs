@@ -388,14 +388,14 @@ fn start_up_finishes_an_interrupted_delete() {
         r#"{"schema":"searchd.collections.v1","collections":[{"name":"gone","dir":"gone"},{"name":"kept","dir":"kept"}]}"#,
     )
     .unwrap();
-    let got = searchd_server::manage::registered(data).unwrap();
+    let got = searchd_server::registry::registered(data).unwrap();
     assert_eq!(got, vec![("kept".to_string(), data.join("kept"))]);
     assert!(!data.join(".deleted-gone-123").exists());
     let reg = std::fs::read_to_string(data.join("collections.json")).unwrap();
     assert!(!reg.contains("gone"), "{reg}");
     // A registry that is not ours is a clear error.
     std::fs::write(data.join("collections.json"), "{}").unwrap();
-    let e = searchd_server::manage::registered(data)
+    let e = searchd_server::registry::registered(data)
         .unwrap_err()
         .to_string();
     assert!(e.contains("collections.json"), "{e}");

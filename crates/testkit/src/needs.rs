@@ -28,6 +28,9 @@ pub enum Need {
     Namespaces,
     /// A memory cgroup this user may create (optional: CI machines need not delegate one).
     Cgroup,
+    /// Pythons with the official `elasticsearch` client (`SEARCHD_TEST_ES_PYTHON`, one path
+    /// per client version, separated by spaces; `.ci/es-client.sh` makes them).
+    EsClient,
 }
 
 impl Need {
@@ -38,6 +41,7 @@ impl Need {
             Need::Qdrant => "qdrant",
             Need::Namespaces => "namespaces",
             Need::Cgroup => "cgroup",
+            Need::EsClient => "es-client",
         }
     }
 
@@ -55,6 +59,10 @@ impl Need {
             Need::Qdrant => "set QDRANT_BIN or put a qdrant executable on PATH",
             Need::Namespaces => "needs `unshare -Urm` (user and mount namespaces)",
             Need::Cgroup => "needs a memory cgroup this user may create",
+            Need::EsClient => {
+                "set SEARCHD_TEST_ES_PYTHON to pythons with the elasticsearch client \
+                 (bash .ci/es-client.sh prints them into .ci/.es-pythons)"
+            }
         }
     }
 }
