@@ -226,6 +226,9 @@ struct Job {
     deadline: Instant,
     /// Runs the work (argument: the deadline had already passed) and sends the reply.
     task: Task,
+    /// [`QUEUED`], [`RUNNING`] once a worker took it, [`ABANDONED`] once its caller was
+    /// answered at the deadline instead.
+    state: Arc<AtomicU8>,
 }
 
 /// Handle to the pool. Dropping it closes the channel; the workers then finish what they
@@ -247,6 +250,17 @@ impl Pool {
                 .name(format!("searchd-search-{i}"))
                 .spawn(move || {
                     while let Ok(job) = rx.recv() {
+                        let taken = job.state.compare_exchange(
+                            QUEUED,
+                            RUNNING,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
+                        if taken.is_err() {
+                            // Answered at its deadline while it waited: dropping the task
+                            // releases its permit.
+                            continue;
+                        }
                         let expired = Instant::now() >= job.deadline;
                         running.fetch_add(1, Ordering::Relaxed);
                         if let (Some(d), false) = (delay, expired) {
@@ -280,14 +294,9 @@ impl Pool {
         // QUEUED until a worker takes the job (RUNNING) or the caller gives up on it at its
         // deadline (ABANDONED), whichever comes first.
         let state = Arc::new(AtomicU8::new(QUEUED));
-        let taken = state.clone();
         let task: Task = Box::new(move |expired: bool| {
-            // The client went away while the job waited, or its deadline passed and it was
-            // answered: do not spend a core on it.
-            let abandoned = taken
-                .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-                .is_err();
-            if abandoned || tx.is_closed() {
+            // The client went away while the job waited: do not spend a core on it.
+            if tx.is_closed() {
                 drop(permit);
                 return;
             }
@@ -306,7 +315,12 @@ impl Pool {
             drop(permit);
             let _ = tx.send(out);
         });
-        if self.tx.send(Job { deadline, task }).is_err() {
+        let job = Job {
+            deadline,
+            task,
+            state: state.clone(),
+        };
+        if self.tx.send(job).is_err() {
             return Err(JobFailure::Closed);
         }
         let at = tokio::time::Instant::from_std(deadline);
