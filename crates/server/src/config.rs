@@ -103,8 +103,11 @@ pub struct ServeSettings {
     pub tls_key: Option<PathBuf>,
 
     /// Host names a request's `Host` header may carry besides loopback ones and the
-    /// listening address (`*`: any); others get 421 `misdirected_request`.
+    /// listening address (`*`: any); others get 403 `forbidden` (without API keys).
     pub allow_host: Vec<String>,
+
+    /// Origins a browser page may call the API from (CORS; `*`: any). Off by default.
+    pub cors_origin: Vec<String>,
 
     /// JSON-lines audit log of writes, admin actions and refusals (`None`: off).
     pub audit_log: Option<PathBuf>,
@@ -291,6 +294,7 @@ impl Default for ServeSettings {
             tls_cert: None,
             tls_key: None,
             allow_host: Vec::new(),
+            cors_origin: Vec::new(),
             audit_log: None,
             audit_log_max_bytes: DEFAULT_AUDIT_LOG_MAX_BYTES,
             ef: DEFAULT_EF,
@@ -402,6 +406,8 @@ pub struct ServerConfig {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Extra `Host` names accepted (see [`crate::host`]).
     pub allow_host: Vec<String>,
+    /// CORS origins (`--cors-origin`; empty: no CORS headers, preflights refused).
+    pub cors_origin: Vec<String>,
     /// Audit log file and its rotation size (see [`crate::audit`]).
     pub audit_log: Option<(PathBuf, u64)>,
     /// Largest reply body (`--max-reply-bytes`).
@@ -532,6 +538,7 @@ impl ServerConfig {
             api_keys: None,
             tls: None,
             allow_host: Vec::new(),
+            cors_origin: Vec::new(),
             audit_log: None,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             reload_root: None,
@@ -575,6 +582,18 @@ impl ServerConfig {
             }
         }
         cfg.allow_host = args.allow_host.clone();
+        for o in &args.cors_origin {
+            let ok = o == "*"
+                || ((o.starts_with("http://") || o.starts_with("https://"))
+                    && !o.ends_with('/')
+                    && axum::http::HeaderValue::from_str(o).is_ok());
+            if !ok {
+                return Err(ServerError::Config(format!(
+                    "--cors-origin {o:?}: an origin is scheme://host[:port] (no path, no trailing '/'), or *"
+                )));
+            }
+        }
+        cfg.cors_origin = args.cors_origin.clone();
         if args.audit_log_max_bytes < 4096 {
             return Err(ServerError::Config(format!(
                 "--audit-log-max-bytes must be at least 4096, got {}",

@@ -479,14 +479,43 @@ fn total_json(track: &TrackTotal, n: u64) -> Option<serde_json::Value> {
 // ---------------------------------------------------------------------------------------
 // _search
 
+/// The URL parameters of `_search` and `_count`: `size` and `from` (`_search`) go into the
+/// body (over its own, as Elasticsearch does); `q` and anything else but harmless output
+/// switches is a 400 naming it, never ignored.
+fn url_params(query: Option<&str>, m: &mut JsonObject, paging: bool) -> Result<(), ApiError> {
+    for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        match k {
+            "size" | "from" if paging => {
+                let n: u64 = v.parse().map_err(|_| {
+                    ApiError::invalid(format!("{k} must be a non-negative integer, got {v:?}"))
+                })?;
+                m.insert(k.to_string(), n.into());
+            }
+            // Output switches, and the load lab's cache-busting nonce.
+            "pretty" | "human" | "error_trace" | "nonce" | "typed_keys" => {}
+            "q" => {
+                return Err(unsupported(
+                    "q",
+                    "the URL query string (Lucene syntax); send a body: {\"query\": {\"match\": {FIELD: TEXT}}}",
+                ))
+            }
+            other => return Err(unsupported(other, &format!("the URL parameter {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
 pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
     let Read {
         app,
         slot,
         backend,
-        body: m,
+        body: mut m,
         arrival,
+        query,
     } = rd;
+    url_params(query.as_deref(), &mut m, true)?;
     let from = match m.get("from") {
         Some(v) => usize_at(v, "from", MAX_RESULT_WINDOW)?,
         None => 0,
@@ -759,7 +788,8 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
 // ---------------------------------------------------------------------------------------
 // _count
 
-pub(crate) async fn count(rd: Read) -> Result<Vec<u8>, ApiError> {
+pub(crate) async fn count(mut rd: Read) -> Result<Vec<u8>, ApiError> {
+    url_params(rd.query.as_deref(), &mut rd.body, false)?;
     let parts = split_query(rd.body.get("query"), rd.backend.text_field().as_deref())?;
     if parts.text.is_some() {
         return Err(unsupported(

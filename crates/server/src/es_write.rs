@@ -36,7 +36,7 @@ use crate::wire::json_response;
 pub const ES_VERSION: &str = "8.15.0";
 
 /// Most operations one `_bulk` may carry (as the native upsert's documents).
-pub const MAX_BULK_OPS: usize = crate::writes::MAX_DOCS_PER_WRITE;
+pub const MAX_BULK_OPS: usize = crate::upsert::MAX_DOCS_PER_WRITE;
 
 fn ok(status: StatusCode, v: &Value) -> Response {
     json_response(status, serde_json::to_vec(v).unwrap_or_default())

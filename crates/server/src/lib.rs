@@ -280,6 +280,7 @@ where
             max_buckets: config.max_buckets,
             allow_host: config.allow_host.clone(),
             max_reply_bytes: config.max_reply_bytes,
+            cors_origin: config.cors_origin.clone(),
             live: config.live.clone(),
             data_dir: config.data_dir.clone(),
         },

@@ -721,6 +721,8 @@ pub(crate) struct Read {
     pub backend: Arc<Box<dyn SearchBackend>>,
     pub body: JsonObject,
     pub arrival: Instant,
+    /// The URL's query string (Elasticsearch routes take `size`, `from`, ...).
+    pub query: Option<String>,
 }
 
 impl Read {
@@ -801,6 +803,7 @@ where
     let app2 = app.clone();
     let slot2 = slot.clone();
     let body2 = body.clone();
+    let query = uri.query().map(str::to_string);
     cached(&app, &slot, route, &uri, &body, move || async move {
         let body = (rule.parse)(&body2, rule.keys)?;
         let backend = backend_of(&slot2)?;
@@ -810,6 +813,7 @@ where
             backend,
             body,
             arrival,
+            query,
         })
         .await
     })

@@ -15,7 +15,8 @@ use crate::state::App;
 use crate::{admin, es, es_write, manage, native, observe, reads, writes};
 
 pub(crate) fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let cors = cors_layer(&app.cfg.cors_origin);
+    let r = Router::new()
         .route("/search", post(native::search))
         .route(
             "/collections",
@@ -73,6 +74,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/{name}", get(es_write::get_index))
         .route("/_cat/indices", get(es_write::cat_indices))
         .route("/", get(root))
+        .route("/version", get(version))
         .route("/{name}/_mget", {
             let h = read_handler("_mget", es::MGET, es::mget);
             get(h.clone()).post(h)
@@ -89,7 +91,67 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         // Every route, the fallbacks too: with keys, nothing is answered to a caller
         // without one (but /health and /ready).
         .layer(axum::middleware::from_fn_with_state(app.clone(), gate))
-        .with_state(app)
+        .with_state(app);
+    // Outside the gate: a browser's preflight carries no key.
+    match cors {
+        Some(c) => r.layer(c),
+        None => r,
+    }
+}
+
+/// CORS for `--cors-origin` (none: no layer, no CORS headers).
+fn cors_layer(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| axum::http::HeaderValue::from_str(o).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::DELETE,
+                Method::HEAD,
+            ])
+            .allow_headers([
+                axum::http::header::AUTHORIZATION,
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderName::from_static("api-key"),
+            ])
+            .expose_headers([
+                axum::http::HeaderName::from_static("x-searchd-cache"),
+                axum::http::HeaderName::from_static("x-elastic-product"),
+            ])
+            .max_age(std::time::Duration::from_secs(600)),
+    )
+}
+
+/// `GET /version`: the build's version, git commit and features.
+async fn version() -> Response {
+    let features: Vec<&str> = [("qdrant", cfg!(feature = "qdrant"))]
+        .into_iter()
+        .filter_map(|(n, on)| on.then_some(n))
+        .collect();
+    crate::wire::json_response(
+        axum::http::StatusCode::OK,
+        serde_json::to_vec(&serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "git": option_env!("SEARCHD_GIT").unwrap_or("unknown"),
+            "features": features,
+        }))
+        .unwrap_or_default(),
+    )
 }
 
 /// The gate in front of every route (the fallbacks too):
@@ -115,6 +177,7 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
     });
     let mut caller = None;
     let es = es_shaped(&req);
+    let pretty = wants_pretty(req.uri());
     let mut resp = if app.keys.is_none()
         && !crate::host::allowed(
             req.headers().get(HOST).map(|h| h.as_bytes()),
@@ -143,6 +206,9 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
             },
         }
     };
+    if pretty {
+        resp = prettify(resp, app.cfg.max_reply_bytes).await;
+    }
     if es {
         resp.headers_mut().insert(
             "x-elastic-product",
@@ -184,6 +250,44 @@ async fn root(req: Request) -> Response {
         "no route for GET / (the HTTP API is in the README; GET /collections lists what is served)",
     )
     .into_response()
+}
+
+/// `?pretty` (or `pretty=true`): JSON replies indented, as Elasticsearch and Qdrant do.
+fn wants_pretty(uri: &Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv == "pretty" || kv == "pretty=true" || kv == "pretty=")
+    })
+}
+
+/// A JSON reply re-serialised with indentation (other replies as they are).
+async fn prettify(resp: Response, limit: usize) -> Response {
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        return ApiError::new(
+            Code::Internal,
+            "the reply could not be read to pretty-print it",
+        )
+        .into_response();
+    };
+    let out = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| serde_json::to_vec_pretty(&v).ok())
+        .map(|mut v| {
+            v.push(b'\n');
+            v
+        })
+        .unwrap_or_else(|| bytes.to_vec());
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(out))
 }
 
 /// Replies of Elasticsearch-shaped requests carry `X-Elastic-Product: Elasticsearch`,

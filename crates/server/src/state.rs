@@ -41,6 +41,8 @@ pub(crate) struct Settings {
     pub allow_host: Vec<String>,
     /// Largest reply body (`--max-reply-bytes`).
     pub max_reply_bytes: usize,
+    /// CORS origins (`--cors-origin`).
+    pub cors_origin: Vec<String>,
     /// Where collections created over HTTP go (`--data-dir`); `None`: creating is refused.
     pub data_dir: Option<PathBuf>,
     /// How collections opened by `/admin/reload` take writes (as at start-up).

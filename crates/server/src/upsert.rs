@@ -15,6 +15,9 @@ use crate::error::{ApiError, Code};
 use crate::query::backend_error;
 use crate::state::App;
 
+/// Most documents one upsert request may carry (native `docs`, `_bulk` operations).
+pub const MAX_DOCS_PER_WRITE: usize = 10_000;
+
 /// A parsed upsert document; `vector` is `None` when it is to be embedded from `text`.
 pub(crate) struct Incoming {
     pub id: DocId,

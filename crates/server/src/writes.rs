@@ -27,8 +27,7 @@ use crate::state::App;
 use crate::upsert::{upsert_docs, Incoming};
 use crate::wire::{authorize, json_error, json_response, read_body_limit};
 
-/// Most documents one upsert request may carry.
-pub const MAX_DOCS_PER_WRITE: usize = 10_000;
+pub use crate::upsert::MAX_DOCS_PER_WRITE;
 
 fn receipt_json(r: &Receipt, took: Duration) -> Vec<u8> {
     let mut v = serde_json::json!({
@@ -212,6 +211,8 @@ fn wait_of(uri: &Uri) -> Result<bool, ApiError> {
                     "wait must be true or false, got {other:?}"
                 )))
             }
+            // Output only (the router indents the reply).
+            ("pretty", _) => wait,
             (other, _) => {
                 return Err(ApiError::invalid(format!(
                     "unknown query parameter {other:?} (expected wait)"

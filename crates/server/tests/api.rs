@@ -392,8 +392,21 @@ async fn bad_requests_get_the_contract_errors() {
     assert_eq!(r.status(), 200);
 
     // 404 / 405
+    let r = c.get(url(&s, "/nope/x/y")).send().await.unwrap();
+    assert_error(
+        &split(r).await,
+        404,
+        "not_found",
+        "no route for GET /nope/x/y",
+    );
+    // `GET /{index}` is Elasticsearch's index metadata route.
     let r = c.get(url(&s, "/nope")).send().await.unwrap();
-    assert_error(&split(r).await, 404, "not_found", "no route for GET /nope");
+    assert_error(
+        &split(r).await,
+        404,
+        "not_found",
+        "no collection named \"nope\"",
+    );
     let r = c
         .post(url(&s, "/search/x"))
         .header("content-type", "application/json")

@@ -67,3 +67,113 @@ async fn the_official_elasticsearch_clients_work() {
     }
     assert!(clients >= 1, "no python in SEARCHD_TEST_ES_PYTHON");
 }
+
+/// URL parameters of `_search` and `_count`: `size` and `from` are honoured (over the
+/// body's), `q` and unknown ones are a 400 naming them — never silently ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_url_parameters_are_honoured_or_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let coll = live_collection(d.path(), "books", 12);
+    let s = TestServer::start(live_config(&coll, "books")).await;
+    let c = client();
+    let get = |q: &str| {
+        let (c, u) = (c.clone(), format!("{}/books/_search{q}", s.url));
+        async move {
+            let r = c.get(u).send().await.unwrap();
+            let (code, h, v) = split(r).await;
+            assert_eq!(
+                h.get("x-elastic-product").map(|v| v.to_str().unwrap()),
+                Some("Elasticsearch"),
+                "{v}"
+            );
+            (code, v)
+        }
+    };
+    let (code, v) = get("?size=1").await;
+    assert_eq!(
+        (code, v["hits"]["hits"].as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{v}"
+    );
+    let (code, v) = get("?size=2&from=10&pretty").await;
+    assert_eq!(
+        (code, v["hits"]["hits"].as_array().map(Vec::len)),
+        (200, Some(2)),
+        "{v}"
+    );
+    for (q, needle) in [("?q=tide", "q"), ("?sise=1", "sise"), ("?size=x", "size")] {
+        let (code, v) = get(q).await;
+        assert_eq!(code, 400, "{q}: {v}");
+        let m = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains(needle), "{q}: {m}");
+    }
+    let r = c
+        .get(format!("{}/books/_count?size=1", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "_count takes no size");
+    s.stop().await.unwrap();
+}
+
+/// `--cors-origin`: a preflight from an allowed origin is answered without a key, replies
+/// carry the origin; another origin gets no CORS headers. `GET /version`, `?pretty`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_version_and_pretty() {
+    let d = tempfile::tempdir().unwrap();
+    let coll = live_collection(d.path(), "books", 6);
+    let mut cfg = live_config(&coll, "books");
+    cfg.cors_origin = vec!["https://app.example.com".into()];
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let pre = c
+        .request(reqwest::Method::OPTIONS, format!("{}/books/_search", s.url))
+        .header("origin", "https://app.example.com")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type,authorization",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(pre.status().is_success(), "{}", pre.status());
+    assert_eq!(
+        pre.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let r = c
+        .post(format!("{}/collections/books/count", s.url))
+        .header("origin", "https://app.example.com")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let other = c
+        .post(format!("{}/collections/books/count", s.url))
+        .header("origin", "https://evil.example.net")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+    let v = get_json(&c, &format!("{}/version", s.url)).await;
+    assert!(v["version"].is_string() && v["git"].is_string(), "{v}");
+    let text = c
+        .get(format!("{}/collections/books?pretty", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.starts_with("{\n  \""), "{text}");
+    s.stop().await.unwrap();
+}

@@ -130,10 +130,15 @@ pub struct ServeArgs {
 
     /// Host names (or host:port) a request's `Host` header may carry, besides loopback
     /// names and addresses and the listening address. Repeat for several. Any other Host
-    /// gets 421 `misdirected_request` (DNS rebinding: a web page whose name resolves to
-    /// this server cannot call it). `*` accepts any Host.
+    /// gets 403 `forbidden` when the server has no API keys (DNS rebinding: a web page whose
+    /// name resolves to this server cannot call it). `*` accepts any Host.
     #[arg(long, value_name = "HOST")]
     pub allow_host: Vec<String>,
+
+    /// Let browser pages from this origin call the API (CORS), e.g. https://app.example.com.
+    /// Repeat for several; `*` allows any. Off by default (no CORS headers).
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
 
     /// Append one JSON line per write, delete, snapshot, reload, collection change and
     /// refused request (401/403/421) to this file: time, key name (never the key), peer,
@@ -421,6 +426,7 @@ impl ServeArgs {
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
             allow_host: self.allow_host.clone(),
+            cors_origin: self.cors_origin.clone(),
             audit_log: self.audit_log.clone(),
             audit_log_max_bytes: self.audit_log_max_bytes,
             ef: self.ef,
