@@ -40,8 +40,8 @@ pub enum Error {
     /// An error of the field indexes.
     #[error(transparent)]
     Fields(#[from] searchd_fields::Error),
-    /// The output already exists and `force` was not given.
-    #[error("{path} already exists; pass --force to replace it")]
+    /// The output already exists (and, for ingest, `force` was not given).
+    #[error("{path} already exists; remove it or choose another path")]
     Exists {
         /// The existing path.
         path: PathBuf,

@@ -305,7 +305,10 @@ fn ingest_inner(
     let start = Instant::now();
     let out = &cfg.out;
     if out.exists() && !cfg.force {
-        return Err(Error::Exists { path: out.clone() });
+        return Err(Error::Input(format!(
+            "{} already exists; pass --force to replace it",
+            out.display()
+        )));
     }
     if cfg.checkpoint_every == 0 || cfg.batch == 0 {
         return Err(Error::Input(

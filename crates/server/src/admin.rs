@@ -292,7 +292,7 @@ async fn swap_in(
         retire(p).await;
     }
     drop(turn);
-    let took_ms = started.elapsed().as_secs_f64() * 1e3;
+    let took_ms = crate::wire::ms(started.elapsed());
     tracing::info!(
         collection = %slot.name,
         path = %shown,

@@ -464,6 +464,25 @@ const _: () = assert!(
         && DEFAULT_BODY_LIMIT <= crate::limits::DEFAULT_MAX_PENDING_BYTES / 4 * 3
 );
 
+/// `--addr` must be HOST:PORT; a bare port or host gets an example of the right form.
+fn check_addr(addr: &str) -> Result<(), ServerError> {
+    let port_ok = addr
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+    if port_ok {
+        return Ok(());
+    }
+    let example = match addr.parse::<u16>() {
+        Ok(p) => format!(
+            "127.0.0.1:{p} (this machine only) or 0.0.0.0:{p} (the network, with --api-keys)"
+        ),
+        Err(_) => format!("{}:8080", addr.trim_end_matches(':')),
+    };
+    Err(ServerError::Config(format!(
+        "--addr {addr:?}: give HOST:PORT, e.g. {example}"
+    )))
+}
+
 /// Refuse to serve a non-loopback address without API keys unless `insecure` says so
 /// (CONTRACTS.md "Security and operations": the secure default).
 fn check_exposure(args: &ServeSettings) -> Result<(), ServerError> {
@@ -561,6 +580,7 @@ impl ServerConfig {
     /// Configuration from `searchd serve`'s settings, checked (a bad value is a
     /// [`ServerError::Config`] naming its flag).
     pub fn from_settings(args: &ServeSettings) -> Result<ServerConfig, ServerError> {
+        check_addr(&args.addr)?;
         check_exposure(args)?;
         let mut cfg = ServerConfig::resolve(args)?;
         cfg.api_keys = args.api_keys.clone();

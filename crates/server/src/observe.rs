@@ -75,7 +75,7 @@ pub(crate) async fn stats(
         "queued": app.admission.queued(),
         "admission": {
             "shed_by_wait": app.admission.shed_by_wait(),
-            "completion_interval_ms": app.admission.completion_interval().map(|d| d.as_secs_f64() * 1e3),
+            "completion_interval_ms": app.admission.completion_interval().map(crate::wire::ms),
         },
         "running": app.pool.running(),
         "latency_ms": latency,

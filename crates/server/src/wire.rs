@@ -354,3 +354,9 @@ pub(crate) fn v1_index_info(info: &serde_json::Value) -> serde_json::Value {
     }
     v
 }
+
+/// A duration in milliseconds with microsecond precision, for JSON (`0.08`, not
+/// `0.07993800000000001`).
+pub(crate) fn ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}

@@ -33,7 +33,7 @@ fn receipt_json(r: &Receipt, took: Duration) -> Vec<u8> {
     let mut v = serde_json::json!({
         "seq": r.seq,
         "status": if r.applied { "applied" } else { "acknowledged" },
-        "took_ms": took.as_secs_f64() * 1e3,
+        "took_ms": crate::wire::ms(took),
     });
     if let Some(o) = v.as_object_mut() {
         if r.upserted > 0 {
@@ -339,7 +339,19 @@ pub(crate) async fn snapshot(
     let r = async {
         authorize(&app, &req)?;
         let slot = app.slot(&name)?;
-        let body = read_body_limit(&app, req, app.cfg.body_limit).await?;
+        // A body-less POST (`curl -X POST .../snapshot`) needs no Content-Type.
+        let has_body = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .is_some_and(|v| v != "0")
+            || req
+                .headers()
+                .contains_key(axum::http::header::TRANSFER_ENCODING);
+        let body = if has_body {
+            read_body_limit(&app, req, app.cfg.body_limit).await?
+        } else {
+            bytes::Bytes::new()
+        };
         let backend = backend_of(&slot)?;
         let o = if body.is_empty() {
             serde_json::Map::new()
@@ -400,7 +412,7 @@ pub(crate) async fn snapshot(
         let v = serde_json::json!({
             "path": out,
             "seq": seq,
-            "took_ms": t.elapsed().as_secs_f64() * 1e3,
+            "took_ms": crate::wire::ms(t.elapsed()),
         });
         Ok(serde_json::to_vec(&v).unwrap_or_default())
     }

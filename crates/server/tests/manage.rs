@@ -400,3 +400,22 @@ fn start_up_finishes_an_interrupted_delete() {
         .to_string();
     assert!(e.contains("collections.json"), "{e}");
 }
+
+/// `--addr 18082` (a bare port) is refused with an example of the right form.
+#[test]
+fn an_address_without_a_port_gets_an_example() {
+    for (addr, needle) in [
+        ("18082", "127.0.0.1:18082"),
+        ("localhost", "localhost:8080"),
+    ] {
+        let e = ServerConfig::from_settings(&ServeSettings {
+            addr: addr.into(),
+            collection: vec!["x".into()],
+            ..ServeSettings::default()
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains(needle), "{addr}: {e}");
+    }
+}
