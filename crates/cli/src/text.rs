@@ -81,8 +81,6 @@ pub struct IngestArgs {
     /// Output collection directory (written under a temporary name, then renamed).
     #[arg(long, value_name = "DIR", required_unless_present = "to")]
     pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub qdrant: crate::flags::ingest::QdrantIngestArgs,
     /// Input format (default: from the extension: .jsonl/.ndjson/.json, .parquet).
     #[arg(long, value_parser = ["jsonl", "parquet"])]
     pub format: Option<String>,
@@ -180,6 +178,9 @@ pub struct IngestArgs {
     /// `--dynamic-mapping` (true).
     #[arg(long, value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
     pub dynamic_mapping: Option<String>,
+    /// Qdrant as the destination (last in --help, under its heading).
+    #[command(flatten)]
+    pub qdrant: crate::flags::ingest::QdrantIngestArgs,
 }
 
 /// `--field-type NAME=TYPE` pairs.

@@ -5,6 +5,7 @@ use clap::Args;
 use searchd_server::qdrant::admin;
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Qdrant (--to qdrant://...)")]
 pub struct QdrantIngestArgs {
     /// Write the documents into a Qdrant collection (its gRPC port): qdrant://HOST:6334/NAME.
     /// With --out as well, the local collection is kept there too. --docs may also be an

@@ -62,13 +62,13 @@ pub struct ServeArgs {
 
     /// Index directory to serve (written by `searchd build`); served as the collection
     /// named after the directory, behind the v1 routes.
-    #[arg(long, value_name = "DIR", required_unless_present_any = ["collection", "qdrant_collection"])]
+    #[arg(help_heading = "What to serve", long, value_name = "DIR", required_unless_present_any = ["collection", "qdrant_collection"])]
     pub index: Option<PathBuf>,
 
     /// Collection directory to serve (written by `searchd ingest`), as `DIR` (named after
     /// the directory) or `NAME=DIR`. Repeat to serve several; the first (after --index, if
     /// given) is the default behind the v1 routes (/search, /stats).
-    #[arg(long, value_name = "[NAME=]DIR")]
+    #[arg(help_heading = "What to serve", long, value_name = "[NAME=]DIR")]
     pub collection: Vec<String>,
 
     #[command(flatten)]
@@ -77,131 +77,157 @@ pub struct ServeArgs {
     /// Sentence-transformers model directory for `{"text": ...}` queries (config.json,
     /// model.safetensors, tokenizer.json, pooling config). Must be the model that embedded
     /// the collections (checked against their manifests).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "What to serve", long, value_name = "DIR")]
     pub model: Option<PathBuf>,
 
     /// Cross-encoder model directory (a Hugging Face BertForSequenceClassification with one
     /// label, e.g. cross-encoder/ms-marco-MiniLM-L-6-v2) for `"rerank": {"top": N}`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "What to serve", long, value_name = "DIR")]
     pub rerank_model: Option<PathBuf>,
 
     /// Text queries: how long the batcher waits for more texts after the first, in
     /// microseconds.
-    #[arg(long, default_value_t = 2000, value_name = "US")]
+    #[arg(
+        help_heading = "Embedding",
+        long,
+        default_value_t = 2000,
+        value_name = "US"
+    )]
     pub embed_window_us: u64,
 
     /// Text queries: most texts embedded in one forward pass.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_EMBED_BATCH, value_name = "N")]
+    #[arg(help_heading = "Embedding", long, default_value_t = searchd_server::DEFAULT_EMBED_BATCH, value_name = "N")]
     pub embed_batch: usize,
 
     /// Threads of the embedder's matrix products (default: one per core).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Embedding", long, value_name = "N")]
     pub embed_threads: Option<usize>,
 
     /// Query matrix (.npy / .fvecs ...) whose rows `{"qidx": N}` requests search for.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "What to serve", long, value_name = "FILE")]
     pub queries: Option<PathBuf>,
 
     /// Address to listen on. Loopback by default. To serve the network (e.g.
     /// 0.0.0.0:PORT) give --api-keys FILE; a non-loopback address without keys is refused
     /// unless --insecure.
-    #[arg(long, default_value = searchd_server::DEFAULT_ADDR, value_name = "HOST:PORT")]
+    #[arg(help_heading = "Network and security", long, default_value = searchd_server::DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
 
     /// TOML file of API keys (`searchd keys new` makes one): every route but /health and
     /// /ready then needs `Authorization: Bearer KEY` (or `api-key: KEY`) whose scope
     /// (read, write, admin) and collections cover it. Reloaded when the file changes.
-    #[arg(long, env = "SEARCHD_API_KEYS", value_name = "FILE")]
+    #[arg(
+        help_heading = "Network and security",
+        long,
+        env = "SEARCHD_API_KEYS",
+        value_name = "FILE"
+    )]
     pub api_keys: Option<PathBuf>,
 
     /// Serve a non-loopback --addr without --api-keys: anyone who reaches the port can
     /// write and delete.
-    #[arg(long)]
+    #[arg(help_heading = "Network and security", long)]
     pub insecure: bool,
 
     /// PEM certificate chain: serve HTTPS (TLS 1.2 and 1.3, rustls) instead of plain HTTP.
     /// Reloaded with --tls-key on SIGHUP and when either file changes.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(
+        help_heading = "Network and security",
+        long,
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        help_heading = "Network and security",
+        long,
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
     pub tls_key: Option<PathBuf>,
 
     /// Host names (or host:port) a request's `Host` header may carry, besides loopback
     /// names and addresses and the listening address. Repeat for several. Any other Host
     /// gets 403 `forbidden` when the server has no API keys (DNS rebinding: a web page whose
     /// name resolves to this server cannot call it). `*` accepts any Host.
-    #[arg(long, value_name = "HOST")]
+    #[arg(help_heading = "Network and security", long, value_name = "HOST")]
     pub allow_host: Vec<String>,
 
     /// Let browser pages from this origin call the API (CORS), e.g. https://app.example.com.
     /// Repeat for several; `*` allows any. Off by default (no CORS headers).
-    #[arg(long, value_name = "ORIGIN")]
+    #[arg(help_heading = "Network and security", long, value_name = "ORIGIN")]
     pub cors_origin: Vec<String>,
 
     /// Append one JSON line per write, delete, snapshot, reload, collection change and
     /// refused request (401/403/421) to this file: time, key name (never the key), peer,
     /// method, route, collection, status. Rotated by size (FILE.1 .. FILE.5).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Network and security", long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
 
     /// Size at which --audit-log is rotated.
-    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(help_heading = "Network and security", long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
     pub audit_log_max_bytes: u64,
 
     /// HNSW candidate list size for requests that do not give `ef` (raised to k); for
     /// ivfpq indexes, the number of lists probed.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_EF)]
+    #[arg(help_heading = "Search", long, default_value_t = searchd_server::DEFAULT_EF)]
     pub ef: usize,
 
     /// Search threads (the CPU pool that runs searches, filters, counts, facets and
     /// pages; connections and embedding have their own threads). Default: one per core
     /// (README "Search threads" has the sweep behind it).
-    #[arg(long, visible_alias = "search-threads", value_name = "N")]
+    #[arg(
+        help_heading = "Threads and admission",
+        long,
+        visible_alias = "search-threads",
+        value_name = "N"
+    )]
     pub threads: Option<usize>,
 
     /// Threads of the async runtime that handles connections and HTTP (not searches).
     /// Default 1: on small machines the cores are better spent searching. Use 2 or more on
     /// a server exposed to untrusted clients: a reconnect storm on a single I/O thread
     /// slows every client's HTTP (bench/results/trickle-abuse.md).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Threads and admission", long, value_name = "N")]
     pub io_threads: Option<usize>,
 
     /// Lower the scheduling priority of the I/O thread(s) by this much (nice), so that on a
     /// saturated machine searches get the cores first and a flood of refused requests
     /// cannot starve them. 0 leaves priorities alone.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_IO_NICE, value_name = "N", allow_negative_numbers = false)]
+    #[arg(help_heading = "Threads and admission", long, default_value_t = searchd_server::DEFAULT_IO_NICE, value_name = "N", allow_negative_numbers = false)]
     pub io_nice: i32,
 
     /// Searches admitted at once (running or handed to the pool). Default: 2 x threads.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Threads and admission", long, value_name = "N")]
     pub max_inflight: Option<usize>,
 
     /// Searches that may wait for an in-flight slot; past it requests get an immediate 503
     /// `overloaded` with `Retry-After: 1`. Default: 64 x threads.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Threads and admission", long, value_name = "N")]
     pub queue: Option<usize>,
 
     /// Refuse (503 `overloaded`, `Retry-After: 1`) a request that would have to queue when
     /// the requests already admitted would take longer than this to complete at the rate
     /// measured while the server was saturated. Bounds queueing by time as well as by
     /// count, whatever the service time (text queries, a remote engine). 0 turns it off.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_MAX_QUEUE_WAIT_MS, value_name = "MS")]
+    #[arg(help_heading = "Threads and admission", long, default_value_t = searchd_server::DEFAULT_MAX_QUEUE_WAIT_MS, value_name = "MS")]
     pub max_queue_wait_ms: u64,
 
     /// Deadline of each search from the arrival of its request, queueing included; a search
     /// past it is stopped (or not started) and answered 504 `deadline_exceeded`.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_TIMEOUT_MS, value_name = "MS")]
+    #[arg(help_heading = "Search", long, default_value_t = searchd_server::DEFAULT_TIMEOUT_MS, value_name = "MS")]
     pub timeout_ms: u64,
 
     /// Turn on the response cache with this many bytes (e.g. 64MiB, 512KiB, 1000000).
     /// Off by default: with rotating queries it only adds work (README "Response cache").
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(help_heading = "Search", long, value_name = "BYTES", value_parser = parse_bytes)]
     pub cache_bytes: Option<u64>,
 
     /// Time to live of a cached reply.
     #[arg(
+        help_heading = "Search",
         long,
         default_value_t = 60,
         value_name = "SECONDS",
@@ -212,6 +238,7 @@ pub struct ServeArgs {
     /// Bearer token required by /admin/* routes. Without it, admin routes are only
     /// accepted from loopback peers.
     #[arg(
+        help_heading = "Network and security",
         long,
         env = "SEARCHD_ADMIN_TOKEN",
         hide_env_values = true,
@@ -220,70 +247,90 @@ pub struct ServeArgs {
     pub admin_token: Option<String>,
 
     /// Largest request body in bytes; larger bodies get 413 `body_too_large`.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_BODY_LIMIT, value_name = "BYTES")]
+    #[arg(help_heading = "Bounded work", long, default_value_t = searchd_server::DEFAULT_BODY_LIMIT, value_name = "BYTES")]
     pub body_limit: usize,
 
     /// Time a client has to send a request's headers, and then its body, before the
     /// connection is closed (slow or stalled clients).
-    #[arg(long, default_value_t = searchd_server::DEFAULT_READ_TIMEOUT_MS, value_name = "MS")]
+    #[arg(help_heading = "Bounded work", long, default_value_t = searchd_server::DEFAULT_READ_TIMEOUT_MS, value_name = "MS")]
     pub read_timeout_ms: u64,
 
     /// Where the float32 vectors live: `mmap` (shared page cache), `ram` (private copy),
     /// and for quantized indexes `disk` (rescoring rows read with pread) or `none` (no
     /// rescoring).
-    #[arg(long, value_enum, default_value_t = VectorsPlacement::Mmap)]
+    #[arg(help_heading = "Memory placement", long, value_enum, default_value_t = VectorsPlacement::Mmap)]
     pub vectors: VectorsPlacement,
 
     /// Where the HNSW graph and id map live (default: like --vectors when that is mmap or
     /// ram, mmap otherwise).
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Memory placement", long, value_enum)]
     pub graph: Option<PartPlacementArg>,
 
     /// Where a quantized index's codes live (default: like --graph's default).
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Memory placement", long, value_enum)]
     pub codes: Option<PartPlacementArg>,
 
     /// Quantized indexes: rescore the best X*k traversal candidates with float32 vectors
     /// (default: the value recorded in the index, 4).
-    #[arg(long, value_name = "X")]
+    #[arg(help_heading = "Search", long, value_name = "X")]
     pub oversample: Option<f32>,
 
     /// Pre-fault every mapped page at load so the first queries do not pay page faults.
-    #[arg(long)]
+    #[arg(help_heading = "Memory placement", long)]
     pub populate: bool,
 
     /// Skip the checksum pass over the index files at load (faster start).
-    #[arg(long)]
+    #[arg(help_heading = "Memory placement", long)]
     pub no_verify: bool,
 
     /// Serve collections without taking writes (writes get 409 `conflict`). A second
     /// process serving a collection that another one writes is read-only by itself.
-    #[arg(long)]
+    #[arg(help_heading = "Live writes", long)]
     pub read_only: bool,
 
     /// When an acknowledged write is synced to disk: `none` (written to the log before the
     /// reply: survives `kill -9`), `always` (fdatasync before each reply: survives power
     /// loss), `group` (one fdatasync shared by concurrent writers: survives power loss).
-    #[arg(long, default_value = "none", value_parser = ["none", "always", "group"])]
+    #[arg(help_heading = "Live writes", long, default_value = "none", value_parser = ["none", "always", "group"])]
     pub fsync: String,
 
     /// Writes not waited for (`"wait": false`) become visible to searches within this.
-    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    #[arg(
+        help_heading = "Live writes",
+        long,
+        default_value_t = 1000,
+        value_name = "MS"
+    )]
     pub refresh_ms: u64,
 
     /// Threads of the background optimizer's index builds (merges of segments).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(
+        help_heading = "Live writes",
+        long,
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub optimizer_threads: usize,
 
     /// Lower the scheduling priority of the optimizer's merge thread (and its index
     /// builds) by this much (nice), so merges take idle cycles and searches keep theirs.
     /// 0 leaves it alone.
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(
+        help_heading = "Live writes",
+        long,
+        default_value_t = 10,
+        value_name = "N"
+    )]
     pub optimizer_nice: i32,
 
     /// Live collections commit (sync segments and deleted sets, write the manifest, drop
     /// the log before it) at least this often while there are changes.
-    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    #[arg(
+        help_heading = "Live writes",
+        long,
+        default_value_t = 5000,
+        value_name = "MS"
+    )]
     pub commit_ms: u64,
 
     /// Segments a refresh or merge writes below this many documents get an exact-scan
@@ -291,67 +338,77 @@ pub struct ServeArgs {
     /// sequential distance per row: on 1M x 384 a 6,700-row flat segment cost each search
     /// more (1.5 ms) than the whole 1M graph walk (0.6 ms), so small segments become
     /// graphs early (bench/results/segment-cost-synth1m.md).
-    #[arg(long, default_value_t = 1_000, value_name = "DOCS")]
+    #[arg(
+        help_heading = "Live writes",
+        long,
+        default_value_t = 1_000,
+        value_name = "DOCS"
+    )]
     pub flat_max: usize,
 
     /// What upserts do with top-level fields the collection's mapping does not have, as
     /// Elasticsearch's `dynamic`: `true` types them from the first upsert that has them and
     /// indexes them (filters, facets, sorting); `false` stores them without indexing;
     /// `strict` refuses the document (400).
-    #[arg(long, default_value = "true", value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
+    #[arg(help_heading = "Live writes", long, default_value = "true", value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
     pub dynamic_mapping: String,
 
     /// The merger rewrites a segment once this share of its rows is deleted (minor graph
     /// segments, under a tenth of the largest, at 0.1 or this if lower). 1 keeps deleted
     /// rows in large segments until they are merged for another reason.
-    #[arg(long, default_value_t = 0.3, value_name = "RATIO")]
+    #[arg(
+        help_heading = "Live writes",
+        long,
+        default_value_t = 0.3,
+        value_name = "RATIO"
+    )]
     pub vacuum_ratio: f64,
 
     /// Largest body of a write request (`POST .../docs`, `.../delete`): bulk upserts are
     /// larger than searches (1,000 documents of 384 floats are ~4 MB of JSON). One request
     /// may hold at most three quarters of --max-pending-bytes while it is read: a larger
     /// body gets 413 whatever this says.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
+    #[arg(help_heading = "Bounded work", long, default_value_t = searchd_server::DEFAULT_WRITE_BODY_LIMIT, value_name = "BYTES", value_parser = parse_bytes_usize)]
     pub write_body_limit: usize,
 
     /// Most buckets one request's aggregations and facets may ask for, summed over all of
     /// them (Elasticsearch's search.max_buckets); more is refused with 400
     /// too_many_buckets before any work.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_MAX_BUCKETS, value_name = "N")]
+    #[arg(help_heading = "Bounded work", long, default_value_t = searchd_server::DEFAULT_MAX_BUCKETS, value_name = "N")]
     pub max_buckets: usize,
 
     /// Largest reply body: a search, page or aggregation whose reply would be larger
     /// (estimated before it is built from k, fields and buckets, and checked while it is
     /// written) is refused with 400 `reply_too_large`.
-    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes_usize)]
+    #[arg(help_heading = "Bounded work", long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes_usize)]
     pub max_reply_bytes: usize,
 
     /// `POST /admin/reload` only opens index directories inside this directory
     /// (after resolving symlinks and `..`). Default: the directory that holds `--index`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "What to serve", long, value_name = "DIR")]
     pub reload_root: Option<PathBuf>,
 
     /// Where `POST /collections` makes collections (each in DIR/NAME, listed in
     /// DIR/collections.json); start-up serves the collections listed there after the
     /// command line's. Default: the reload root.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "What to serve", long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
     /// Most connections open at once. Past it, new connections are answered by a minimal
     /// responder: /health, /healthz, /ready and /readyz as usual, everything else 503
     /// `overloaded` (Retry-After: 1), and closed.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    #[arg(help_heading = "Bounded work", long, default_value_t = searchd_server::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     pub max_connections: usize,
 
     /// Most bytes of requests being read or processed, over all connections (headers and
     /// bodies, e.g. 64MiB). A request that would go past it gets 503 `overloaded` and its
     /// connection is closed, so slow uploads cannot exhaust memory.
-    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(help_heading = "Bounded work", long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
     pub max_pending_bytes: u64,
 
     /// Largest request head (request line and headers) in bytes; larger heads get 431
     /// `headers_too_large`. At least 8192.
-    #[arg(long, default_value_t = searchd_server::DEFAULT_MAX_HEADER_BYTES, value_name = "BYTES")]
+    #[arg(help_heading = "Bounded work", long, default_value_t = searchd_server::DEFAULT_MAX_HEADER_BYTES, value_name = "BYTES")]
     pub max_header_bytes: usize,
 }
 
@@ -370,19 +427,25 @@ pub enum BackendKind {
 pub struct QdrantServeArgs {
     /// The engine: `local` (index and collection directories) or `qdrant` (a Qdrant
     /// collection, with --qdrant-url and --qdrant-collection).
-    #[arg(long, value_enum, default_value_t = BackendKind::Local)]
+    #[arg(help_heading = "Qdrant backend", long, value_enum, default_value_t = BackendKind::Local)]
     pub backend: BackendKind,
     /// Qdrant's gRPC address (port 6334 by default in Qdrant), e.g. http://127.0.0.1:6334.
-    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:6334")]
+    #[arg(
+        help_heading = "Qdrant backend",
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:6334"
+    )]
     pub qdrant_url: String,
     /// The Qdrant collection to serve (also its name in searchd's routes).
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Qdrant backend", long, value_name = "NAME")]
     pub qdrant_collection: Option<String>,
     /// gRPC channels (HTTP/2 connections) to Qdrant.
-    #[arg(long, default_value_t = searchd_server::qdrant::DEFAULT_CHANNELS, value_name = "N")]
+    #[arg(help_heading = "Qdrant backend", long, default_value_t = searchd_server::qdrant::DEFAULT_CHANNELS, value_name = "N")]
     pub qdrant_channels: usize,
     /// Qdrant API key (sent as the `api-key` header), if the cluster has one.
     #[arg(
+        help_heading = "Qdrant backend",
         long,
         env = "QDRANT_API_KEY",
         hide_env_values = true,
