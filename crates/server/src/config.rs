@@ -253,7 +253,7 @@ pub struct ServeSettings {
     pub reload_root: Option<PathBuf>,
 
     /// Where `POST /collections` makes collections (each in DIR/NAME, listed in
-    /// DIR/collections.json); start-up serves the collections listed there after the
+    /// DIR/searchd-collections.json); start-up serves the collections listed there after the
     /// command line's. Default: the reload root.
     pub data_dir: Option<PathBuf>,
 
@@ -706,7 +706,7 @@ impl ServerConfig {
         }
         let Some((first_name, first_dir)) = sources.first().cloned() else {
             return Err(ServerError::Config(
-                "nothing to serve: give --index DIR or --collection DIR (or --data-dir DIR whose collections.json lists collections made over HTTP)".into(),
+                "nothing to serve: give --index DIR or --collection DIR (or --data-dir DIR whose searchd-collections.json lists collections made over HTTP)".into(),
             ));
         };
         let mut cfg = ServerConfig::new(IndexSource::Path(first_dir.clone()));

@@ -3,7 +3,7 @@
 //! (built in the background; `/stats` `collections.NAME.live.fields_build` shows progress).
 //!
 //! - **Where**: collections created over HTTP live in `serve --data-dir` (default: the
-//!   reload root), each in `DIR/NAME`, and are listed in the registry `DIR/collections.json`
+//!   reload root), each in `DIR/NAME`, and are listed in the registry `DIR/searchd-collections.json`
 //!   (written to a temporary file, synced and renamed), which start-up reads to serve them
 //!   again after the command line's collections. Only collections in the registry can be
 //!   deleted over HTTP; those named on the command line are the operator's.

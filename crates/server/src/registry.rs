@@ -1,4 +1,4 @@
-//! The registry of collections made over HTTP: `DATA_DIR/collections.json`, read at start
+//! The registry of collections made over HTTP: `DATA_DIR/searchd-collections.json`, read at start
 //! ([`registered`], by `config.rs`) and written by [`crate::manage`] (to a temporary file,
 //! synced, renamed, the directory synced). See `manage.rs` for the crash-safety argument.
 
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::error::ServerError;
 
 /// The registry file in the data directory.
-pub const REGISTRY: &str = "collections.json";
+pub const REGISTRY: &str = "searchd-collections.json";
 const REGISTRY_SCHEMA: &str = "searchd.collections.v1";
 /// Most collections one server serves (a bound on what creates can add).
 pub const MAX_COLLECTIONS: usize = 1024;

@@ -255,7 +255,7 @@ async fn collections_are_created_filled_mapped_restarted_and_deleted_over_http()
         "not_found",
         "books",
     );
-    let reg = std::fs::read_to_string(data.join("collections.json")).unwrap();
+    let reg = std::fs::read_to_string(data.join("searchd-collections.json")).unwrap();
     assert!(!reg.contains("books"), "{reg}");
     // Made again under its name: empty (nothing deleted comes back, not even a cached reply).
     let again = send(
@@ -384,21 +384,21 @@ fn start_up_finishes_an_interrupted_delete() {
     std::fs::write(data.join(".deleted-gone-123/x"), b"old").unwrap();
     std::fs::create_dir(data.join("kept")).unwrap();
     std::fs::write(
-        data.join("collections.json"),
+        data.join("searchd-collections.json"),
         r#"{"schema":"searchd.collections.v1","collections":[{"name":"gone","dir":"gone"},{"name":"kept","dir":"kept"}]}"#,
     )
     .unwrap();
     let got = searchd_server::registry::registered(data).unwrap();
     assert_eq!(got, vec![("kept".to_string(), data.join("kept"))]);
     assert!(!data.join(".deleted-gone-123").exists());
-    let reg = std::fs::read_to_string(data.join("collections.json")).unwrap();
+    let reg = std::fs::read_to_string(data.join("searchd-collections.json")).unwrap();
     assert!(!reg.contains("gone"), "{reg}");
     // A registry that is not ours is a clear error.
-    std::fs::write(data.join("collections.json"), "{}").unwrap();
+    std::fs::write(data.join("searchd-collections.json"), "{}").unwrap();
     let e = searchd_server::registry::registered(data)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("collections.json"), "{e}");
+    assert!(e.contains("searchd-collections.json"), "{e}");
 }
 
 /// `--addr 18082` (a bare port) is refused with an example of the right form.

@@ -389,7 +389,7 @@ pub struct ServeArgs {
     pub reload_root: Option<PathBuf>,
 
     /// Where `POST /collections` makes collections (each in DIR/NAME, listed in
-    /// DIR/collections.json); start-up serves the collections listed there after the
+    /// DIR/searchd-collections.json); start-up serves the collections listed there after the
     /// command line's. Default: the reload root.
     #[arg(help_heading = "What to serve", long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
