@@ -84,6 +84,7 @@ pub mod auth;
 pub mod backend;
 mod cache;
 mod config;
+mod console;
 mod conn;
 mod embedq;
 mod error;

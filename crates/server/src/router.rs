@@ -12,7 +12,7 @@ use axum::Router;
 use crate::error::{ApiError, Code};
 use crate::query::read_handler;
 use crate::state::App;
-use crate::{admin, es, es_write, manage, native, observe, reads, writes};
+use crate::{admin, console, es, es_write, manage, native, observe, reads, writes};
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     let cors = cors_layer(&app.cfg.cors_origin);
@@ -74,6 +74,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/{name}", get(es_write::get_index))
         .route("/_cat/indices", get(es_write::cat_indices))
         .route("/", get(root))
+        .route("/console", get(console::console))
+        .route("/console/console.js", get(console::script))
+        .route("/console/console.css", get(console::style))
         .route("/version", get(version))
         .route("/{name}/_mget", {
             let h = read_handler("_mget", es::MGET, es::mget);
@@ -240,16 +243,13 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
     resp
 }
 
-/// `GET /`: Elasticsearch's root shape for its clients (they ask for its media type).
+/// `GET /`: Elasticsearch's root shape for its clients (they ask for its media type),
+/// else the search console.
 async fn root(req: Request) -> Response {
     if es_write::wants_es(req.headers()) {
         return es_write::es_root();
     }
-    ApiError::new(
-        Code::NotFound,
-        "no route for GET / (the HTTP API is in the README; GET /collections lists what is served)",
-    )
-    .into_response()
+    console::page(req.headers())
 }
 
 /// `?pretty` (or `pretty=true`): JSON replies indented, as Elasticsearch and Qdrant do.
