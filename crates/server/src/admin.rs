@@ -282,10 +282,7 @@ async fn swap_in(
     let previous = slot.backend.swap(Some(Arc::new(backend)));
     // A collection that had failed to open at start serves from now on.
     slot.failed.store(None);
-    slot.generation.store(
-        crate::state::fresh_generation(),
-        std::sync::atomic::Ordering::Release,
-    );
+    slot.bump();
     app.stats.reloads.fetch_add(1, Relaxed);
     let previous_path = previous.as_ref().map(|p| p.info()["path"].clone());
     if let Some(p) = previous {
@@ -347,10 +344,7 @@ async fn reopen(
         true,
     );
     let previous = slot.backend.swap(Some(Arc::new(Box::new(paused))));
-    slot.generation.store(
-        crate::state::fresh_generation(),
-        std::sync::atomic::Ordering::Release,
-    );
+    slot.bump();
     drop(previous);
     retire(old).await;
     let opener = app.clone();
@@ -387,10 +381,7 @@ async fn reopen(
                 false,
             );
             slot.backend.store(Some(Arc::new(Box::new(failed))));
-            slot.generation.store(
-                crate::state::fresh_generation(),
-                std::sync::atomic::Ordering::Release,
-            );
+            slot.bump();
             drop(turn);
             Err(e)
         }

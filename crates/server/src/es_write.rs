@@ -25,11 +25,11 @@ use axum::response::{IntoResponse, Response};
 use searchd_collection::DocId;
 use serde_json::{json, Map, Value};
 
-use crate::backend::{BackendError, FieldsWanted, SearchBackend, WriteOp};
+use crate::backend::{BackendError, FieldsWanted, SearchBackend};
 use crate::error::{ApiError, Code};
 use crate::query::{backend_error, backend_of};
 use crate::state::{App, Slot};
-use crate::upsert::{upsert_docs, Incoming};
+use crate::upsert::{delete_by_id, upsert_docs, Incoming};
 use crate::wire::json_response;
 
 /// The Elasticsearch version searchd's root answers with (the 8.x wire shapes it speaks).
@@ -199,11 +199,16 @@ pub(crate) async fn index_doc(
     } else {
         ("created", StatusCode::CREATED)
     };
-    let mut v = item(&index, &id, r.seq, result, status.as_u16());
+    Ok(single(&index, &id, r.seq, result, status))
+}
+
+/// The reply of a single-document write: a `_bulk` item without its `status`.
+fn single(index: &str, id: &str, seq: u64, result: &str, status: StatusCode) -> Response {
+    let mut v = item(index, id, seq, result, status.as_u16());
     if let Some(o) = v.as_object_mut() {
         o.remove("status");
     }
-    Ok(ok(status, &v))
+    ok(status, &v)
 }
 
 /// `DELETE /{index}/_doc/{id}`
@@ -214,30 +219,13 @@ pub(crate) async fn delete_doc(
 ) -> Result<Response, ApiError> {
     let wait = refresh_of(&uri)?;
     let (slot, backend) = slot_and_backend(&app, &index)?;
-    let doc_id = id_of(&id)?;
-    // A path cannot tell "17" from 17: delete the one that exists.
-    let target = match backend.get(doc_id.clone(), FieldsWanted::None).await {
-        Ok(d) => d.id,
-        Err(_) => doc_id,
-    };
-    let r = backend
-        .write(WriteOp::Delete(vec![target]), wait)
-        .await
-        .map_err(|e| backend_error(&app, e))?;
-    slot.generation.store(
-        crate::state::fresh_generation(),
-        std::sync::atomic::Ordering::Release,
-    );
+    let r = delete_by_id(&app, &slot, &**backend, id_of(&id)?, wait).await?;
     let (result, status) = if r.deleted > 0 {
         ("deleted", StatusCode::OK)
     } else {
         ("not_found", StatusCode::NOT_FOUND)
     };
-    let mut v = item(&index, &id, r.seq, result, status.as_u16());
-    if let Some(o) = v.as_object_mut() {
-        o.remove("status");
-    }
-    Ok(ok(status, &v))
+    Ok(single(&index, &id, r.seq, result, status))
 }
 
 /// One parsed `_bulk` operation.
@@ -489,19 +477,7 @@ async fn apply_run(app: &App, run: &[Bulk], wait: bool) -> Vec<ItemResult> {
     if let BulkOp::Delete = run[0].op {
         let o = &run[0];
         let r = async {
-            let id = id_of(&o.id)?;
-            let target = match backend.get(id.clone(), FieldsWanted::None).await {
-                Ok(d) => d.id,
-                Err(_) => id,
-            };
-            let r = backend
-                .write(WriteOp::Delete(vec![target]), wait)
-                .await
-                .map_err(|e| backend_error(app, e))?;
-            slot.generation.store(
-                crate::state::fresh_generation(),
-                std::sync::atomic::Ordering::Release,
-            );
+            let r = delete_by_id(app, &slot, &**backend, id_of(&o.id)?, wait).await?;
             Ok(if r.deleted > 0 {
                 (r.seq, "deleted", 200)
             } else {

@@ -436,10 +436,7 @@ pub(crate) async fn delete(
             .cloned()
             .collect::<Vec<_>>()
     });
-    slot.generation.store(
-        crate::state::fresh_generation(),
-        std::sync::atomic::Ordering::Release,
-    );
+    slot.bump();
     slot.failed.store(Some(Arc::new(format!(
         "the collection {name:?} was deleted"
     ))));
@@ -532,10 +529,7 @@ pub(crate) async fn put_mapping(
             e if e.is_disk_full() => ApiError::new(Code::InsufficientStorage, e.to_string()),
             e => internal("the mapping change failed", e),
         })?;
-    slot.generation.store(
-        crate::state::fresh_generation(),
-        std::sync::atomic::Ordering::Release,
-    );
+    slot.bump();
     Ok(json_response(
         StatusCode::OK,
         serde_json::to_vec(&serde_json::json!({

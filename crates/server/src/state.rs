@@ -80,6 +80,12 @@ impl Slot {
         }
     }
 
+    /// A new cache generation: replies cached before can no longer be served.
+    pub fn bump(&self) {
+        self.generation
+            .store(fresh_generation(), std::sync::atomic::Ordering::Release);
+    }
+
     /// The slot's backend, or 503: still loading, or failed to open (with the reason).
     pub fn backend_or_503(&self) -> Result<Arc<Box<dyn SearchBackend>>, ApiError> {
         if let Some(b) = self.backend.load_full() {

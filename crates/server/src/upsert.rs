@@ -2,7 +2,6 @@
 //! Elasticsearch-shaped ones (`es_write.rs`): documents without a vector are embedded with
 //! the server's model in one batch, then one backend write.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use searchd_collection::live::Doc;
@@ -73,8 +72,7 @@ pub(crate) async fn upsert_docs(
         .write(WriteOp::Upsert(out), wait)
         .await
         .map_err(|e| backend_error(app, e))?;
-    slot.generation
-        .store(crate::state::fresh_generation(), Ordering::Release);
+    slot.bump();
     Ok(r)
 }
 
@@ -130,4 +128,28 @@ async fn embed_passages(
             format!("embedding failed: {m}"),
         )),
     }
+}
+
+/// Delete one document by the id a path gave (the native route's and Elasticsearch's):
+/// a path cannot tell `"17"` from `17`, so the one that exists is deleted.
+pub(crate) async fn delete_by_id(
+    app: &App,
+    slot: &crate::state::Slot,
+    backend: &dyn SearchBackend,
+    id: DocId,
+    wait: bool,
+) -> Result<Receipt, ApiError> {
+    let target = match backend
+        .get(id.clone(), crate::backend::FieldsWanted::None)
+        .await
+    {
+        Ok(d) => d.id,
+        Err(_) => id,
+    };
+    let r = backend
+        .write(WriteOp::Delete(vec![target]), wait)
+        .await
+        .map_err(|e| backend_error(app, e))?;
+    slot.bump();
+    Ok(r)
 }

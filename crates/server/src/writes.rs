@@ -10,7 +10,6 @@
 //! Replies: `{"seq", "status": "acknowledged" | "applied", ...}`. Acknowledged means in the
 //! write-ahead log (and synced per `--fsync`); applied means visible to searches.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,11 +19,11 @@ use axum::response::{IntoResponse, Response};
 use searchd_collection::DocId;
 use serde_json::Value;
 
-use crate::backend::{FieldsWanted, Receipt, WriteOp};
+use crate::backend::{Receipt, WriteOp};
 use crate::error::{ApiError, Code};
 use crate::query::{backend_error, backend_of, parse_delete_filter};
 use crate::state::App;
-use crate::upsert::{upsert_docs, Incoming};
+use crate::upsert::{delete_by_id, upsert_docs, Incoming};
 use crate::wire::{authorize, json_error, json_response, read_body_limit};
 
 pub use crate::upsert::MAX_DOCS_PER_WRITE;
@@ -237,20 +236,7 @@ pub(crate) async fn delete_one(
         if id.is_empty() {
             return Err(ApiError::invalid("the document id is empty"));
         }
-        // A path cannot tell "17" from 17: delete the one that exists.
-        let target = match backend
-            .get(DocId::Str(id.clone()), FieldsWanted::None)
-            .await
-        {
-            Ok(d) => d.id,
-            Err(_) => DocId::Str(id.clone()),
-        };
-        let r = backend
-            .write(WriteOp::Delete(vec![target]), wait)
-            .await
-            .map_err(|e| backend_error(&app, e))?;
-        slot.generation
-            .store(crate::state::fresh_generation(), Ordering::Release);
+        let r = delete_by_id(&app, &slot, &**backend, DocId::Str(id.clone()), wait).await?;
         Ok(receipt_json(&r, t.elapsed()))
     }
     .await;
@@ -295,8 +281,7 @@ pub(crate) async fn delete_many(
             .write(op, wait)
             .await
             .map_err(|e| backend_error(&app, e))?;
-        slot.generation
-            .store(crate::state::fresh_generation(), Ordering::Release);
+        slot.bump();
         Ok(receipt_json(&r, t.elapsed()))
     }
     .await;
