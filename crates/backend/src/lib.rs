@@ -170,6 +170,14 @@ pub trait SearchBackend: Send + Sync + 'static {
     fn version(&self) -> u64 {
         0
     }
+    /// Names the data this backend answers from, the same in every process that serves the
+    /// same data (a local collection's directory and the sequence number of its view; a
+    /// remote engine's address and collection), for the cache tier shared between
+    /// processes (`serve --cache-redis`). Never a per-process counter. `None` (the
+    /// default): this backend's replies are not shared.
+    fn shared_key(&self) -> Option<String> {
+        None
+    }
     /// The writer's and optimizer's figures, for `/stats`.
     fn live_stats(&self) -> Option<serde_json::Value> {
         None
@@ -241,6 +249,9 @@ impl SearchBackend for Arc<dyn SearchBackend> {
     }
     fn version(&self) -> u64 {
         (**self).version()
+    }
+    fn shared_key(&self) -> Option<String> {
+        (**self).shared_key()
     }
     fn live_stats(&self) -> Option<serde_json::Value> {
         (**self).live_stats()

@@ -363,4 +363,10 @@ impl SearchBackend for QdrantBackend {
     fn version(&self) -> u64 {
         self.inner.writes.load(Ordering::Acquire)
     }
+    /// The engine's address and collection: every front door serving it shares replies
+    /// (writes through any of them reach the same points).
+    fn shared_key(&self) -> Option<String> {
+        let t = &self.inner.target;
+        Some(format!("qdrant:{}/{}", t.url, t.collection))
+    }
 }

@@ -283,6 +283,7 @@ async fn swap_in(
     // A collection that had failed to open at start serves from now on.
     slot.failed.store(None);
     slot.bump();
+    app.changed(&slot).await;
     app.stats.reloads.fetch_add(1, Relaxed);
     let previous_path = previous.as_ref().map(|p| p.info()["path"].clone());
     if let Some(p) = previous {
@@ -382,6 +383,7 @@ async fn reopen(
             );
             slot.backend.store(Some(Arc::new(Box::new(failed))));
             slot.bump();
+            app.changed(&slot).await;
             drop(turn);
             Err(e)
         }

@@ -125,6 +125,16 @@ impl ResponseCache {
         Some(Bytes::from(k))
     }
 
+    /// `key` (made by [`ResponseCache::key`] for `collection`) with another generation.
+    pub fn rekey(key: &[u8], collection: &str, generation: u64) -> Bytes {
+        let mut k = key.to_vec();
+        let at = collection.len() + 1;
+        if let Some(g) = k.get_mut(at..at + 8) {
+            g.copy_from_slice(&generation.to_le_bytes());
+        }
+        Bytes::from(k)
+    }
+
     pub fn get(&self, key: &Bytes) -> Option<Bytes> {
         let got = match self.inner.get(key) {
             Some(e) if e.at.elapsed() < self.ttl => Some(e.reply),
@@ -231,6 +241,7 @@ mod tests {
         assert_eq!(a, b);
         let g2 = ResponseCache::key("c", 2, "search", None, br#"{"k":10,"text":"a b"}"#).unwrap();
         assert_ne!(a, g2, "another generation is another key");
+        assert_eq!(ResponseCache::rekey(&a, "c", 2), g2);
         let q = ResponseCache::key(
             "c",
             1,

@@ -156,8 +156,13 @@ pub struct ServeSettings {
     /// Off by default: with rotating queries it only adds work (README "Response cache").
     pub cache_bytes: Option<u64>,
 
-    /// Time to live of a cached reply.
+    /// Time to live of a cached reply (both tiers).
     pub cache_ttl_s: u64,
+
+    /// A Redis server (`redis://HOST:PORT[/DB]`) holding a response cache shared by every
+    /// searchd process given the same URL, behind the in-process one (`--cache-bytes`) or
+    /// alone. Fails open: while Redis is down or slow, reads go uncached, never fail.
+    pub cache_redis: Option<String>,
 
     /// Bearer token required by /admin/* routes. Without it, admin routes are only
     /// accepted from loopback peers.
@@ -307,6 +312,7 @@ impl Default for ServeSettings {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             cache_bytes: None,
             cache_ttl_s: 60,
+            cache_redis: None,
             admin_token: None,
             body_limit: DEFAULT_BODY_LIMIT,
             read_timeout_ms: DEFAULT_READ_TIMEOUT_MS,
@@ -432,6 +438,8 @@ pub struct ServerConfig {
     pub search_delay: Option<Duration>,
     /// The response cache: (bytes, time to live); `None` (the default) = off.
     pub cache: Option<(u64, Duration)>,
+    /// The shared cache tier: (Redis URL, time to live); `None` (the default) = off.
+    pub cache_redis: Option<(String, Duration)>,
     /// How collections take writes (log syncs, refreshes, optimizer, read-only).
     pub live: searchd_collection::live::LiveConfig,
     /// Largest body of a write request.
@@ -568,6 +576,7 @@ impl ServerConfig {
             io_nice: 0,
             search_delay: None,
             cache: None,
+            cache_redis: None,
             live: searchd_collection::live::LiveConfig::default(),
             write_body_limit: DEFAULT_WRITE_BODY_LIMIT,
             max_buckets: DEFAULT_MAX_BUCKETS,
@@ -753,6 +762,10 @@ impl ServerConfig {
         cfg.cache = args
             .cache_bytes
             .map(|b| (b, Duration::from_secs(args.cache_ttl_s)));
+        if let Some(url) = &args.cache_redis {
+            crate::shared::check_url(url)?;
+            cfg.cache_redis = Some((url.clone(), Duration::from_secs(args.cache_ttl_s)));
+        }
         cfg.admin_token = args.admin_token.clone();
         let root = match &args.reload_root {
             Some(r) => r.clone(),

@@ -107,6 +107,7 @@ mod query;
 mod reads;
 mod rerank;
 mod router;
+mod shared;
 mod state;
 mod stats;
 mod tls;
@@ -299,6 +300,10 @@ where
         cache: config
             .cache
             .map(|(bytes, ttl)| cache::ResponseCache::new(bytes, ttl)),
+        shared: match &config.cache_redis {
+            Some((url, ttl)) => Some(shared::SharedTier::start(url, *ttl)?),
+            None => None,
+        },
     });
 
     // Load in the background while already answering /health and /ready.

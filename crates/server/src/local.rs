@@ -18,6 +18,8 @@ use crate::pool::{JobFailure, Pool};
 pub struct LocalBackend {
     src: Source,
     pool: Arc<Pool>,
+    /// The directory's canonical path, found once (for [`SearchBackend::shared_key`]).
+    root: std::sync::OnceLock<String>,
 }
 
 /// What a local backend serves: a fixed collection (a bare index, or one opened
@@ -41,6 +43,7 @@ impl LocalBackend {
         LocalBackend {
             src: Source::Fixed(coll),
             pool,
+            root: std::sync::OnceLock::new(),
         }
     }
     /// A live collection: each request runs on the view current when it starts.
@@ -48,6 +51,7 @@ impl LocalBackend {
         LocalBackend {
             src: Source::Live(live),
             pool,
+            root: std::sync::OnceLock::new(),
         }
     }
     /// A live collection's last view, served read-only while its directory is reopened
@@ -66,6 +70,7 @@ impl LocalBackend {
                 transient,
             },
             pool,
+            root: std::sync::OnceLock::new(),
         }
     }
     /// The collection as searches see it now.
@@ -122,6 +127,19 @@ impl SearchBackend for LocalBackend {
     }
     fn version(&self) -> u64 {
         self.collection().seq()
+    }
+    /// The directory (canonical) and the sequence number of the view: a process serving the
+    /// same directory read-only at the same sequence number answers from the same data.
+    fn shared_key(&self) -> Option<String> {
+        let view = self.collection();
+        let root = self.root.get_or_init(|| {
+            let dir = view.dir();
+            dir.canonicalize()
+                .unwrap_or_else(|_| dir.to_path_buf())
+                .display()
+                .to_string()
+        });
+        Some(format!("local:{root}@{}", view.seq()))
     }
     fn live_stats(&self) -> Option<serde_json::Value> {
         self.live_collection().map(|l| l.stats())

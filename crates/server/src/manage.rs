@@ -376,6 +376,8 @@ pub(crate) async fn create(
     let info = opened.info();
     let slot = Arc::new(Slot::new(b.name.clone()));
     slot.backend.store(Some(Arc::new(opened)));
+    // A name used before (deleted, then made again) starts under a fresh shared generation.
+    app.changed(&slot).await;
     app.slots.rcu(|s| {
         let mut v = (**s).clone();
         v.push(slot.clone());
@@ -437,6 +439,7 @@ pub(crate) async fn delete(
             .collect::<Vec<_>>()
     });
     slot.bump();
+    app.changed(&slot).await;
     slot.failed.store(Some(Arc::new(format!(
         "the collection {name:?} was deleted"
     ))));
@@ -530,6 +533,7 @@ pub(crate) async fn put_mapping(
             e => internal("the mapping change failed", e),
         })?;
     slot.bump();
+    app.changed(&slot).await;
     Ok(json_response(
         StatusCode::OK,
         serde_json::to_vec(&serde_json::json!({

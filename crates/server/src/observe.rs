@@ -62,6 +62,13 @@ pub(crate) async fn stats(
             )
         })
         .collect();
+    let mut cache = app
+        .cache
+        .as_ref()
+        .map_or_else(|| serde_json::json!({"enabled": false}), |c| c.json());
+    if let Some(t) = &app.shared {
+        cache["shared"] = t.json();
+    }
     let mut v = serde_json::json!({
         "uptime_s": s.uptime().as_secs_f64(),
         "index": index,
@@ -69,7 +76,7 @@ pub(crate) async fn stats(
         "collections": collections,
         "embedder": app.embedder.as_ref().map(|b| serde_json::json!({"model": b.record, "batching": b.stats.json()})),
         "reranker": app.reranker.as_ref().map(|r| r.info()),
-        "cache": app.cache.as_ref().map_or_else(|| serde_json::json!({"enabled": false}), |c| c.json()),
+        "cache": cache,
         "stages": s.stages(),
         "inflight": app.inflight(),
         "queued": app.admission.queued(),
@@ -108,16 +115,19 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
         app.admission.queued(),
         &app.limits,
         app.figures(),
-        app.cache.as_ref().map(|c| {
-            let k = c.counters();
-            [
-                k.hits.load(Relaxed),
-                k.misses.load(Relaxed),
-                k.inserts.load(Relaxed),
-                k.evictions.load(Relaxed),
-                c.bytes(),
-            ]
-        }),
+        crate::stats::CacheTiers {
+            local: app.cache.as_ref().map(|c| {
+                let k = c.counters();
+                [
+                    k.hits.load(Relaxed),
+                    k.misses.load(Relaxed),
+                    k.inserts.load(Relaxed),
+                    k.evictions.load(Relaxed),
+                    c.bytes(),
+                ]
+            }),
+            shared: app.shared.as_ref().map(|t| t.figures()),
+        },
         app.audit
             .as_ref()
             .map(|a| [a.lines.load(Relaxed), a.errors.load(Relaxed)]),

@@ -26,6 +26,7 @@ use crate::cache::ResponseCache;
 use crate::embedq::EmbedFailure;
 use crate::error::{ApiError, Code};
 use crate::rerank::{RerankFailure, MAX_RERANK_TOP};
+use crate::shared::Lookup;
 use crate::state::{App, Slot};
 use crate::stats::Stage;
 use crate::wire::{int_in, json_response, object, read_body};
@@ -557,9 +558,12 @@ pub(crate) fn deadline_error(app: &App, queued: bool) -> ApiError {
     )
 }
 
-/// Serve `compute` through the response cache (when it is on): a hit answers at once,
-/// without admission or work; a 200 miss is stored. The key is the collection, its
-/// generation, `route`, the query string and the canonical body.
+/// Serve `compute` through the response cache tiers (when on): a hit answers at once,
+/// without admission or work; a 200 miss is stored. The in-process key is the collection,
+/// its generation, `route`, the query string and the canonical body; with the shared tier
+/// (`--cache-redis`, `shared.rs`) the generation also carries the collection's generation in
+/// Redis, learnt by every read before either tier is consulted (while Redis cannot be
+/// asked, no tier is used).
 pub(crate) async fn cached<F, Fut>(
     app: &App,
     slot: &Slot,
@@ -573,39 +577,86 @@ where
     Fut: Future<Output = Result<Vec<u8>, ApiError>>,
 {
     let max = app.cfg.max_reply_bytes;
-    let Some(cache) = &app.cache else {
-        return match compute().await.and_then(|b| fits(b, max)) {
+    let uncached = |compute: F| async move {
+        match compute().await.and_then(|b| fits(b, max)) {
             Ok(b) => json_response(StatusCode::OK, b),
             Err(e) => e.into_response(),
-        };
+        }
     };
+    if app.cache.is_none() && app.shared.is_none() {
+        return uncached(compute).await;
+    }
     // Reloads bump the generation; writes change the backend's version (what a live
     // collection's searches see): both are part of the key.
-    let version = slot.backend.load_full().map_or(0, |b| b.version());
-    let generation = slot.generation.load(Ordering::Acquire).wrapping_shl(40) ^ version;
-    let key = ResponseCache::key(&slot.name, generation, route, uri.query(), body);
-    if let Some(k) = &key {
-        if let Some(hit) = cache.get(k) {
-            let mut r = json_response(StatusCode::OK, hit.to_vec());
-            r.headers_mut()
-                .insert("x-searchd-cache", HeaderValue::from_static("hit"));
-            return r;
+    let backend = slot.backend.load_full();
+    let version = backend.as_ref().map_or(0, |b| b.version());
+    let mut generation = slot.generation.load(Ordering::Acquire).wrapping_shl(40) ^ version;
+    let Some(request) = ResponseCache::key(&slot.name, 0, route, uri.query(), body) else {
+        return uncached(compute).await;
+    };
+    let identity = match (&app.shared, &backend) {
+        (Some(_), Some(b)) => b.shared_key(),
+        _ => None,
+    };
+    let mut shared = None;
+    if let (Some(tier), Some(identity)) = (&app.shared, identity) {
+        match tier.lookup(&slot.name, &identity, &request).await {
+            Lookup::Bypass => {
+                let mut r = uncached(compute).await;
+                if r.status() == StatusCode::OK {
+                    r.headers_mut()
+                        .insert("x-searchd-cache", HeaderValue::from_static("miss"));
+                }
+                return r;
+            }
+            Lookup::Found {
+                generation: g,
+                key,
+                entry,
+            } => {
+                generation ^= g;
+                shared = Some((tier, g, key, entry));
+            }
+        }
+    }
+    let key = ResponseCache::rekey(&request, &slot.name, generation);
+    drop(request);
+    if let Some(cache) = &app.cache {
+        if let Some(hit) = cache.get(&key) {
+            return tagged(hit.to_vec(), "hit");
+        }
+    }
+    if let Some((tier, _, _, entry)) = &shared {
+        tier.count(entry.is_some());
+        if let Some(reply) = entry {
+            if let Some(cache) = &app.cache {
+                cache.insert(key, reply.clone());
+            }
+            return tagged(reply.to_vec(), "shared-hit");
         }
     }
     match compute().await.and_then(|b| fits(b, max)) {
         Ok(b) => {
             // A swap while computing makes the answer belong to the older generation,
             // which its key already names: it can never be served for the new one.
-            if let Some(k) = key {
-                cache.insert(k, Bytes::from(b.clone()));
+            if let Some((tier, g, skey, _)) = shared {
+                tier.store(skey, g, &b);
             }
-            let mut r = json_response(StatusCode::OK, b);
-            r.headers_mut()
-                .insert("x-searchd-cache", HeaderValue::from_static("miss"));
-            r
+            if let Some(cache) = &app.cache {
+                cache.insert(key, Bytes::from(b.clone()));
+            }
+            tagged(b, "miss")
         }
         Err(e) => e.into_response(),
     }
+}
+
+/// A 200 JSON reply with its `x-searchd-cache` header.
+fn tagged(body: Vec<u8>, how: &'static str) -> Response {
+    let mut r = json_response(StatusCode::OK, body);
+    r.headers_mut()
+        .insert("x-searchd-cache", HeaderValue::from_static(how));
+    r
 }
 
 /// A reply body within `--max-reply-bytes`, or 400 `reply_too_large` (its memory is freed

@@ -189,9 +189,19 @@ pub(crate) struct App {
     pub limits: Arc<crate::limits::Limits>,
     /// The response cache (`serve --cache-bytes`); `None` when off.
     pub cache: Option<crate::cache::ResponseCache>,
+    /// The shared cache tier (`serve --cache-redis`); `None` when off.
+    pub shared: Option<Arc<crate::shared::SharedTier>>,
 }
 
 impl App {
+    /// A write or reload changed `slot`'s data (called after the change is applied, before
+    /// the reply): the shared cache tier, when there is one, gets a new generation for it.
+    pub(crate) async fn changed(&self, slot: &Slot) {
+        if let Some(t) = &self.shared {
+            t.invalidate(&slot.name).await;
+        }
+    }
+
     pub fn inflight(&self) -> usize {
         self.admission.inflight()
     }

@@ -360,20 +360,28 @@ pub(crate) type CacheFigures = [u64; 5];
 /// Audit-log counters for `/metrics`: lines written, lines that could not be.
 pub(crate) type AuditFigures = [u64; 2];
 
+/// The cache tiers' figures for `/metrics`: in-process (`--cache-bytes`) and shared
+/// (`--cache-redis`), each when on.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CacheTiers {
+    pub local: Option<CacheFigures>,
+    pub shared: Option<crate::shared::SharedFigures>,
+}
+
 pub(crate) fn render_metrics(
     stats: &Stats,
     inflight: usize,
     queued: usize,
     limits: &crate::limits::Limits,
     index: IndexFigures,
-    cache: Option<CacheFigures>,
+    tiers: CacheTiers,
     audit: Option<AuditFigures>,
 ) -> String {
     let mut out = String::with_capacity(8192);
     if let Err(e) = prometheus_client::encoding::text::encode_registry(&mut out, &stats.registry) {
         tracing::warn!("cannot encode metrics: {e}");
     }
-    match encode_live(stats, inflight, queued, limits, index, cache, audit) {
+    match encode_live(stats, inflight, queued, limits, index, tiers, audit) {
         Ok(extra) => out.push_str(&extra),
         Err(e) => tracing::warn!("cannot encode metrics: {e}"),
     }
@@ -387,7 +395,7 @@ fn encode_live(
     queued: usize,
     limits: &crate::limits::Limits,
     index: IndexFigures,
-    cache: Option<CacheFigures>,
+    tiers: CacheTiers,
     audit: Option<AuditFigures>,
 ) -> Result<String, std::fmt::Error> {
     let mut out = String::with_capacity(4096);
@@ -409,6 +417,7 @@ fn encode_live(
         /// handshake failures.
         refused: [u64; 4],
         audit: Option<AuditFigures>,
+        shared: Option<crate::shared::SharedFigures>,
     }
     impl prometheus_client::collector::Collector for Live {
         fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -593,6 +602,30 @@ fn encode_live(
                 )?;
                 g.encode(m)?;
             }
+            if let Some(f) = self.shared {
+                for ((name, help), v) in crate::shared::SharedFigures::NAMES.iter().zip(f.counters)
+                {
+                    let c = ConstCounter::new(v);
+                    let m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+                    c.encode(m)?;
+                }
+                let g = ConstGauge::new(if f.open { 1.0 } else { 0.0 });
+                let m = enc.encode_descriptor(
+                    "searchd_cache_shared_breaker_open",
+                    "1 while the shared tier is off after a Redis failure (reads go uncached)",
+                    None,
+                    g.metric_type(),
+                )?;
+                g.encode(m)?;
+                let c = ConstCounter::new(f.open_seconds);
+                let m = enc.encode_descriptor(
+                    "searchd_cache_shared_breaker_open_seconds",
+                    "Seconds the shared tier has been off after Redis failures",
+                    None,
+                    c.metric_type(),
+                )?;
+                c.encode(m)?;
+            }
             let c = ConstCounter::new(self.process.cpu_seconds);
             let m = enc.encode_descriptor(
                 "process_cpu_seconds",
@@ -614,7 +647,7 @@ fn encode_live(
         index,
         uptime: stats.uptime().as_secs_f64(),
         process: process_stats(),
-        cache,
+        cache: tiers.local,
         conns: [
             limits.open.load(Relaxed) as u64,
             limits.overflow.load(Relaxed) as u64,
@@ -629,6 +662,7 @@ fn encode_live(
             limits.tls_failures.load(Relaxed),
         ],
         audit,
+        shared: tiers.shared,
     };
     let mut reg = Registry::default();
     reg.register_collector(Box::new(live));

@@ -73,6 +73,7 @@ pub(crate) async fn upsert_docs(
         .await
         .map_err(|e| backend_error(app, e))?;
     slot.bump();
+    app.changed(slot).await;
     Ok(r)
 }
 
@@ -151,5 +152,6 @@ pub(crate) async fn delete_by_id(
         .await
         .map_err(|e| backend_error(app, e))?;
     slot.bump();
+    app.changed(slot).await;
     Ok(r)
 }

@@ -282,6 +282,7 @@ pub(crate) async fn delete_many(
             .await
             .map_err(|e| backend_error(&app, e))?;
         slot.bump();
+        app.changed(&slot).await;
         Ok(receipt_json(&r, t.elapsed()))
     }
     .await;

@@ -31,6 +31,9 @@ pub enum Need {
     /// Pythons with the official `elasticsearch` client (`SEARCHD_TEST_ES_PYTHON`, one path
     /// per client version, separated by spaces; `.ci/es-client.sh` makes them).
     EsClient,
+    /// A `redis-server` executable (`REDIS_SERVER`, or `redis-server` on `PATH`), for the
+    /// shared cache tier.
+    Redis,
 }
 
 impl Need {
@@ -42,6 +45,7 @@ impl Need {
             Need::Namespaces => "namespaces",
             Need::Cgroup => "cgroup",
             Need::EsClient => "es-client",
+            Need::Redis => "redis",
         }
     }
 
@@ -62,6 +66,10 @@ impl Need {
             Need::EsClient => {
                 "set SEARCHD_TEST_ES_PYTHON to pythons with the elasticsearch client \
                  (bash .ci/es-client.sh prints them into .ci/.es-pythons)"
+            }
+            Need::Redis => {
+                "set REDIS_SERVER or put redis-server on PATH (apt-get install redis-server; \
+                 .ci/run installs it)"
             }
         }
     }

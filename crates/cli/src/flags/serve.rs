@@ -55,6 +55,7 @@ impl From<PartPlacementArg> for Placement {
 /// Flags of `searchd serve` (see CONTRACTS.md); [`ServeArgs::settings`] hands them to the
 /// server library as a plain [`ServeSettings`].
 #[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("cache_tier").multiple(true)))]
 pub struct ServeArgs {
     // `--config FILE` and `--print-config` (see `super::config`).
     #[command(flatten)]
@@ -222,18 +223,31 @@ pub struct ServeArgs {
 
     /// Turn on the response cache with this many bytes (e.g. 64MiB, 512KiB, 1000000).
     /// Off by default: with rotating queries it only adds work (README "Response cache").
-    #[arg(help_heading = "Search", long, value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(help_heading = "Search", long, value_name = "BYTES", value_parser = parse_bytes, group = "cache_tier")]
     pub cache_bytes: Option<u64>,
 
-    /// Time to live of a cached reply.
+    /// Time to live of a cached reply (both tiers).
     #[arg(
         help_heading = "Search",
         long,
         default_value_t = 60,
         value_name = "SECONDS",
-        requires = "cache_bytes"
+        requires = "cache_tier"
     )]
     pub cache_ttl_s: u64,
+
+    /// A response cache in Redis shared by every searchd given the same URL
+    /// (`redis://[:PASSWORD@]HOST:PORT[/DB]`), behind --cache-bytes or alone; a write or
+    /// reload through any of them invalidates the others' entries. Fails open: while Redis
+    /// is down or slow (50 ms), reads go uncached, never fail (README "Shared cache tier").
+    #[arg(
+        help_heading = "Search",
+        long,
+        value_name = "URL",
+        group = "cache_tier",
+        hide_env_values = true
+    )]
+    pub cache_redis: Option<String>,
 
     /// Bearer token required by /admin/* routes. Without it, admin routes are only
     /// accepted from loopback peers.
@@ -502,6 +516,7 @@ impl ServeArgs {
             timeout_ms: self.timeout_ms,
             cache_bytes: self.cache_bytes,
             cache_ttl_s: self.cache_ttl_s,
+            cache_redis: self.cache_redis.clone(),
             admin_token: self.admin_token.clone(),
             body_limit: self.body_limit,
             read_timeout_ms: self.read_timeout_ms,
@@ -635,8 +650,17 @@ mod tests {
         assert!(parse(&["--index", "/x", "--fsync", "sometimes"]).is_err());
         assert!(
             parse(&["--index", "/x", "--cache-ttl-s", "5"]).is_err(),
-            "needs --cache-bytes"
+            "needs --cache-bytes or --cache-redis"
         );
+        assert!(parse(&[
+            "--index",
+            "/x",
+            "--cache-ttl-s",
+            "5",
+            "--cache-redis",
+            "redis://h:1"
+        ])
+        .is_ok());
         assert!(parse(&["--index", "/x", "--cache-bytes", "12 parsecs"]).is_err());
     }
 

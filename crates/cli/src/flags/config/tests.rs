@@ -280,7 +280,7 @@ fn secrets_are_tokens_and_keys_but_not_paths() {
         .filter(|a| is_secret(a))
         .map(key)
         .collect();
-    assert_eq!(secret, ["qdrant_api_key", "admin_token"]);
+    assert_eq!(secret, ["qdrant_api_key", "cache_redis", "admin_token"]);
     for a in settings(serve) {
         assert!(
             a.get_env().is_some(),
