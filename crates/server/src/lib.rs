@@ -105,6 +105,7 @@ mod upsert;
 pub use searchd_qdrant as qdrant;
 mod query;
 mod reads;
+mod render;
 mod rerank;
 mod router;
 mod state;
@@ -286,6 +287,8 @@ where
             data_dir: config.data_dir.clone(),
         },
         admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),
+        // As many large renders at once as searches: renders are CPU work like them.
+        renders: render::Renders::new(config.threads),
         pool,
         embedder,
         reranker: config.reranker.clone().map(rerank::Reranker::new),
