@@ -15,9 +15,7 @@
 //! over the returned hits' window (`k`, or `from + size`), as Elasticsearch does for kNN;
 //! integer ids are shown as strings in `_id` (Elasticsearch ids are strings).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -25,8 +23,9 @@ use axum::response::{IntoResponse, Response};
 use searchd_collection::fusion::Fusion;
 use searchd_collection::DocId;
 
-use crate::backend::{FacetOutput, FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
+use crate::backend::{FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::{ApiError, Code};
+use crate::es_reply::{large_reply, reply_capacity, write_hit, write_search, TrackTotal};
 use crate::query::{
     backend_error, backend_of, explain_json, parse_filter, parse_optional_filter, parse_page,
     perform_search, read_request, run_read, Ask, BodyRule, CommonOptions, JsonObject, Mode, Read,
@@ -405,145 +404,6 @@ fn shards() -> serde_json::Value {
     serde_json::json!({"total": 1, "successful": 1, "skipped": 0, "failed": 0})
 }
 
-/// `_shards` of a reply, keys in the order a `serde_json::Value` object writes them (sorted).
-const SHARDS: &[u8] = br#"{"failed":0,"skipped":0,"successful":1,"total":1}"#;
-
-/// `aggregations`: `{NAME: {"buckets": [{"doc_count": n, "key": k}], "doc_count_error_upper_bound":
-/// 0, "sum_other_doc_count": n}}`, written straight into `out` (60,000 buckets as a
-/// `serde_json::Value` tree were several times their JSON's size). Keys come in the order
-/// the `Value` objects this replaced wrote them: sorted, the last of two equal names kept.
-fn write_aggs(out: &mut Vec<u8>, facets: &[FacetOutput]) {
-    let by_name: BTreeMap<&str, &FacetOutput> =
-        facets.iter().map(|f| (f.name.as_str(), f)).collect();
-    let mut ints = itoa::Buffer::new();
-    out.push(b'{');
-    for (i, (name, f)) in by_name.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(out, name);
-        out.extend_from_slice(b":{\"buckets\":[");
-        for (j, (k, c)) in f.buckets.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(b"{\"doc_count\":");
-            out.extend_from_slice(ints.format(*c).as_bytes());
-            out.extend_from_slice(b",\"key\":");
-            write_str(out, k);
-            out.push(b'}');
-        }
-        out.extend_from_slice(b"],\"doc_count_error_upper_bound\":0,\"sum_other_doc_count\":");
-        out.extend_from_slice(ints.format(f.other_count).as_bytes());
-        out.push(b'}');
-    }
-    out.push(b'}');
-}
-
-/// A JSON string (serde_json's escaping; writing to a `Vec` cannot fail).
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// A small JSON value (a score, a sort list, a total).
-fn write_value<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-    let _ = serde_json::to_writer(&mut *out, v);
-}
-
-/// One hit: `{"_id": .., "_index": .., "_score": ..[, "_source": {..}][, "sort": [..]]}`.
-fn write_hit(
-    out: &mut Vec<u8>,
-    index: &str,
-    id: &DocId,
-    score: &serde_json::Value,
-    source: Option<serde_json::Value>,
-    sort: Option<&[serde_json::Value]>,
-) {
-    out.extend_from_slice(b"{\"_id\":");
-    match id {
-        DocId::Int(v) => {
-            out.push(b'"');
-            out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes());
-            out.push(b'"');
-        }
-        DocId::Str(s) => write_str(out, s),
-    }
-    out.extend_from_slice(b",\"_index\":");
-    write_str(out, index);
-    out.extend_from_slice(b",\"_score\":");
-    write_value(out, score);
-    if let Some(src) = source {
-        out.extend_from_slice(b",\"_source\":");
-        write_value(out, &src);
-    }
-    if let Some(s) = sort {
-        out.extend_from_slice(b",\"sort\":");
-        write_value(out, s);
-    }
-    out.push(b'}');
-}
-
-/// A `_search` reply: `took`, `timed_out`, `_shards`, `hits` (`max_score`, the page written
-/// by `hits`, `total` as `track_total_hits` asks), `aggregations` when there are facets and
-/// `explain` when given; written straight into one buffer, keys in the order of the
-/// `serde_json::Value` tree this replaced (so the bytes are the same).
-#[allow(clippy::too_many_arguments)]
-fn write_search(
-    out: &mut Vec<u8>,
-    max_score: &serde_json::Value,
-    hits: impl FnOnce(&mut Vec<u8>),
-    track: &TrackTotal,
-    total: u64,
-    arrival: Instant,
-    facets: &[FacetOutput],
-    explain: Option<&serde_json::Value>,
-) {
-    out.extend_from_slice(b"{\"_shards\":");
-    out.extend_from_slice(SHARDS);
-    if !facets.is_empty() {
-        out.extend_from_slice(b",\"aggregations\":");
-        write_aggs(out, facets);
-    }
-    if let Some(e) = explain {
-        out.extend_from_slice(b",\"explain\":");
-        write_value(out, e);
-    }
-    out.extend_from_slice(b",\"hits\":{\"hits\":[");
-    hits(out);
-    out.extend_from_slice(b"],\"max_score\":");
-    write_value(out, max_score);
-    if let Some(t) = total_json(track, total) {
-        out.extend_from_slice(b",\"total\":");
-        write_value(out, &t);
-    }
-    out.extend_from_slice(b"},\"timed_out\":false,\"took\":");
-    out.extend_from_slice(
-        itoa::Buffer::new()
-            .format(arrival.elapsed().as_millis() as u64)
-            .as_bytes(),
-    );
-    out.push(b'}');
-}
-
-/// Bytes to reserve for a reply of `hits` hits and `facets`.
-fn reply_capacity(hits: usize, facets: &[FacetOutput]) -> usize {
-    let buckets: usize = facets.iter().map(|f| f.buckets.len()).sum();
-    256 + hits * 96 + buckets * 48
-}
-
-/// Whether a reply is large enough to render off the I/O thread ([`crate::render`]).
-fn large_reply(hits: usize, facets: &[FacetOutput]) -> bool {
-    let buckets: usize = facets.iter().map(|f| f.buckets.len()).sum();
-    hits + buckets >= crate::render::OFFLOAD_ITEMS
-}
-
-/// `track_total_hits`: exact (`true`, the default here), none (`false`), or up to N.
-enum TrackTotal {
-    Exact,
-    Off,
-    UpTo(u64),
-}
-
 fn parse_track(v: Option<&serde_json::Value>) -> Result<TrackTotal, ApiError> {
     match v {
         None | Some(serde_json::Value::Bool(true)) => Ok(TrackTotal::Exact),
@@ -554,17 +414,6 @@ fn parse_track(v: Option<&serde_json::Value>) -> Result<TrackTotal, ApiError> {
         Some(other) => Err(ApiError::invalid(format!(
             "track_total_hits must be true, false or a count, got {other}"
         ))),
-    }
-}
-
-fn total_json(track: &TrackTotal, n: u64) -> Option<serde_json::Value> {
-    match track {
-        TrackTotal::Off => None,
-        TrackTotal::Exact => Some(serde_json::json!({"value": n, "relation": "eq"})),
-        TrackTotal::UpTo(cap) if n > *cap => {
-            Some(serde_json::json!({"value": cap, "relation": "gte"}))
-        }
-        TrackTotal::UpTo(_) => Some(serde_json::json!({"value": n, "relation": "eq"})),
     }
 }
 
@@ -671,40 +520,42 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
         let out: ReadOutput = run_read(&app, &**backend, r).await?;
         let index = slot.name.clone();
         let large = large_reply(out.hits.len(), &out.facets);
-        return crate::render::offload_if(&app, deadline, large, move || {
-            let score = if sorted {
-                serde_json::Value::Null
-            } else {
-                serde_json::json!(1.0)
-            };
-            let max_score = if sorted || out.hits.is_empty() {
-                serde_json::Value::Null
-            } else {
-                serde_json::json!(1.0)
-            };
-            let mut b = Vec::with_capacity(reply_capacity(out.hits.len(), &out.facets));
-            let hits = |b: &mut Vec<u8>| {
-                for (i, h) in out.hits.iter().enumerate() {
-                    if i > 0 {
-                        b.push(b',');
+        return app
+            .renders
+            .offload_if(deadline, large, move || {
+                let score = if sorted {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!(1.0)
+                };
+                let max_score = if sorted || out.hits.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!(1.0)
+                };
+                let mut b = Vec::with_capacity(reply_capacity(out.hits.len(), &out.facets));
+                let hits = |b: &mut Vec<u8>| {
+                    for (i, h) in out.hits.iter().enumerate() {
+                        if i > 0 {
+                            b.push(b',');
+                        }
+                        let src = source.render(h.fields.as_deref());
+                        write_hit(b, &index, &h.id, &score, src, sorted.then_some(&h.sort[..]));
                     }
-                    let src = source.render(h.fields.as_deref());
-                    write_hit(b, &index, &h.id, &score, src, sorted.then_some(&h.sort[..]));
-                }
-            };
-            write_search(
-                &mut b,
-                &max_score,
-                hits,
-                &track,
-                out.total.unwrap_or(0),
-                arrival,
-                &out.facets,
-                None,
-            );
-            b
-        })
-        .await;
+                };
+                write_search(
+                    &mut b,
+                    &max_score,
+                    hits,
+                    &track,
+                    out.total.unwrap_or(0),
+                    arrival,
+                    &out.facets,
+                    None,
+                );
+                b
+            })
+            .await;
     }
     // A scored search: knn, match, or both fused by rank.rrf.
     if m.get("search_after").is_some() {
@@ -856,33 +707,34 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
     let a = perform_search(&app, &slot, spec, deadline).await?;
     let index = slot.name.clone();
     let large = large_reply(size.min(a.hits.len()), &a.facets);
-    crate::render::offload_if(&app, deadline, large, move || {
-        let total = a.hits.len() as u64;
-        let max_score = serde_json::json!(a.hits.first().map(|h| h.score));
-        let explain = explain_json(&a);
-        let mut b = Vec::with_capacity(reply_capacity(size.min(a.hits.len()), &a.facets));
-        let hits = |b: &mut Vec<u8>| {
-            for (i, h) in a.hits.iter().skip(from).take(size).enumerate() {
-                if i > 0 {
-                    b.push(b',');
+    app.renders
+        .offload_if(deadline, large, move || {
+            let total = a.hits.len() as u64;
+            let max_score = serde_json::json!(a.hits.first().map(|h| h.score));
+            let explain = explain_json(&a);
+            let mut b = Vec::with_capacity(reply_capacity(size.min(a.hits.len()), &a.facets));
+            let hits = |b: &mut Vec<u8>| {
+                for (i, h) in a.hits.iter().skip(from).take(size).enumerate() {
+                    if i > 0 {
+                        b.push(b',');
+                    }
+                    let src = source.render(h.fields.as_deref());
+                    write_hit(b, &index, &h.id, &serde_json::json!(h.score), src, None);
                 }
-                let src = source.render(h.fields.as_deref());
-                write_hit(b, &index, &h.id, &serde_json::json!(h.score), src, None);
-            }
-        };
-        write_search(
-            &mut b,
-            &max_score,
-            hits,
-            &track,
-            total,
-            arrival,
-            &a.facets,
-            explain.as_ref(),
-        );
-        b
-    })
-    .await
+            };
+            write_search(
+                &mut b,
+                &max_score,
+                hits,
+                &track,
+                total,
+                arrival,
+                &a.facets,
+                explain.as_ref(),
+            );
+            b
+        })
+        .await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1030,152 +882,4 @@ pub(crate) async fn mget(rd: Read) -> Result<Vec<u8>, ApiError> {
         }
     }
     Ok(serde_json::to_vec(&serde_json::json!({ "docs": docs })).unwrap_or_default())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The `serde_json::Value` rendering the direct writers replaced, kept to check that
-    /// the bytes did not change.
-    fn value_reply(
-        max_score: serde_json::Value,
-        hits: Vec<serde_json::Value>,
-        track: &TrackTotal,
-        total: u64,
-        took: u64,
-        facets: &[FacetOutput],
-    ) -> serde_json::Value {
-        let mut hits_obj = serde_json::json!({"max_score": max_score, "hits": hits});
-        if let Some(t) = total_json(track, total) {
-            hits_obj["total"] = t;
-        }
-        let mut v = serde_json::json!({
-            "took": took,
-            "timed_out": false,
-            "_shards": shards(),
-            "hits": hits_obj,
-        });
-        if !facets.is_empty() {
-            let mut m = serde_json::Map::new();
-            for f in facets {
-                m.insert(
-                    f.name.clone(),
-                    serde_json::json!({
-                        "doc_count_error_upper_bound": 0,
-                        "sum_other_doc_count": f.other_count,
-                        "buckets": f.buckets.iter().map(|(k, c)| serde_json::json!({"key": k, "doc_count": c})).collect::<Vec<_>>(),
-                    }),
-                );
-            }
-            v["aggregations"] = serde_json::Value::Object(m);
-        }
-        v
-    }
-
-    #[test]
-    fn the_direct_reply_is_byte_for_byte_the_value_tree() {
-        let facets = vec![
-            FacetOutput {
-                name: "z\"name".into(),
-                field: "f".into(),
-                buckets: vec![("a\u{e9}\n".into(), 3), ("b".into(), 1)],
-                other_count: 7,
-            },
-            FacetOutput {
-                name: "a".into(),
-                field: "f".into(),
-                buckets: vec![],
-                other_count: 0,
-            },
-            // A second facet of the same name: the last one is kept, as a map does.
-            FacetOutput {
-                name: "a".into(),
-                field: "g".into(),
-                buckets: vec![("x".into(), 2)],
-                other_count: 1,
-            },
-        ];
-        let fields = br#"{"title":"T\u00e9","n":1.5,"tags":["a","b"],"z":null}"#;
-        let ids = [DocId::Int(42), DocId::Str("d\"1".into())];
-        let sources = [
-            Source::All,
-            Source::None,
-            Source::Filter {
-                includes: vec!["title".into(), "n".into()],
-                excludes: vec!["n".into()],
-            },
-        ];
-        for source in &sources {
-            for sorted in [false, true] {
-                for track in [TrackTotal::Exact, TrackTotal::Off, TrackTotal::UpTo(1)] {
-                    for fs in [&facets[..], &[]] {
-                        let score = if sorted {
-                            serde_json::Value::Null
-                        } else {
-                            serde_json::json!(0.25f32)
-                        };
-                        let sort = vec![serde_json::json!(3), serde_json::json!("k")];
-                        let old_hits: Vec<serde_json::Value> = ids
-                            .iter()
-                            .map(|id| {
-                                let mut o = serde_json::json!({
-                                    "_index": "idx",
-                                    "_id": es_id(id),
-                                    "_score": score,
-                                });
-                                if let Some(src) = source.render(Some(fields)) {
-                                    o["_source"] = src;
-                                }
-                                if sorted {
-                                    o["sort"] = serde_json::Value::Array(sort.clone());
-                                }
-                                o
-                            })
-                            .collect();
-                        let max = serde_json::json!(Some(0.5f32));
-                        let want = serde_json::to_vec(&value_reply(
-                            max.clone(),
-                            old_hits,
-                            &track,
-                            2,
-                            0,
-                            fs,
-                        ))
-                        .unwrap();
-                        let mut got = Vec::new();
-                        write_search(
-                            &mut got,
-                            &max,
-                            |b| {
-                                for (i, id) in ids.iter().enumerate() {
-                                    if i > 0 {
-                                        b.push(b',');
-                                    }
-                                    let src = source.render(Some(fields));
-                                    write_hit(
-                                        b,
-                                        "idx",
-                                        id,
-                                        &score,
-                                        src,
-                                        sorted.then_some(&sort[..]),
-                                    );
-                                }
-                            },
-                            &track,
-                            2,
-                            Instant::now(),
-                            fs,
-                            None,
-                        );
-                        assert_eq!(
-                            String::from_utf8(got).unwrap(),
-                            String::from_utf8(want).unwrap()
-                        );
-                    }
-                }
-            }
-        }
-    }
 }

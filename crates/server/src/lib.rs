@@ -89,6 +89,7 @@ mod console;
 mod embedq;
 mod error;
 mod es;
+mod es_reply;
 mod es_write;
 mod host;
 mod limits;
@@ -288,7 +289,7 @@ where
         },
         admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),
         // As many large renders at once as searches: renders are CPU work like them.
-        renders: render::Renders::new(config.threads),
+        renders: render::Renders::new(config.threads, config.timeout),
         pool,
         embedder,
         reranker: config.reranker.clone().map(rerank::Reranker::new),

@@ -334,8 +334,9 @@ async fn search_on(app: &App, slot: &Slot, req: Request) -> Response {
         // A large body (thousands of facets) is parsed off the I/O thread.
         let large = body.len() >= crate::render::OFFLOAD_BODY_BYTES;
         let (b, ef) = (body.clone(), app.cfg.ef);
-        let spec =
-            crate::render::offload_if(app, body_arrived + app.cfg.timeout, large, move || {
+        let spec = app
+            .renders
+            .offload_if(body_arrived + app.cfg.timeout, large, move || {
                 parse_search(&b, ef)
             })
             .await??;

@@ -811,7 +811,9 @@ where
         // the I/O thread ([`crate::render`]).
         let large = body2.len() >= crate::render::OFFLOAD_BODY_BYTES;
         let deadline = arrival + app2.cfg.timeout;
-        let body = crate::render::offload_if(&app2, deadline, large, move || parse(&body2, keys))
+        let body = app2
+            .renders
+            .offload_if(deadline, large, move || parse(&body2, keys))
             .await??;
         let backend = backend_of(&slot2)?;
         f(Read {

@@ -92,25 +92,27 @@ pub(crate) async fn facet(rd: Read) -> Result<Vec<u8>, ApiError> {
     let large = f.buckets.len() >= crate::render::OFFLOAD_ITEMS;
     let arrival = rd.arrival;
     let deadline = r_deadline;
-    crate::render::offload_if(&rd.app, deadline, large, move || {
-        // `{"buckets":[..],"matched":n|null,"other_count":n,"took_us":n}`: the keys in the
-        // order of the `serde_json::Value` object this replaced.
-        let mut b = Vec::with_capacity(96 + f.buckets.len() * 48);
-        let mut ints = itoa::Buffer::new();
-        write_buckets(&mut b, &f.buckets, &mut ints);
-        b.extend_from_slice(b",\"matched\":");
-        match out.total {
-            Some(t) => b.extend_from_slice(ints.format(t).as_bytes()),
-            None => b.extend_from_slice(b"null"),
-        }
-        b.extend_from_slice(b",\"other_count\":");
-        b.extend_from_slice(ints.format(f.other_count).as_bytes());
-        b.extend_from_slice(b",\"took_us\":");
-        b.extend_from_slice(ints.format(arrival.elapsed().as_micros() as u64).as_bytes());
-        b.push(b'}');
-        b
-    })
-    .await
+    rd.app
+        .renders
+        .offload_if(deadline, large, move || {
+            // `{"buckets":[..],"matched":n|null,"other_count":n,"took_us":n}`: the keys in the
+            // order of the `serde_json::Value` object this replaced.
+            let mut b = Vec::with_capacity(96 + f.buckets.len() * 48);
+            let mut ints = itoa::Buffer::new();
+            write_buckets(&mut b, &f.buckets, &mut ints);
+            b.extend_from_slice(b",\"matched\":");
+            match out.total {
+                Some(t) => b.extend_from_slice(ints.format(t).as_bytes()),
+                None => b.extend_from_slice(b"null"),
+            }
+            b.extend_from_slice(b",\"other_count\":");
+            b.extend_from_slice(ints.format(f.other_count).as_bytes());
+            b.extend_from_slice(b",\"took_us\":");
+            b.extend_from_slice(ints.format(arrival.elapsed().as_micros() as u64).as_bytes());
+            b.push(b'}');
+            b
+        })
+        .await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -148,10 +150,12 @@ pub(crate) async fn scroll(rd: Read) -> Result<Vec<u8>, ApiError> {
     let out = rd.run(r).await?;
     let large = out.hits.len() >= crate::render::OFFLOAD_ITEMS;
     let arrival = rd.arrival;
-    crate::render::offload_if(&rd.app, deadline, large, move || {
-        scroll_json(&out, arrival.elapsed().as_micros() as u64)
-    })
-    .await
+    rd.app
+        .renders
+        .offload_if(deadline, large, move || {
+            scroll_json(&out, arrival.elapsed().as_micros() as u64)
+        })
+        .await
 }
 
 /// `{"hits":[{"id":..,"sort":[..][,"fields":{..}]}],"next":[..]|null[,"total":n][,"facets":{..}],"took_us":n}`
