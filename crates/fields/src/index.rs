@@ -373,6 +373,21 @@ impl FieldIndex {
         field: &str,
         rows: &RoaringBitmap,
     ) -> Result<Vec<(String, u64)>, FilterError> {
+        Ok(self
+            .facet_refs(field, rows)?
+            .into_iter()
+            .map(|(v, c)| (v.to_string(), c))
+            .collect())
+    }
+
+    /// [`FieldIndex::facet`] with the values borrowed from the field's dictionary: a
+    /// facet over a field of 200,000 distinct values then allocates no string per value
+    /// (the caller keeps the top few and copies only those; see [`crate::top_buckets`]).
+    pub fn facet_refs(
+        &self,
+        field: &str,
+        rows: &RoaringBitmap,
+    ) -> Result<Vec<(&str, u64)>, FilterError> {
         let ty = crate::filter::field_type(&self.schema, field, "field")?;
         let Some(Column::Keyword(k)) = self.col(field) else {
             return Err(FilterError::new(
@@ -409,7 +424,7 @@ impl FieldIndex {
             .into_iter()
             .enumerate()
             .filter(|&(_, c)| c > 0)
-            .map(|(o, c)| (k.dict[o].clone(), c))
+            .map(|(o, c)| (k.dict[o].as_str(), c))
             .collect())
     }
 }

@@ -16,7 +16,6 @@
 //! integer ids are shown as strings in `_id` (Elasticsearch ids are strings).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -24,8 +23,9 @@ use axum::response::{IntoResponse, Response};
 use searchd_collection::fusion::Fusion;
 use searchd_collection::DocId;
 
-use crate::backend::{FacetOutput, FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
+use crate::backend::{FacetSpec, FieldsWanted, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::{ApiError, Code};
+use crate::es_reply::{large_reply, reply_capacity, write_hit, write_search, TrackTotal};
 use crate::query::{
     backend_error, backend_of, explain_json, parse_filter, parse_optional_filter, parse_page,
     perform_search, read_request, run_read, Ask, BodyRule, CommonOptions, JsonObject, Mode, Read,
@@ -404,28 +404,6 @@ fn shards() -> serde_json::Value {
     serde_json::json!({"total": 1, "successful": 1, "skipped": 0, "failed": 0})
 }
 
-fn aggs_json(facets: &[FacetOutput]) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
-    for f in facets {
-        m.insert(
-            f.name.clone(),
-            serde_json::json!({
-                "doc_count_error_upper_bound": 0,
-                "sum_other_doc_count": f.other_count,
-                "buckets": f.buckets.iter().map(|(k, c)| serde_json::json!({"key": k, "doc_count": c})).collect::<Vec<_>>(),
-            }),
-        );
-    }
-    serde_json::Value::Object(m)
-}
-
-/// `track_total_hits`: exact (`true`, the default here), none (`false`), or up to N.
-enum TrackTotal {
-    Exact,
-    Off,
-    UpTo(u64),
-}
-
 fn parse_track(v: Option<&serde_json::Value>) -> Result<TrackTotal, ApiError> {
     match v {
         None | Some(serde_json::Value::Bool(true)) => Ok(TrackTotal::Exact),
@@ -436,43 +414,6 @@ fn parse_track(v: Option<&serde_json::Value>) -> Result<TrackTotal, ApiError> {
         Some(other) => Err(ApiError::invalid(format!(
             "track_total_hits must be true, false or a count, got {other}"
         ))),
-    }
-}
-
-/// A `_search` reply: `took`, `timed_out`, `_shards`, `hits` (`max_score`, the page, `total`
-/// as `track_total_hits` asks) and `aggregations` when there are facets.
-fn search_json(
-    max_score: serde_json::Value,
-    hits: Vec<serde_json::Value>,
-    track: &TrackTotal,
-    total: u64,
-    arrival: Instant,
-    facets: &[FacetOutput],
-) -> serde_json::Value {
-    let mut hits_obj = serde_json::json!({"max_score": max_score, "hits": hits});
-    if let Some(t) = total_json(track, total) {
-        hits_obj["total"] = t;
-    }
-    let mut v = serde_json::json!({
-        "took": arrival.elapsed().as_millis() as u64,
-        "timed_out": false,
-        "_shards": shards(),
-        "hits": hits_obj,
-    });
-    if !facets.is_empty() {
-        v["aggregations"] = aggs_json(facets);
-    }
-    v
-}
-
-fn total_json(track: &TrackTotal, n: u64) -> Option<serde_json::Value> {
-    match track {
-        TrackTotal::Off => None,
-        TrackTotal::Exact => Some(serde_json::json!({"value": n, "relation": "eq"})),
-        TrackTotal::UpTo(cap) if n > *cap => {
-            Some(serde_json::json!({"value": cap, "relation": "gte"}))
-        }
-        TrackTotal::UpTo(_) => Some(serde_json::json!({"value": n, "relation": "eq"})),
     }
 }
 
@@ -577,38 +518,44 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
             ..read_request(&app, arrival)
         };
         let out: ReadOutput = run_read(&app, &**backend, r).await?;
-        let hits: Vec<serde_json::Value> = out
-            .hits
-            .iter()
-            .map(|h| {
-                let mut o = serde_json::json!({
-                    "_index": slot.name,
-                    "_id": es_id(&h.id),
-                    "_score": if sorted { serde_json::Value::Null } else { serde_json::json!(1.0) },
-                });
-                if let Some(src) = source.render(h.fields.as_deref()) {
-                    o["_source"] = src;
-                }
-                if sorted {
-                    o["sort"] = serde_json::Value::Array(h.sort.clone());
-                }
-                o
+        let index = slot.name.clone();
+        let large = large_reply(out.hits.len(), &out.facets);
+        return app
+            .renders
+            .offload_if(deadline, large, move || {
+                let score = if sorted {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!(1.0)
+                };
+                let max_score = if sorted || out.hits.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!(1.0)
+                };
+                let mut b = Vec::with_capacity(reply_capacity(out.hits.len(), &out.facets));
+                let hits = |b: &mut Vec<u8>| {
+                    for (i, h) in out.hits.iter().enumerate() {
+                        if i > 0 {
+                            b.push(b',');
+                        }
+                        let src = source.render(h.fields.as_deref());
+                        write_hit(b, &index, &h.id, &score, src, sorted.then_some(&h.sort[..]));
+                    }
+                };
+                write_search(
+                    &mut b,
+                    &max_score,
+                    hits,
+                    &track,
+                    out.total.unwrap_or(0),
+                    arrival,
+                    &out.facets,
+                    None,
+                );
+                b
             })
-            .collect();
-        let max_score = if sorted || hits.is_empty() {
-            serde_json::Value::Null
-        } else {
-            serde_json::json!(1.0)
-        };
-        let v = search_json(
-            max_score,
-            hits,
-            &track,
-            out.total.unwrap_or(0),
-            arrival,
-            &out.facets,
-        );
-        return Ok(serde_json::to_vec(&v).unwrap_or_default());
+            .await;
     }
     // A scored search: knn, match, or both fused by rank.rrf.
     if m.get("search_after").is_some() {
@@ -758,31 +705,36 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
         common,
     };
     let a = perform_search(&app, &slot, spec, deadline).await?;
-    let out = &a;
-    let total = out.hits.len() as u64;
-    let page: Vec<serde_json::Value> = out
-        .hits
-        .iter()
-        .skip(from)
-        .take(size)
-        .map(|h| {
-            let mut o = serde_json::json!({
-                "_index": slot.name,
-                "_id": es_id(&h.id),
-                "_score": h.score,
-            });
-            if let Some(src) = source.render(h.fields.as_deref()) {
-                o["_source"] = src;
-            }
-            o
+    let index = slot.name.clone();
+    let large = large_reply(size.min(a.hits.len()), &a.facets);
+    app.renders
+        .offload_if(deadline, large, move || {
+            let total = a.hits.len() as u64;
+            let max_score = serde_json::json!(a.hits.first().map(|h| h.score));
+            let explain = explain_json(&a);
+            let mut b = Vec::with_capacity(reply_capacity(size.min(a.hits.len()), &a.facets));
+            let hits = |b: &mut Vec<u8>| {
+                for (i, h) in a.hits.iter().skip(from).take(size).enumerate() {
+                    if i > 0 {
+                        b.push(b',');
+                    }
+                    let src = source.render(h.fields.as_deref());
+                    write_hit(b, &index, &h.id, &serde_json::json!(h.score), src, None);
+                }
+            };
+            write_search(
+                &mut b,
+                &max_score,
+                hits,
+                &track,
+                total,
+                arrival,
+                &a.facets,
+                explain.as_ref(),
+            );
+            b
         })
-        .collect();
-    let max_score = serde_json::json!(out.hits.first().map(|h| h.score));
-    let mut v = search_json(max_score, page, &track, total, arrival, &out.facets);
-    if let Some(e) = explain_json(out) {
-        v["explain"] = e;
-    }
-    Ok(serde_json::to_vec(&v).unwrap_or_default())
+        .await
 }
 
 // ---------------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ mod console;
 mod embedq;
 mod error;
 mod es;
+mod es_reply;
 mod es_write;
 mod host;
 mod limits;
@@ -105,6 +106,7 @@ mod upsert;
 pub use searchd_qdrant as qdrant;
 mod query;
 mod reads;
+mod render;
 mod rerank;
 mod router;
 mod shared;
@@ -287,6 +289,8 @@ where
             data_dir: config.data_dir.clone(),
         },
         admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),
+        // As many large renders at once as searches: renders are CPU work like them.
+        renders: render::Renders::new(config.threads, config.timeout),
         pool,
         embedder,
         reranker: config.reranker.clone().map(rerank::Reranker::new),

@@ -279,6 +279,7 @@ fn pool_outcome<T>(out: Result<Result<T, BackendError>, JobFailure>) -> Result<T
     match out {
         Ok(r) => r,
         Err(JobFailure::NotStarted) => Err(BackendError::Deadline { started: false }),
+        Err(JobFailure::Overran) => Err(BackendError::Deadline { started: true }),
         Err(JobFailure::Panicked(m)) => {
             tracing::error!("search panicked: {m}");
             Err(BackendError::Internal(

@@ -331,7 +331,15 @@ async fn search_on(app: &App, slot: &Slot, req: Request) -> Response {
     // The deadline starts when the body has arrived (took_us counts from the headers).
     let body_arrived = Instant::now();
     cached(app, slot, "search", &uri, &body, || async {
-        let spec = parse_search(&body, app.cfg.ef)?;
+        // A large body (thousands of facets) is parsed off the I/O thread.
+        let large = body.len() >= crate::render::OFFLOAD_BODY_BYTES;
+        let (b, ef) = (body.clone(), app.cfg.ef);
+        let spec = app
+            .renders
+            .offload_if(body_arrived + app.cfg.timeout, large, move || {
+                parse_search(&b, ef)
+            })
+            .await??;
         let a = perform_search(app, slot, spec, body_arrived + app.cfg.timeout).await?;
         let took = arrival.elapsed().as_micros() as u64;
         Ok(answer_json(&a, took))

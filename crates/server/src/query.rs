@@ -821,7 +821,7 @@ pub(crate) async fn read_route<F, Fut>(
     name: String,
     req: Request,
     route: &'static str,
-    rule: BodyRule<'_>,
+    rule: BodyRule<'static>,
     f: F,
 ) -> Response
 where
@@ -855,8 +855,17 @@ where
     let slot2 = slot.clone();
     let body2 = body.clone();
     let query = uri.query().map(str::to_string);
+    let parse = rule.parse;
+    let keys = rule.keys;
     cached(&app, &slot, route, &uri, &body, move || async move {
-        let body = (rule.parse)(&body2, rule.keys)?;
+        // A large body (a filter of 30,000 terms, thousands of aggregations) is parsed off
+        // the I/O thread ([`crate::render`]).
+        let large = body2.len() >= crate::render::OFFLOAD_BODY_BYTES;
+        let deadline = arrival + app2.cfg.timeout;
+        let body = app2
+            .renders
+            .offload_if(deadline, large, move || parse(&body2, keys))
+            .await??;
         let backend = backend_of(&slot2)?;
         f(Read {
             app: app2,

@@ -7,8 +7,8 @@ use crate::backend::{FacetSpec, ReadOutput, MAX_RESULT_WINDOW};
 use crate::error::ApiError;
 use crate::query::{parse_page, BodyRule, JsonObject, Read};
 use crate::wire::{
-    int_in, json_error, parse_facets, parse_fields, write_facets, write_id, DEFAULT_FACET_SIZE,
-    MAX_FACET_SIZE,
+    int_in, json_error, parse_facets, parse_fields, write_buckets, write_facets, write_id,
+    DEFAULT_FACET_SIZE, MAX_FACET_SIZE,
 };
 
 /// Default page size of `/scroll`.
@@ -79,6 +79,7 @@ pub(crate) async fn facet(rd: Read) -> Result<Vec<u8>, ApiError> {
         None => DEFAULT_FACET_SIZE,
     };
     let mut r = rd.request();
+    let r_deadline = r.deadline;
     r.filter = rd.filter("filter")?;
     r.total = true;
     r.facets = vec![FacetSpec {
@@ -88,14 +89,30 @@ pub(crate) async fn facet(rd: Read) -> Result<Vec<u8>, ApiError> {
     }];
     let out = rd.run(r).await?;
     let f = out.facets.into_iter().next().unwrap_or_default();
-    let took = rd.arrival.elapsed().as_micros() as u64;
-    let v = serde_json::json!({
-        "buckets": f.buckets.iter().map(|(v, c)| serde_json::json!({"value": v, "count": c})).collect::<Vec<_>>(),
-        "other_count": f.other_count,
-        "matched": out.total,
-        "took_us": took,
-    });
-    Ok(serde_json::to_vec(&v).unwrap_or_default())
+    let large = f.buckets.len() >= crate::render::OFFLOAD_ITEMS;
+    let arrival = rd.arrival;
+    let deadline = r_deadline;
+    rd.app
+        .renders
+        .offload_if(deadline, large, move || {
+            // `{"buckets":[..],"matched":n|null,"other_count":n,"took_us":n}`: the keys in the
+            // order of the `serde_json::Value` object this replaced.
+            let mut b = Vec::with_capacity(96 + f.buckets.len() * 48);
+            let mut ints = itoa::Buffer::new();
+            write_buckets(&mut b, &f.buckets, &mut ints);
+            b.extend_from_slice(b",\"matched\":");
+            match out.total {
+                Some(t) => b.extend_from_slice(ints.format(t).as_bytes()),
+                None => b.extend_from_slice(b"null"),
+            }
+            b.extend_from_slice(b",\"other_count\":");
+            b.extend_from_slice(ints.format(f.other_count).as_bytes());
+            b.extend_from_slice(b",\"took_us\":");
+            b.extend_from_slice(ints.format(arrival.elapsed().as_micros() as u64).as_bytes());
+            b.push(b'}');
+            b
+        })
+        .await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -129,9 +146,16 @@ pub(crate) async fn scroll(rd: Read) -> Result<Vec<u8>, ApiError> {
     r.fields = parse_fields(m.get("fields"))?;
     r.total = total;
     r.facets = parse_facets(m.get("facets"), "facets")?;
+    let deadline = r.deadline;
     let out = rd.run(r).await?;
-    let took = rd.arrival.elapsed().as_micros() as u64;
-    Ok(scroll_json(&out, took))
+    let large = out.hits.len() >= crate::render::OFFLOAD_ITEMS;
+    let arrival = rd.arrival;
+    rd.app
+        .renders
+        .offload_if(deadline, large, move || {
+            scroll_json(&out, arrival.elapsed().as_micros() as u64)
+        })
+        .await
 }
 
 /// `{"hits":[{"id":..,"sort":[..][,"fields":{..}]}],"next":[..]|null[,"total":n][,"facets":{..}],"took_us":n}`

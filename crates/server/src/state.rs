@@ -181,6 +181,9 @@ pub(crate) struct App {
     pub queries_path: Option<PathBuf>,
     pub cfg: Settings,
     pub admission: Admission,
+    /// Permits for rendering large replies (and parsing large bodies) off the I/O threads
+    /// ([`crate::render`]).
+    pub renders: crate::render::Renders,
     pub pool: Arc<Pool>,
     pub embedder: Option<Batcher>,
     pub reranker: Option<Reranker>,

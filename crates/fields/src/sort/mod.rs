@@ -367,35 +367,53 @@ pub struct Bucket {
 /// Merges `counts` (summing duplicate values, e.g. from several segments), orders them by count
 /// descending then value ascending (bytewise), and returns the first `size` buckets and the sum
 /// of the counts not returned (`other_count`, Elasticsearch's `sum_other_doc_count`).
-pub fn top_buckets(
-    counts: impl IntoIterator<Item = (String, u64)>,
-    size: usize,
-) -> (Vec<Bucket>, u64) {
-    let mut m: HashMap<String, u64> = HashMap::new();
+///
+/// The values may be owned or borrowed (`&str` from a field's dictionary): only the `size`
+/// kept become `String`s, so a facet over a field of many distinct values does not copy
+/// every value to keep a few.
+pub fn top_buckets<K>(counts: impl IntoIterator<Item = (K, u64)>, size: usize) -> (Vec<Bucket>, u64)
+where
+    K: AsRef<str> + Into<String> + Eq + std::hash::Hash,
+{
+    let mut m: HashMap<K, u64> = HashMap::new();
     for (v, c) in counts {
         *m.entry(v).or_insert(0) += c;
     }
-    let mut all: Vec<Bucket> = m
-        .into_iter()
-        .filter(|(_, c)| *c > 0)
-        .map(|(value, count)| Bucket { value, count })
-        .collect();
-    let by = |a: &Bucket, b: &Bucket| {
-        b.count
-            .cmp(&a.count)
-            .then_with(|| a.value.as_bytes().cmp(b.value.as_bytes()))
+    top_distinct_buckets(m, size)
+}
+
+/// [`top_buckets`] of counts whose values are already distinct (one segment's facet): no
+/// merge, so no hash table over every value.
+pub fn top_distinct_buckets<K>(
+    counts: impl IntoIterator<Item = (K, u64)>,
+    size: usize,
+) -> (Vec<Bucket>, u64)
+where
+    K: AsRef<str> + Into<String>,
+{
+    let mut all: Vec<(K, u64)> = counts.into_iter().filter(|(_, c)| *c > 0).collect();
+    let by = |a: &(K, u64), b: &(K, u64)| {
+        b.1.cmp(&a.1)
+            .then_with(|| a.0.as_ref().as_bytes().cmp(b.0.as_ref().as_bytes()))
     };
     if all.len() > size && size > 0 {
         all.select_nth_unstable_by(size - 1, by);
     }
     let other: u64 = if all.len() > size {
-        all[size..].iter().map(|b| b.count).sum()
+        all[size..].iter().map(|b| b.1).sum()
     } else {
         0
     };
     all.truncate(size);
     all.sort_by(by);
-    (all, other)
+    let buckets = all
+        .into_iter()
+        .map(|(value, count)| Bucket {
+            value: value.into(),
+            count,
+        })
+        .collect();
+    (buckets, other)
 }
 
 /// A compact per-row key: keyword ordinals are `2 * ord + 1`, so a cursor string not in the
@@ -721,5 +739,32 @@ impl FieldIndex {
             out.extend(req.top(missing.iter(), size - out.len(), None));
         }
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use super::*;
+
+    #[test]
+    fn borrowed_and_distinct_buckets_match_the_owned_merge() {
+        let a = [("b", 2u64), ("a", 2), ("c", 5), ("d", 0), ("e", 1)];
+        let b = [("c", 1u64), ("f", 3)];
+        let owned: Vec<(String, u64)> = a
+            .iter()
+            .chain(b.iter())
+            .map(|(v, c)| (v.to_string(), *c))
+            .collect();
+        for size in 0..8 {
+            let want = top_buckets(owned.clone(), size);
+            assert_eq!(top_buckets(a.iter().chain(b.iter()).copied(), size), want);
+            // One segment: distinct values, no merge.
+            let one = top_buckets(a.iter().copied(), size);
+            assert_eq!(top_distinct_buckets(a.iter().copied(), size), one);
+        }
+        let (top, other) = top_buckets(a.iter().chain(b.iter()).copied(), 2);
+        let got: Vec<(&str, u64)> = top.iter().map(|x| (x.value.as_str(), x.count)).collect();
+        assert_eq!(got, [("c", 6), ("f", 3)]);
+        assert_eq!(other, 5);
     }
 }
