@@ -2,8 +2,8 @@
 //!
 //! Some tests need something a user's clone may lack: the real embedding model
 //! (`SEARCHD_TEST_MODEL`), the Qdrant binary (`QDRANT_BIN` or `qdrant` on `PATH`), user and
-//! mount namespaces (`unshare`, for the disk-full tests), a delegated memory cgroup. Such a
-//! test asks [`require`] (or [`model`]) first:
+//! mount namespaces (`unshare`, for the disk-full tests), a delegated memory cgroup, a
+//! headless Chromium with its WebDriver (`chromedriver`, for the console). Such a test asks [`require`] (or [`model`]) first:
 //!
 //! * present: the use is appended to the ledger file named by `SEARCHD_TEST_LEDGER` (one
 //!   line `NEED TEST` per use; nothing when the variable is unset) and the test runs;
@@ -31,6 +31,9 @@ pub enum Need {
     /// Pythons with the official `elasticsearch` client (`SEARCHD_TEST_ES_PYTHON`, one path
     /// per client version, separated by spaces; `.ci/es-client.sh` makes them).
     EsClient,
+    /// Chromium and `chromedriver` (`SEARCHD_TEST_CHROMIUM`, `SEARCHD_TEST_CHROMEDRIVER`, or
+    /// `chromium` and `chromedriver` on `PATH`; `bash .ci/browser.sh` installs them).
+    Browser,
 }
 
 impl Need {
@@ -42,6 +45,7 @@ impl Need {
             Need::Namespaces => "namespaces",
             Need::Cgroup => "cgroup",
             Need::EsClient => "es-client",
+            Need::Browser => "browser",
         }
     }
 
@@ -62,6 +66,10 @@ impl Need {
             Need::EsClient => {
                 "set SEARCHD_TEST_ES_PYTHON to pythons with the elasticsearch client \
                  (bash .ci/es-client.sh prints them into .ci/.es-pythons)"
+            }
+            Need::Browser => {
+                "install Debian's chromium and chromium-driver (bash .ci/browser.sh), or set \
+                 SEARCHD_TEST_CHROMIUM and SEARCHD_TEST_CHROMEDRIVER"
             }
         }
     }
