@@ -23,11 +23,10 @@ use std::time::{Duration, Instant};
 
 use common::{client, TestServer};
 use fantoccini::{Client, ClientBuilder, Locator};
+use searchd_server::auth::Scope;
 use searchd_server::{IndexSource, ServerConfig};
 use searchd_testkit::needs::{self, Need};
 use serde_json::{json, Map, Value};
-
-const TEST: &str = "console_browser::a_user_searches_filters_and_opens_a_document";
 
 const WORDS: [&str; 16] = [
     "tide", "moon", "river", "stone", "salt", "ember", "cedar", "frost", "harbor", "glass", "dune",
@@ -176,6 +175,7 @@ return {
   mode: q("#mode").value,
   qps: q("#stat-qps").textContent,
   doc: { open: dlg.open, title: q("#doc-title").textContent, rows },
+  keybox: q("#keybox").open,
   focus: document.activeElement ? document.activeElement.id || document.activeElement.className : null,
 };
 "##;
@@ -210,20 +210,52 @@ fn agrees(page: &Value, want: &Value) -> bool {
 /// The API, asked the questions the page asks.
 struct Oracle {
     http: reqwest::Client,
+    /// The collection's URL.
     base: String,
+    /// The API key, on a server with keys.
+    key: Option<String>,
 }
 
 impl Oracle {
-    async fn post(&self, what: &str, body: Value) -> Value {
-        let r = self
-            .http
-            .post(format!("{}/{what}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "{what} {body}");
+    fn new(server: &str, key: Option<&str>) -> Oracle {
+        Oracle {
+            http: client(),
+            base: format!("{server}/collections/books"),
+            key: key.map(str::to_string),
+        }
+    }
+
+    async fn send(&self, rq: reqwest::RequestBuilder, what: &str) -> Value {
+        let rq = match &self.key {
+            Some(k) => rq.bearer_auth(k),
+            None => rq,
+        };
+        let r = rq.send().await.unwrap();
+        assert_eq!(r.status(), 200, "{what}");
         r.json().await.unwrap()
+    }
+
+    /// `GET` the collection's `path` (`""`: its info).
+    async fn get(&self, path: &str) -> Value {
+        let rq = self.http.get(format!("{}{path}", self.base));
+        self.send(rq, path).await
+    }
+
+    async fn post(&self, what: &str, body: Value) -> Value {
+        let rq = self.http.post(format!("{}/{what}", self.base)).json(&body);
+        self.send(rq, &format!("{what} {body}")).await
+    }
+
+    /// The keyword fields the page should facet on (from the mapping).
+    async fn facet_fields(&self) -> Vec<String> {
+        let info = self.get("").await;
+        info["info"]["mapping"]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["type"] == "keyword")
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect()
     }
 
     /// What the page should show for `text` (none: the first documents by id) and the
@@ -317,28 +349,11 @@ fn screenshot_dir() -> PathBuf {
 
 /// The user's walk through the console, against the API's answers.
 async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
-    let oracle = Oracle {
-        http: client(),
-        base: format!("{server}/collections/books"),
-    };
-    let info: Value = oracle
-        .http
-        .get(&oracle.base)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let oracle = Oracle::new(&server, None);
+    let info = oracle.get("").await;
     assert!(info["info"]["lexical"].is_object(), "no text index: {info}");
     // The facets the page should offer: the mapping's keyword fields.
-    let facet_fields: Vec<String> = info["info"]["mapping"]["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["type"] == "keyword")
-        .map(|f| f["name"].as_str().unwrap().to_string())
-        .collect();
+    let facet_fields = oracle.facet_fields().await;
     assert!(
         facet_fields.iter().any(|f| f == "color"),
         "{facet_fields:?}"
@@ -442,15 +457,9 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
         .await
         .unwrap();
     open.click().await.unwrap();
-    let doc: Value = oracle
-        .http
-        .get(format!("{}/docs/{}", oracle.base, first.as_str().unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = oracle
+        .get(&format!("/docs/{}", first.as_str().unwrap()))
+        .await;
     let fields = doc["fields"].as_object().expect("fields").clone();
     assert!(
         fields.contains_key("color") && fields.contains_key("text"),
@@ -501,8 +510,7 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
 
     // Nothing went wrong in the page: no script error, no CSP refusal, no failed fetch.
     let sid = b.session_id().await.unwrap().expect("a session");
-    let log: Value = oracle
-        .http
+    let log: Value = client()
         .post(format!("{driver}/session/{sid}/se/log"))
         .json(&json!({"type": "browser"}))
         .send()
@@ -518,8 +526,8 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
     assert!(bad.is_empty(), "the browser's console: {bad:#?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_user_searches_filters_and_opens_a_document() {
+/// Chromium and chromedriver, or the test's skip (see [`needs`]).
+fn browser(test: &str) -> Option<(PathBuf, PathBuf)> {
     let chromium = find("SEARCHD_TEST_CHROMIUM", &["chromium", "chromium-browser"]);
     let driver = find("SEARCHD_TEST_CHROMEDRIVER", &["chromedriver"]);
     let why = match (&chromium, &driver) {
@@ -527,20 +535,30 @@ async fn a_user_searches_filters_and_opens_a_document() {
         (_, None) => "no chromedriver (SEARCHD_TEST_CHROMEDRIVER, or chromedriver on PATH)",
         _ => "",
     };
-    let Some((chromium, driver)) = needs::require(Need::Browser, TEST, chromium.zip(driver), why)
-    else {
-        return;
-    };
+    needs::require(Need::Browser, test, chromium.zip(driver), why)
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = ServerConfig::new(IndexSource::Path(collection(dir.path())));
+/// The books collection in `dir`, served (with the key file `keys`, if any).
+async fn server(dir: &Path, keys: Option<PathBuf>) -> TestServer {
+    let mut cfg = ServerConfig::new(IndexSource::Path(collection(dir)));
     cfg.name = Some("books".into());
     cfg.threads = 2;
     cfg.drain_timeout = Duration::from_secs(10);
-    let server = TestServer::start(cfg).await;
+    cfg.api_keys = keys;
+    TestServer::start(cfg).await
+}
 
-    let d = Driver::start(&driver, &dir.path().join("chromedriver.log")).await;
-    let profile = dir.path().join("profile");
+/// A browser session (through a chromedriver of its own) for `walk(browser, server URL,
+/// chromedriver URL)`; the browser, chromedriver and server are stopped whether the walk
+/// passes or not.
+async fn in_browser<W, F>(bins: (PathBuf, PathBuf), dir: &Path, server: TestServer, walk: W)
+where
+    W: FnOnce(Client, String, String) -> F,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (chromium, driver) = bins;
+    let log = dir.join("chromedriver.log");
+    let d = Driver::start(&driver, &log).await;
     let caps = json!({
         "browserName": "chrome",
         "goog:loggingPrefs": {"browser": "ALL"},
@@ -553,46 +571,98 @@ async fn a_user_searches_filters_and_opens_a_document() {
                 "--disable-dev-shm-usage", "--hide-scrollbars",
                 "--force-color-profile=srgb", "--lang=en-US",
                 "--window-size=1280,1000",
-                format!("--user-data-dir={}", profile.display()),
+                format!("--user-data-dir={}", dir.join("profile").display()),
             ],
         },
     });
     let mut builder = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
     builder.capabilities(caps.as_object().unwrap().clone());
-    let b = builder.connect(&d.url).await.unwrap_or_else(|e| {
-        panic!(
-            "no browser session: {e} (log: {})",
-            dir.path().join("chromedriver.log").display()
-        )
-    });
+    let b = builder
+        .connect(&d.url)
+        .await
+        .unwrap_or_else(|e| panic!("no browser session: {e} (log: {})", log.display()));
 
     // The walk in its own task, so the browser is closed whether it passes or not.
-    let walked = tokio::spawn(walk(
-        b.clone(),
-        server.url.clone(),
-        d.url.clone(),
-        screenshot_dir(),
-    ))
-    .await;
+    let walked = tokio::spawn(walk(b.clone(), server.url.clone(), d.url.clone())).await;
     let _ = b.close().await;
     drop(d);
     server.stop().await.unwrap();
     if let Err(e) = walked {
-        let log = std::fs::read_to_string(dir.path().join("chromedriver.log")).unwrap_or_default();
-        let tail: String = log
-            .lines()
-            .rev()
-            .take(30)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(30)..].join("\n");
         eprintln!("chromedriver log, last lines:\n{tail}");
         match e.try_into_panic() {
             Ok(p) => std::panic::resume_unwind(p),
             Err(e) => panic!("the walk did not finish: {e}"),
         }
     }
-    println!("screenshots in {}", screenshot_dir().display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_searches_filters_and_opens_a_document() {
+    let test = "console_browser::a_user_searches_filters_and_opens_a_document";
+    let Some(bins) = browser(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), None).await;
+    let shots = screenshot_dir();
+    let to = shots.clone();
+    in_browser(bins, dir.path(), s, move |b, server, driver| {
+        walk(b, server, driver, to)
+    })
+    .await;
+    println!("screenshots in {}", shots.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keys_the_page_loads_and_sends_the_key_typed_into_it() {
+    let test = "console_browser::with_keys_the_page_loads_and_sends_the_key_typed_into_it";
+    let Some(bins) = browser(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (key, entry) = searchd_server::auth::new_key("reader", Scope::Read, None).unwrap();
+    let file = dir.path().join("keys.toml");
+    std::fs::write(&file, entry).unwrap();
+    let s = server(dir.path(), Some(file)).await;
+    in_browser(bins, dir.path(), s, move |b, server, _| async move {
+        // The page loads without a key; its API calls are refused, and it asks for one.
+        b.goto(&format!("{server}/")).await.unwrap();
+        let s = until(&b, "the page asking for a key", |s| {
+            s["ready"] == true
+                && s["keybox"] == true
+                && s["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("unauthorized"))
+        })
+        .await;
+        assert_eq!(s["hits"], json!([]), "{s:#}");
+        // The key typed and sent: the collection, its documents and facets, as the API
+        // answers them to that key.
+        let field = b.find(Locator::Css("#key")).await.unwrap();
+        field.send_keys(&key).await.unwrap();
+        field
+            .send_keys(&fantoccini::key::Key::Enter.to_string())
+            .await
+            .unwrap();
+        let oracle = Oracle::new(&server, Some(&key));
+        let facet_fields = oracle.facet_fields().await;
+        let want = oracle.expect(None, &facet_fields, &[]).await;
+        let s = until(&b, "the console with the key", |s| agrees(s, &want)).await;
+        assert_eq!(s["keybox"], false, "{s:#}");
+        // Kept in the tab only: session storage, not local storage or the address.
+        let kept = b
+            .execute(
+                "return [sessionStorage.getItem('searchd-key'), localStorage.length, location.href];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(kept[0], key.as_str());
+        assert_eq!(kept[1], 0);
+        assert!(!kept[2].as_str().unwrap().contains(&key), "{kept}");
+    })
+    .await;
 }
