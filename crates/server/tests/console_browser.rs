@@ -173,6 +173,7 @@ return {
   error: err.hidden ? null : err.textContent,
   summary: q("#summary").textContent,
   mode: q("#mode").value,
+  query: q("#q").value,
   qps: q("#stat-qps").textContent,
   doc: { open: dlg.open, title: q("#doc-title").textContent, rows },
   keybox: q("#keybox").open,
@@ -258,20 +259,20 @@ impl Oracle {
             .collect()
     }
 
-    /// What the page should show for `text` (none: the first documents by id) and the
-    /// selected facet values (`field` -> values), as a snapshot's keys.
+    /// What the page should show for a search's `query` (`{"text", "mode"}` or `{"id"}`;
+    /// none: the first documents by id) and the filters `chosen` (field, clause; a facet
+    /// value is a `term`), as a snapshot's keys.
     async fn expect(
         &self,
-        text: Option<&str>,
+        query: Option<Value>,
         facet_fields: &[String],
-        chosen: &[(&str, &str)],
+        chosen: &[(&str, Value)],
     ) -> Value {
-        let clause = |(f, v): &(&str, &str)| json!({"term": {*f: *v}});
         let filter = |except: Option<&str>| {
             let must: Vec<Value> = chosen
                 .iter()
                 .filter(|(f, _)| Some(*f) != except)
-                .map(clause)
+                .map(|(_, c)| c.clone())
                 .collect();
             match must.len() {
                 0 => None,
@@ -285,13 +286,10 @@ impl Oracle {
             }
             body
         };
-        let hits = match text {
-            Some(t) => {
-                self.post(
-                    "search",
-                    with(json!({"text": t, "mode": "lexical", "k": 10}), filter(None)),
-                )
-                .await
+        let hits = match query {
+            Some(mut q) => {
+                q["k"] = json!(10);
+                self.post("search", with(q, filter(None))).await
             }
             None => {
                 self.post("scroll", with(json!({"size": 10}), filter(None)))
@@ -315,7 +313,9 @@ impl Oracle {
                 .await;
             let mut m = Map::new();
             for b in r["buckets"].as_array().unwrap() {
-                let checked = chosen.iter().any(|(f, v)| f == field && b["value"] == *v);
+                let checked = chosen
+                    .iter()
+                    .any(|(f, c)| f == field && c["term"][field] == b["value"]);
                 m.insert(
                     b["value"].to_string(),
                     json!({"count": b["count"], "checked": checked}),
@@ -386,7 +386,10 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
     q.send_keys(&fantoccini::key::Key::Enter.to_string())
         .await
         .unwrap();
-    let searched = oracle.expect(Some(text), &facet_fields, &[]).await;
+    let lexical = json!({"text": text, "mode": "lexical"});
+    let searched = oracle
+        .expect(Some(lexical.clone()), &facet_fields, &[])
+        .await;
     let hits = searched["hits"].as_array().unwrap().clone();
     assert!(!hits.is_empty(), "the query matches nothing: {searched}");
     let s = until(&b, "the hits of a text query", |s| {
@@ -420,8 +423,13 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
         .await
         .unwrap();
     red.click().await.unwrap();
+    let red_term = ("color", json!({"term": {"color": "red"}}));
     let filtered = oracle
-        .expect(Some(text), &facet_fields, &[("color", "red")])
+        .expect(
+            Some(lexical.clone()),
+            &facet_fields,
+            std::slice::from_ref(&red_term),
+        )
         .await;
     assert_ne!(
         filtered["matched"], searched["matched"],
@@ -450,8 +458,26 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
     assert!(colors.iter().all(|c| c == "red"), "{colors:?}");
     screenshot(&shots, "facet.png", &b.screenshot().await.unwrap());
 
+    // A range: year from 2005 (sent when the field loses the focus).
+    let from = b.find(Locator::Css("#range-min-year")).await.unwrap();
+    from.send_keys(&format!("2005{}", fantoccini::key::Key::Tab))
+        .await
+        .unwrap();
+    let chosen = [
+        red_term.clone(),
+        ("year", json!({"range": {"year": {"gte": 2005}}})),
+    ];
+    let ranged = oracle
+        .expect(Some(lexical.clone()), &facet_fields, &chosen)
+        .await;
+    assert_ne!(ranged["matched"], filtered["matched"], "the range filters");
+    until(&b, "the hits and counts with color=red, year>=2005", |s| {
+        agrees(s, &ranged)
+    })
+    .await;
+
     // A document: its dialog shows the stored fields, as GET .../docs/{id} answers them.
-    let first = filtered["hits"][0].clone();
+    let first = ranged["hits"][0].clone();
     let open = b
         .find(Locator::Css("#hits li.hit button.open"))
         .await
@@ -499,6 +525,26 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
     })
     .await;
 
+    // More like this: the document's neighbours (mode id), under the same filters.
+    open.click().await.unwrap();
+    until(&b, "the document again", |s| s["doc"]["open"] == true).await;
+    b.find(Locator::Css("#doc-similar"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let like = json!({"id": first});
+    let similar = oracle
+        .expect(Some(like.clone()), &facet_fields, &chosen)
+        .await;
+    let s = until(&b, "more like the document", |s| {
+        agrees(s, &similar) && s["doc"]["open"] == false
+    })
+    .await;
+    assert_eq!(s["mode"], "id");
+    assert_eq!(s["query"], first);
+
     // Clear filters: back to the unfiltered answer.
     b.find(Locator::Css("#reset"))
         .await
@@ -506,7 +552,8 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
         .click()
         .await
         .unwrap();
-    until(&b, "the filters cleared", |s| agrees(s, &searched)).await;
+    let cleared = oracle.expect(Some(like), &facet_fields, &[]).await;
+    until(&b, "the filters cleared", |s| agrees(s, &cleared)).await;
 
     // Nothing went wrong in the page: no script error, no CSP refusal, no failed fetch.
     let sid = b.session_id().await.unwrap().expect("a session");
