@@ -251,8 +251,8 @@ pub struct Need {
 }
 
 /// What `method path` needs; `None` for the open probes (`/health`, `/ready`) and the
-/// console's page and assets (`GET /console`, `/console/*`; `GET /` is decided in [`admit`],
-/// by its media type).
+/// console's page and assets (`GET /console`, `/console/*`; `GET /` is decided by the
+/// router's gate, by its media type).
 pub fn need(method: &Method, path: &str) -> Option<Need> {
     let segs: Vec<&str> = path
         .trim_start_matches('/')
@@ -394,12 +394,6 @@ impl Keys {
 /// allows its route, `Ok(None)` for the open probes and the console, else the 401/403 to
 /// answer.
 pub(crate) fn admit(keys: &Keys, req: &Request) -> Result<Option<Caller>, ApiError> {
-    // `GET /` is the console's page, except for an Elasticsearch client (its root, which
-    // needs a key as Elasticsearch's does).
-    let read_method = *req.method() == Method::GET || *req.method() == Method::HEAD;
-    if read_method && req.uri().path() == "/" && !crate::es_write::wants_es(req.headers()) {
-        return Ok(None);
-    }
     let Some(need) = need(req.method(), req.uri().path()) else {
         return Ok(None);
     };
