@@ -177,6 +177,10 @@ return {
   qps: q("#stat-qps").textContent,
   doc: { open: dlg.open, title: q("#doc-title").textContent, rows },
   keybox: q("#keybox").open,
+  explain: q("#explain").hidden ? null : {
+    plan: Object.fromEntries([...document.querySelectorAll("#plan div")].map((d) => [d.querySelector("dt").textContent, d.querySelector("dd").textContent])),
+    stages: [...document.querySelectorAll("#stages tbody tr")].map((tr) => tr.dataset.stage),
+  },
   focus: document.activeElement ? document.activeElement.id || document.activeElement.className : null,
 };
 "##;
@@ -185,7 +189,7 @@ async fn snapshot(b: &Client) -> Value {
     b.execute(SNAPSHOT, vec![]).await.expect("snapshot script")
 }
 
-/// Poll the page until `want` holds of its snapshot (10 s at most); the snapshot.
+/// Poll the page until `want` holds of its snapshot (20 s at most); the snapshot.
 async fn until(b: &Client, what: &str, want: impl Fn(&Value) -> bool) -> Value {
     let t = Instant::now();
     loop {
@@ -193,7 +197,7 @@ async fn until(b: &Client, what: &str, want: impl Fn(&Value) -> bool) -> Value {
         if want(&s) {
             return s;
         }
-        if t.elapsed() > Duration::from_secs(10) {
+        if t.elapsed() > Duration::from_secs(20) {
             panic!("{what}: the page never showed it; it shows {s:#}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -405,6 +409,14 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
             .as_str()
             .unwrap()
             .contains(&format!("{} hits (lexical)", hits.len())),
+        "{s:#}"
+    );
+    // The plan and timings of the search (`explain`).
+    let plan = &s["explain"]["plan"];
+    assert_eq!(plan["mode"], "lexical", "{s:#}");
+    assert_eq!(plan["k"], "10", "{s:#}");
+    assert!(
+        !s["explain"]["stages"].as_array().unwrap().is_empty(),
         "{s:#}"
     );
     // The live statistics count the searches (polled every 2 s).
