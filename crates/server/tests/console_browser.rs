@@ -175,6 +175,7 @@ return {
   mode: q("#mode").value,
   query: q("#q").value,
   qps: q("#stat-qps").textContent,
+  p50: q("#stat-p50").textContent,
   doc: { open: dlg.open, title: q("#doc-title").textContent, rows },
   keybox: q("#keybox").open,
   explain: q("#explain").hidden ? null : {
@@ -377,11 +378,16 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
         s["hits"].as_array().unwrap().len() == 10,
         "the first 10 by id: {s:#}"
     );
-    // The live statistics have been polled.
-    until(&b, "the QPS", |s| {
+    // The live statistics have been polled; no search yet, so no latency to show.
+    let s = until(&b, "the QPS", |s| {
         s["qps"].as_str().is_some_and(|q| q.parse::<f64>().is_ok())
     })
     .await;
+    assert_eq!(
+        (&s["qps"], &s["p50"]),
+        (&json!("0.00"), &json!("–")),
+        "{s:#}"
+    );
 
     // A text query, typed and sent with Enter.
     let text = "harbor cedar";
@@ -420,10 +426,16 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
         "{s:#}"
     );
     // The live statistics count the searches (polled every 2 s).
-    until(&b, "the QPS of the searches so far", |s| {
+    let s = until(&b, "the QPS of the searches so far", |s| {
         s["qps"].as_str().and_then(|q| q.parse::<f64>().ok()) > Some(0.0)
     })
     .await;
+    assert!(
+        s["p50"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("µs") || p.ends_with("ms")),
+        "{s:#}"
+    );
     screenshot(&shots, "search.png", &b.screenshot().await.unwrap());
 
     // A facet value: the hits, the match count and the other facets' counts change to the
