@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the tests that need something from the machine did (crates/testkit/src/needs.rs):
 # counts the ledger's lines per need and fails when a need CI must provide (the model, the
-# Qdrant binary, namespaces, the Elasticsearch clients, the browser) was used by no test, or when one of them was skipped.
+# Qdrant binary, namespaces, the Elasticsearch clients) was used by no test, or when one of them was skipped.
 #
 #   bash scripts/test-ledger.sh target/test-ledger.txt
 set -euo pipefail

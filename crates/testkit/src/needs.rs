@@ -2,8 +2,8 @@
 //!
 //! Some tests need something a user's clone may lack: the real embedding model
 //! (`SEARCHD_TEST_MODEL`), the Qdrant binary (`QDRANT_BIN` or `qdrant` on `PATH`), user and
-//! mount namespaces (`unshare`, for the disk-full tests), a delegated memory cgroup, a
-//! headless Chromium with its WebDriver (`chromedriver`, for the console). Such a test asks [`require`] (or [`model`]) first:
+//! mount namespaces (`unshare`, for the disk-full tests), a delegated memory cgroup. Such a
+//! test asks [`require`] (or [`model`]) first:
 //!
 //! * present: the use is appended to the ledger file named by `SEARCHD_TEST_LEDGER` (one
 //!   line `NEED TEST` per use; nothing when the variable is unset) and the test runs;
