@@ -1,9 +1,11 @@
 //! The search console in a real browser (issue "What a user sees"): Debian's Chromium,
 //! headless, driven through WebDriver (`chromedriver`, with the `fantoccini` client). A user
-//! loads the console, runs a text query, clicks a facet value, sees the hits and counts
-//! change, opens a document and closes it again. Every number the page shows is checked
-//! against the API's own answer to the same question (search, count, facet, document), not
-//! against numbers written here.
+//! loads the console, runs a text query, clicks a facet value and sets a range, sees the
+//! hits and counts change, opens a document, closes it, asks for more like it and clears
+//! the filters. Every hit list and number the page shows is checked against the API's own
+//! answer to the same question (search, count, facet, document), not against numbers
+//! written here, and the browser's log must hold no error. A second walk runs against a
+//! server with API keys: the page loads without one and works once a key is typed into it.
 //!
 //! Needs Chromium and chromedriver ([`Need::Browser`]): `SEARCHD_TEST_CHROMIUM` and
 //! `SEARCHD_TEST_CHROMEDRIVER`, else `chromium` and `chromedriver` on `PATH`
