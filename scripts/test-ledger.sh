@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the tests that need something from the machine did (crates/testkit/src/needs.rs):
 # counts the ledger's lines per need and fails when a need CI must provide (the model, the
-# Qdrant binary, namespaces, the Elasticsearch clients, redis-server) was used by no test, or when one of them was skipped.
+# Qdrant binary, namespaces, the Elasticsearch clients, redis-server, Chromium) was used
+# by no test, or when one of them was skipped.
 #
 #   bash scripts/test-ledger.sh target/test-ledger.txt
 set -euo pipefail
@@ -9,7 +10,7 @@ ledger="${1:?usage: test-ledger.sh LEDGER}"
 touch "$ledger"
 echo "tests that ran with what they need (from $ledger):"
 status=0
-for need in model qdrant namespaces es-client redis cgroup; do
+for need in model qdrant namespaces es-client redis browser cgroup; do
     ran=$(grep -c "^$need " "$ledger" || true)
     skipped=$(grep -c "^skipped:$need " "$ledger" || true)
     printf '  %-11s %3d ran, %d skipped\n' "$need" "$ran" "$skipped"

@@ -10,7 +10,9 @@
 //! collections = ["docs"]               # optional: only these collections
 //! ```
 //!
-//! With keys configured, every route but `/health` and `/ready` needs one, sent as
+//! With keys configured, every route but `/health`, `/ready` and the search console's page
+//! and assets (`GET /console`, `/console/*`, and `GET /` unless it asks for Elasticsearch's
+//! media type: they hold no data, and the page sends the key its user types) needs one, sent as
 //! `Authorization: Bearer KEY` or `api-key: KEY` (Qdrant's header). No key, or one that
 //! is not in the file: 401 `unauthorized`. A key whose scope or collections do not cover
 //! the route: 403 `forbidden`. What a route needs is decided here, in one place
@@ -248,7 +250,9 @@ pub struct Need {
     pub collection: Option<String>,
 }
 
-/// What `method path` needs; `None` for the open probes (`/health`, `/ready`).
+/// What `method path` needs; `None` for the open probes (`/health`, `/ready`) and the
+/// console's page and assets (`GET /console`, `/console/*`; `GET /` is decided by the
+/// router's gate, by its media type).
 pub fn need(method: &Method, path: &str) -> Option<Need> {
     let segs: Vec<&str> = path
         .trim_start_matches('/')
@@ -264,6 +268,7 @@ pub fn need(method: &Method, path: &str) -> Option<Need> {
     };
     match segs.as_slice() {
         ["health" | "healthz" | "ready" | "readyz"] => None,
+        ["console"] | ["console", "console.js" | "console.css"] if read_method => None,
         ["stats" | "metrics"] if read_method => n(Scope::Read, None),
         ["search"] if *method == Method::POST => n(Scope::Read, None),
         ["admin", ..] => n(Scope::Admin, None),
@@ -386,7 +391,8 @@ impl Keys {
 }
 
 /// Whether `req` may pass, with keys configured: `Ok(Some(caller))` with a key that
-/// allows its route, `Ok(None)` for the open probes, else the 401/403 to answer.
+/// allows its route, `Ok(None)` for the open probes and the console, else the 401/403 to
+/// answer.
 pub(crate) fn admit(keys: &Keys, req: &Request) -> Result<Option<Caller>, ApiError> {
     let Some(need) = need(req.method(), req.uri().path()) else {
         return Ok(None);
@@ -449,6 +455,14 @@ mod tests {
         let s = |x: &str| Some(x.to_string());
         assert_eq!(need_of(&g, "/health"), None);
         assert_eq!(need_of(&g, "/ready"), None);
+        for open in ["/console", "/console/console.js", "/console/console.css"] {
+            assert_eq!(need_of(&g, open), None, "{open}");
+        }
+        assert_eq!(
+            need_of(&g, "/console/other.js"),
+            Some((Scope::Read, s("console")))
+        );
+        assert_eq!(need_of(&p, "/console"), Some((Scope::Write, s("console"))));
         assert_eq!(need_of(&g, "/stats"), Some((Scope::Read, None)));
         assert_eq!(need_of(&p, "/search"), Some((Scope::Read, None)));
         assert_eq!(need_of(&p, "/admin/reload"), Some((Scope::Admin, None)));

@@ -198,6 +198,9 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
     } else {
         match &app.keys {
             None => next.run(req).await,
+            // `GET /` is the console's page, open as its assets are (`auth::need`), except
+            // for an Elasticsearch client: its root needs a key, as Elasticsearch's does.
+            Some(_) if console_root(&req) => next.run(req).await,
             Some(keys) => match crate::auth::admit(keys, &req) {
                 Ok(Some(c)) => {
                     caller = Some(c.key.clone());
@@ -241,6 +244,13 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
         }
     }
     resp
+}
+
+/// `GET /` (or `HEAD`) for the console's page rather than Elasticsearch's root.
+fn console_root(req: &Request) -> bool {
+    matches!(*req.method(), Method::GET | Method::HEAD)
+        && req.uri().path() == "/"
+        && !es_write::wants_es(req.headers())
 }
 
 /// `GET /`: Elasticsearch's root shape for its clients (they ask for its media type),

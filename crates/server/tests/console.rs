@@ -1,9 +1,7 @@
 //! The search console (`GET /`, `/console`; issue "What a user sees"): the page and its
 //! assets are served from the binary with their content types, caching and a strict CSP;
-//! `GET /` with Elasticsearch's media type is still ES's root; and, in a real headless
-//! Chromium driven through WebDriver (`chromedriver`), a user loads the console, runs a
-//! text query, clicks a facet, sees hits and counts change (checked against the API's own
-//! answers), opens a document and sees the live stats. Screenshots go to `docs/console/`.
+//! `GET /` with Elasticsearch's media type is still ES's root. The page in a real browser:
+//! `console_browser.rs`.
 
 mod common;
 

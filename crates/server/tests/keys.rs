@@ -113,6 +113,27 @@ async fn keys_gate_every_route_by_scope_and_collection() {
             "{p}"
         );
     }
+    // So does the console (its page and assets hold no data; the page sends the key its
+    // user types), but not Elasticsearch's root, which `GET /` is for an ES client.
+    for p in [
+        "/",
+        "/console",
+        "/console/console.js",
+        "/console/console.css",
+    ] {
+        let r = c.get(url(&s, p)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{p} without a key");
+    }
+    let r = c
+        .get(url(&s, "/"))
+        .header(
+            "accept",
+            "application/vnd.elasticsearch+json; compatible-with=8",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "Elasticsearch's root without a key");
     // The delete-everything probe of the issue, without a key and with a wrong one.
     let wipe = r#"{"filter": {"match_all": {}}, "wait": true}"#;
     let del = url(&s, "/collections/a/delete");

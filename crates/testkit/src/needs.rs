@@ -34,6 +34,9 @@ pub enum Need {
     /// A `redis-server` executable (`REDIS_SERVER`, or `redis-server` on `PATH`), for the
     /// shared cache tier.
     Redis,
+    /// Chromium and `chromedriver` (`SEARCHD_TEST_CHROMIUM`, `SEARCHD_TEST_CHROMEDRIVER`, or
+    /// `chromium` and `chromedriver` on `PATH`; `bash .ci/browser.sh` installs them).
+    Browser,
 }
 
 impl Need {
@@ -46,6 +49,7 @@ impl Need {
             Need::Cgroup => "cgroup",
             Need::EsClient => "es-client",
             Need::Redis => "redis",
+            Need::Browser => "browser",
         }
     }
 
@@ -70,6 +74,10 @@ impl Need {
             Need::Redis => {
                 "set REDIS_SERVER or put redis-server on PATH (apt-get install redis-server; \
                  .ci/run installs it)"
+            }
+            Need::Browser => {
+                "install Debian's chromium and chromium-driver (bash .ci/browser.sh), or set \
+                 SEARCHD_TEST_CHROMIUM and SEARCHD_TEST_CHROMEDRIVER"
             }
         }
     }

@@ -115,8 +115,10 @@ async function pollStats() {
     state.embedder = !!s.embedder;
     const lat = s.latency_ms || {};
     $("#stat-qps").textContent = typeof s.qps_1m === "number" ? s.qps_1m.toFixed(2) : "–";
-    $("#stat-p50").textContent = fmtMs(lat.p50);
-    $("#stat-p99").textContent = fmtMs(lat.p99);
+    // No search in the window: the server's percentiles are 0, not a measured latency.
+    const measured = typeof s.qps_1m === "number" && s.qps_1m > 0;
+    $("#stat-p50").textContent = measured ? fmtMs(lat.p50) : "–";
+    $("#stat-p99").textContent = measured ? fmtMs(lat.p99) : "–";
     $("#stat-requests").textContent = fmtInt(s.requests && s.requests.total);
     $("#stat-inflight").textContent = fmtInt(s.inflight);
     $("#stats").classList.remove("stale");
