@@ -74,7 +74,7 @@ pub enum Fusion {
 }
 
 /// The fusion of a hybrid search that names none (the server's and `searchd eval`'s):
-/// RRF with rank constant 60. README "Lexical and hybrid search" gives the measurements
+/// RRF with rank constant 60. docs/lexical-and-hybrid.md gives the measurements
 /// behind the choice.
 pub const DEFAULT_FUSION: Fusion = Fusion::Rrf {
     rank_constant: DEFAULT_RANK_CONSTANT,

@@ -206,8 +206,8 @@ impl FileBytes {
                 // SAFETY: this is the crate's only mapping of a file. Index files are
                 // written once into a temporary directory and renamed into place; searchd
                 // never modifies or truncates them afterwards. The operator must not
-                // modify index files while a process has them open (documented in the
-                // README): a truncation would turn reads into SIGBUS, which is the same
+                // modify index files while a process has them open (documented in
+                // docs/vectors.md): a truncation would turn reads into SIGBUS, which is the same
                 // contract every mmap-based database (LMDB, tantivy) has.
                 let map = unsafe { mo.map(&file) }.map_err(|e| Error::io(path, e))?;
                 #[cfg(unix)]

@@ -288,7 +288,12 @@ async fn good_server_full_ramp_with_recall_and_outputs() {
         assert!((rec - 0.5).abs() < 1e-9, "recall {rec}");
         assert_eq!(s.server.rss_bytes, Some(RSS));
         let cpu = s.server.cpu_pct.unwrap();
-        assert!((20.0..=90.0).contains(&cpu), "cpu {cpu}");
+        // The fake server reports 0.5 CPU-seconds per second at the moment it answers
+        // /stats; the client divides by its own clock between the two reads, so on a busy
+        // machine (a short step, answers delayed) the figure strays from 50%: seen 12.8%
+        // with the CI build's neighbours. It must still be a figure from the server's
+        // counter: positive and within reason.
+        assert!((5.0..=150.0).contains(&cpu), "cpu {cpu}");
         let l = &s.latency_ms;
         assert!(l.p50.unwrap() <= l.p95.unwrap() && l.p95.unwrap() <= l.p99.unwrap());
         assert!(l.p99.unwrap() <= l.max.unwrap());

@@ -5,7 +5,7 @@
 //! costs a canonicalisation of the body, a hash and an insert on top of the work, while the
 //! bytes held are taken from the page cache the index lives in. It pays for repeated reads
 //! (dashboards, facet panels, the first page of a popular filter); `bench/fields_reads.py`
-//! measures both sides (README "Response cache").
+//! measures both sides (docs/queries-and-filters.md "Response cache").
 //!
 //! - **Key**: collection name, the collection's *generation* (bumped by every reload and
 //!   write, so a swapped or changed collection can never serve an older answer), the route,

@@ -121,7 +121,7 @@ pub struct ServeSettings {
 
     /// Search threads (the CPU pool that runs searches, filters, counts, facets and
     /// pages; connections and embedding have their own threads). Default: one per core
-    /// (README "Search threads" has the sweep behind it).
+    /// (docs/queries-and-filters.md "Search threads" has the sweep behind it).
     pub threads: Option<usize>,
 
     /// Threads of the async runtime that handles connections and HTTP (not searches).
@@ -153,7 +153,7 @@ pub struct ServeSettings {
     pub timeout_ms: u64,
 
     /// Turn on the response cache with this many bytes (e.g. 64MiB, 512KiB, 1000000).
-    /// Off by default: with rotating queries it only adds work (README "Response cache").
+    /// Off by default: with rotating queries it only adds work (docs/queries-and-filters.md "Response cache").
     pub cache_bytes: Option<u64>,
 
     /// Time to live of a cached reply (both tiers).

@@ -10,7 +10,7 @@
 //! `includes`/`excludes`) and `aggs`/`aggregations` of type `terms` (`field`, `size`).
 //! Anything else is refused up front with a 400 naming it — never ignored.
 //!
-//! Deviations, documented in the README: a filter-only query scores every hit 1.0 (like
+//! Deviations, documented in docs/queries-and-filters.md: a filter-only query scores every hit 1.0 (like
 //! `constant_score`) and orders by `_id` unless sorted; `aggs` with `knn` or `match` count
 //! over the returned hits' window (`k`, or `from + size`), as Elasticsearch does for kNN;
 //! integer ids are shown as strings in `_id` (Elasticsearch ids are strings).
@@ -78,7 +78,7 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
 fn unsupported(path: &str, what: &str) -> ApiError {
     ApiError::invalid(format!(
         "{path}: {what} is not supported by searchd's Elasticsearch-compatible layer \
-         (README \"Elasticsearch-compatible reads\" lists what is)"
+         (docs/queries-and-filters.md \"Elasticsearch-compatible reads\" lists what is)"
     ))
 }
 

@@ -113,7 +113,7 @@ impl<'de> Deserialize<'de> for SearchBody {
 }
 
 /// The fusion of a hybrid search when the request gives none: RRF with rank constant 60
-/// over 100 candidates per side (README "Lexical and hybrid search" gives the measurements
+/// over 100 candidates per side (docs/lexical-and-hybrid.md gives the measurements
 /// behind this choice).
 pub const DEFAULT_FUSION: Fusion = fusion::DEFAULT_FUSION;
 

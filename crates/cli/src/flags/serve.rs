@@ -178,7 +178,7 @@ pub struct ServeArgs {
 
     /// Search threads (the CPU pool that runs searches, filters, counts, facets and
     /// pages; connections and embedding have their own threads). Default: one per core
-    /// (README "Search threads" has the sweep behind it).
+    /// (docs/queries-and-filters.md "Search threads" has the sweep behind it).
     #[arg(
         help_heading = "Threads and admission",
         long,
@@ -222,7 +222,7 @@ pub struct ServeArgs {
     pub timeout_ms: u64,
 
     /// Turn on the response cache with this many bytes (e.g. 64MiB, 512KiB, 1000000).
-    /// Off by default: with rotating queries it only adds work (README "Response cache").
+    /// Off by default: with rotating queries it only adds work (docs/queries-and-filters.md "Response cache").
     #[arg(help_heading = "Search", long, value_name = "BYTES", value_parser = parse_bytes, group = "cache_tier")]
     pub cache_bytes: Option<u64>,
 
@@ -239,7 +239,7 @@ pub struct ServeArgs {
     /// A response cache in Redis shared by every searchd given the same URL
     /// (`redis://[:PASSWORD@]HOST:PORT[/DB]`), behind --cache-bytes or alone; a write or
     /// reload through any of them invalidates the others' entries. Fails open: while Redis
-    /// is down or slow (50 ms), reads go uncached, never fail (README "Shared cache tier").
+    /// is down or slow (50 ms), reads go uncached, never fail (docs/operations.md "Shared cache tier").
     #[arg(
         help_heading = "Search",
         long,

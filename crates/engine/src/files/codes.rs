@@ -68,8 +68,8 @@ impl Quantization {
         }
     }
     /// Default `oversample` recorded in the manifest: coarser codes need more candidates
-    /// rescored to keep recall@10 >= 0.95 (measured on dev-gcide-50k and synth 1M, see the
-    /// README's memory and quantization section).
+    /// rescored to keep recall@10 >= 0.95 (measured on dev-gcide-50k and synth 1M, see
+    /// docs/memory-and-quantization.md).
     pub fn default_oversample(self) -> f32 {
         match self {
             Quantization::None | Quantization::Sq8 => DEFAULT_OVERSAMPLE,
