@@ -149,7 +149,38 @@ fn vector(seed: usize) -> Vec<f32> {
     v.to_vec()
 }
 
-/// Read a query until the shared tier has its first reply (the SET is fire-and-forget).
+/// Read `body` through the door at `door` (a miss there), and wait until that door has
+/// sent its reply to Redis (the SET is fire-and-forget): a reader asking earlier would
+/// compute the reply itself and then answer from its own tier, never `shared-hit`.
+async fn miss_and_store(door: &str, search: &str, body: &Value) -> Value {
+    let before = shared_stats(door).await["stores"].as_u64().unwrap_or(0);
+    let (st, _, v) = post(search, body).await;
+    assert_eq!(st, 200, "{v}");
+    let t = Instant::now();
+    while shared_stats(door).await["stores"].as_u64().unwrap_or(0) <= before {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{door} never stored its reply: {}",
+            shared_stats(door).await
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    v
+}
+
+/// Wait until the door at `door` has stored `n` replies in Redis.
+async fn wait_stored(door: &str, n: u64) {
+    let t = Instant::now();
+    while shared_stats(door).await["stores"].as_u64().unwrap_or(0) < n {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{door} stored fewer than {n} replies"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Read a query until the shared tier answers it (its entry is in Redis already).
 async fn until_shared(url: &str, body: &Value) -> Value {
     let t = Instant::now();
     loop {
@@ -187,6 +218,7 @@ async fn two_front_doors_over_one_local_collection_share_replies() {
     );
     let (st, how, first) = post(&sa, &q).await;
     assert_eq!((st, how.as_str()), (200, "miss"), "{first}");
+    wait_stored(&a.url, 1).await;
     // B has never seen the query: it comes from Redis, then from its own tier.
     let shared = until_shared(&sb, &q).await;
     assert_eq!(shared, first, "B serves A's reply byte for byte");
@@ -455,7 +487,7 @@ mod qdrant {
                 (&sb, &sa)
             };
             let query = json!({"vector": vector(10 + round), "k": 3});
-            let (_, _, old) = post(sw, &query).await;
+            let old = miss_and_store(&w.url, sw, &query).await;
             until_shared(sr, &query).await;
             let (_, how, _) = post(sr, &query).await;
             assert_eq!(how, "hit");
@@ -498,7 +530,7 @@ mod qdrant {
         // Redis killed: a write through A cannot be announced; B (which had the reply in
         // its own tier) must not serve it after Redis comes back.
         let query = json!({"vector": vector(50), "k": 3});
-        post(&sa, &query).await;
+        miss_and_store(&a.url, &sa, &query).await;
         until_shared(&sb, &query).await;
         let (_, how, _) = post(&sb, &query).await;
         assert_eq!(how, "hit");
