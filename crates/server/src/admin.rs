@@ -282,7 +282,6 @@ async fn swap_in(
     let previous = slot.backend.swap(Some(Arc::new(backend)));
     // A collection that had failed to open at start serves from now on.
     slot.failed.store(None);
-    slot.bump();
     app.changed(&slot).await;
     app.stats.reloads.fetch_add(1, Relaxed);
     let previous_path = previous.as_ref().map(|p| p.info()["path"].clone());
@@ -382,7 +381,6 @@ async fn reopen(
                 false,
             );
             slot.backend.store(Some(Arc::new(Box::new(failed))));
-            slot.bump();
             app.changed(&slot).await;
             drop(turn);
             Err(e)

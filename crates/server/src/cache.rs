@@ -125,9 +125,11 @@ impl ResponseCache {
         Some(Bytes::from(k))
     }
 
-    /// `key` (made by [`ResponseCache::key`] for `collection`) with another generation.
-    pub fn rekey(key: &[u8], collection: &str, generation: u64) -> Bytes {
-        let mut k = key.to_vec();
+    /// `key` (made by [`ResponseCache::key`] for `collection`) with another generation,
+    /// changed in place (a key made by [`ResponseCache::key`] and not shared converts to a
+    /// `Vec` without a copy).
+    pub fn rekey(key: Bytes, collection: &str, generation: u64) -> Bytes {
+        let mut k = Vec::from(key);
         let at = collection.len() + 1;
         if let Some(g) = k.get_mut(at..at + 8) {
             g.copy_from_slice(&generation.to_le_bytes());
@@ -241,7 +243,7 @@ mod tests {
         assert_eq!(a, b);
         let g2 = ResponseCache::key("c", 2, "search", None, br#"{"k":10,"text":"a b"}"#).unwrap();
         assert_ne!(a, g2, "another generation is another key");
-        assert_eq!(ResponseCache::rekey(&a, "c", 2), g2);
+        assert_eq!(ResponseCache::rekey(a.clone(), "c", 2), g2);
         let q = ResponseCache::key(
             "c",
             1,

@@ -438,7 +438,6 @@ pub(crate) async fn delete(
             .cloned()
             .collect::<Vec<_>>()
     });
-    slot.bump();
     app.changed(&slot).await;
     slot.failed.store(Some(Arc::new(format!(
         "the collection {name:?} was deleted"
@@ -532,7 +531,6 @@ pub(crate) async fn put_mapping(
             e if e.is_disk_full() => ApiError::new(Code::InsufficientStorage, e.to_string()),
             e => internal("the mapping change failed", e),
         })?;
-    slot.bump();
     app.changed(&slot).await;
     Ok(json_response(
         StatusCode::OK,

@@ -619,8 +619,7 @@ where
             }
         }
     }
-    let key = ResponseCache::rekey(&request, &slot.name, generation);
-    drop(request);
+    let key = ResponseCache::rekey(request, &slot.name, generation);
     if let Some(cache) = &app.cache {
         if let Some(hit) = cache.get(&key) {
             return tagged(hit.to_vec(), "hit");

@@ -79,7 +79,7 @@ pub(crate) async fn facet(rd: Read) -> Result<Vec<u8>, ApiError> {
         None => DEFAULT_FACET_SIZE,
     };
     let mut r = rd.request();
-    let r_deadline = r.deadline;
+    let deadline = r.deadline;
     r.filter = rd.filter("filter")?;
     r.total = true;
     r.facets = vec![FacetSpec {
@@ -91,7 +91,6 @@ pub(crate) async fn facet(rd: Read) -> Result<Vec<u8>, ApiError> {
     let f = out.facets.into_iter().next().unwrap_or_default();
     let large = f.buckets.len() >= crate::render::OFFLOAD_ITEMS;
     let arrival = rd.arrival;
-    let deadline = r_deadline;
     rd.app
         .renders
         .offload_if(deadline, large, move || {

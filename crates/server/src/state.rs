@@ -198,8 +198,10 @@ pub(crate) struct App {
 
 impl App {
     /// A write or reload changed `slot`'s data (called after the change is applied, before
-    /// the reply): the shared cache tier, when there is one, gets a new generation for it.
+    /// the reply): its cache generation moves on ([`Slot::bump`]) and the shared cache tier,
+    /// when there is one, gets a new generation for it too.
     pub(crate) async fn changed(&self, slot: &Slot) {
+        slot.bump();
         if let Some(t) = &self.shared {
             t.invalidate(&slot.name).await;
         }

@@ -72,7 +72,6 @@ pub(crate) async fn upsert_docs(
         .write(WriteOp::Upsert(out), wait)
         .await
         .map_err(|e| backend_error(app, e))?;
-    slot.bump();
     app.changed(slot).await;
     Ok(r)
 }
@@ -151,7 +150,6 @@ pub(crate) async fn delete_by_id(
         .write(WriteOp::Delete(vec![target]), wait)
         .await
         .map_err(|e| backend_error(app, e))?;
-    slot.bump();
     app.changed(slot).await;
     Ok(r)
 }

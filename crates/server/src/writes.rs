@@ -281,7 +281,6 @@ pub(crate) async fn delete_many(
             .write(op, wait)
             .await
             .map_err(|e| backend_error(&app, e))?;
-        slot.bump();
         app.changed(&slot).await;
         Ok(receipt_json(&r, t.elapsed()))
     }
