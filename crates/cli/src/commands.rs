@@ -57,7 +57,7 @@ pub fn synth_files(
     };
     let pb = bar((n + queries) as u64, "synth");
     let data = searchd_vecio::synth::generate(&p, Some(&pb));
-    pb.finish_and_clear();
+    crate::util::done(&pb);
     searchd_vecio::write_vectors(base_path, &data.base, n, dim)?;
     searchd_vecio::write_vectors(queries_path, &data.queries, queries, dim)?;
     Ok(data)
@@ -152,7 +152,7 @@ pub fn gt(a: &GtArgs) -> CmdResult {
     let t = Instant::now();
     let res = pool.install(|| exact::knn(a.metric, &b, &q, dim, a.k, &|d| pb.set_position(d)));
     let secs = t.elapsed().as_secs_f64();
-    pb.finish_and_clear();
+    crate::util::done(&pb);
     let ids: Vec<i32> = res
         .iter()
         .flat_map(|r| r.iter().map(|n| n.id as i32))
@@ -374,7 +374,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         pb.finish_and_clear();
         CliError::from(e)
     })?;
-    pb.finish_and_clear();
+    crate::util::done(&pb);
     println!(
         "built {} index over {} x {} ({}) in {:.1}s (graph {:.1}s) -> {} ({})",
         kind.name(),

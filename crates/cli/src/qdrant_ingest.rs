@@ -141,7 +141,7 @@ pub fn run(a: &IngestArgs) -> CmdResult {
         .build()
         .map_err(|e| CliError::Io(e.to_string()))?;
     let report = rt.block_on(admin::ingest_collection(&url, &name, docs, &opts, progress));
-    bar.finish_and_clear();
+    crate::util::done(&bar);
     if let Some(s) = &staging {
         let _ = std::fs::remove_dir_all(s);
     }

@@ -475,7 +475,7 @@ pub fn run(
             vectors[i] = Some((e.vectors, t.elapsed().as_micros() as u64));
             pb.inc(1);
         }
-        pb.finish_and_clear();
+        crate::util::done(&pb);
     }
     let mut runs = Vec::new();
     for mode in &modes {
@@ -508,7 +508,7 @@ pub fn run(
             r.recall.push(recall_at(&flags, *n_rel, DEPTH));
             pb.inc(1);
         }
-        pb.finish_and_clear();
+        crate::util::done(&pb);
         runs.push(r);
     }
     // Report.

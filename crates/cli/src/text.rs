@@ -517,7 +517,7 @@ pub fn embed_cmd(a: &EmbedArgs) -> CmdResult {
         out.extend_from_slice(&e.vectors);
         pb.inc(chunk.len() as u64);
     }
-    pb.finish_and_clear();
+    crate::util::done(&pb);
     let secs = t0.elapsed().as_secs_f64();
     searchd_vecio::write_vectors(&a.out, &out, texts.len(), dim)?;
     println!(

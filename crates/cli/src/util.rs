@@ -65,7 +65,8 @@ pub type CmdResult<T = ()> = Result<T, CliError>;
 
 /// A progress bar on stderr. When stderr is not a terminal (CI, a log file) the bar is
 /// not drawn; instead one plain line (`build: 12000/100000 (12.0%), 3400/s, eta 26s`) is
-/// printed at the start and then every `SEARCHD_PROGRESS_SECS` seconds (default 5, as ingest).
+/// printed at the start and then every `SEARCHD_PROGRESS_SECS` seconds (default 5, as ingest),
+/// and [`done`] prints the last one (`build: 100000/100000 done in 26.1s, 3800/s`).
 pub fn bar(len: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
     pb.set_style(
@@ -80,6 +81,27 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
         progress_lines(&pb, what);
     }
     pb
+}
+
+/// The end of a [`bar`]'s work: the bar is cleared, and where it was not drawn the plain
+/// progress lines end with a `done` line, so a log never stops at `0/N started`.
+pub fn done(pb: &ProgressBar) {
+    pb.finish_and_clear();
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return;
+    }
+    let (pos, secs) = (pb.position(), pb.elapsed().as_secs_f64());
+    let rate = if secs > 0.0 {
+        format!(", {:.0}/s", pos as f64 / secs)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "{}: {pos}/{} done in {}{rate}",
+        pb.prefix(),
+        pb.length().unwrap_or(pos),
+        fmt_duration(pb.elapsed())
+    );
 }
 
 /// Plain progress lines for a bar that is not drawn (see [`bar`]).

@@ -622,7 +622,29 @@ impl Collection {
 
     /// What the collection is, for `/stats` and logs.
     pub fn info(&self) -> serde_json::Value {
-        let first = self.segments.first().map(|s| s.index.info());
+        // The segment holding most rows describes the collection's index (a live
+        // collection's newest segments are small, often flat, while most documents sit in a
+        // large HNSW one); every segment is listed in `segment_details`.
+        let main = self
+            .segments
+            .iter()
+            .max_by_key(|s| s.len())
+            .map(|s| s.index.info());
+        let details: Vec<serde_json::Value> = self
+            .segments
+            .iter()
+            .zip(&self.live)
+            .map(|(s, l)| {
+                let info = s.index.info();
+                serde_json::json!({
+                    "name": s.name,
+                    "kind": info.kind.name(),
+                    "rows": s.len(),
+                    "deleted": l.as_ref().map_or(0, |b| s.len() as u64 - b.len()),
+                    "bytes": info.bytes,
+                })
+            })
+            .collect();
         serde_json::json!({
             "kind": if self.manifest.is_some() { "collection" } else { "index" },
             "path": self.dir,
@@ -632,7 +654,8 @@ impl Collection {
             "segments": self.segments.len(),
             "deleted": self.deleted(),
             "seq": self.seq,
-            "index": first,
+            "index": main,
+            "segment_details": details,
             "model": self.model(),
             "text_field": self.manifest.as_ref().and_then(|m| m.text_field.clone()),
             "fields": self.manifest.as_ref().map(|m| m.fields.clone()),

@@ -21,7 +21,8 @@ pub(crate) type Loaded = (
 );
 
 /// Check that a collection was embedded by the server's model (text queries would be
-/// meaningless otherwise). Collections without a model record (vectors given) pass.
+/// meaningless otherwise). Collections without a model record (vectors given) pass with a
+/// warning: their text queries are embedded by a model that did not make their vectors.
 pub(crate) fn check_model(
     server: &ModelRecord,
     coll: Option<&ModelRecord>,
@@ -38,7 +39,15 @@ pub(crate) fn check_model(
             server.checksum,
             server.dim
         )),
-        _ => Ok(()),
+        Some(_) => Ok(()),
+        None => {
+            tracing::warn!(
+                "{} records no model (its vectors were given at ingest, not embedded by searchd): text queries to it are embedded with --model {} and compared with vectors that model may not have made; send vector queries, or ingest the documents again with --model",
+                path.display(),
+                server.name
+            );
+            Ok(())
+        }
     }
 }
 

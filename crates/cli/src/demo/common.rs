@@ -10,6 +10,123 @@ use crate::util::CliError;
 /// Recall@10 the demo's index must reach at the serving ef, or the demo fails.
 pub(crate) const RECALL_GATE: f64 = 0.90;
 
+/// The ef values the demo tries when `--ef` is not given, smallest first: it serves at the
+/// first whose recall@10 passes [`RECALL_GATE`].
+pub(crate) const AUTO_EFS: [usize; 3] = [64, 128, 256];
+
+/// The recall gate's verdict: the ef served and its recall, and every ef tried.
+pub(crate) struct Gate {
+    /// The ef the server uses.
+    pub ef: usize,
+    /// Recall@10 at `ef`.
+    pub recall: f64,
+    /// Every (ef, recall@10) measured, in the order tried.
+    pub tried: Vec<(usize, f64)>,
+    /// Whether `ef` was chosen by the demo (no `--ef`).
+    pub auto: bool,
+}
+
+impl Gate {
+    /// Pick the ef: `--ef` when given, else the smallest of [`AUTO_EFS`] whose recall passes
+    /// (`recall_at` measures one ef; measured lazily, in order).
+    pub(crate) fn pick(
+        explicit: Option<usize>,
+        mut recall_at: impl FnMut(usize) -> Result<f64, CliError>,
+    ) -> Result<Gate, CliError> {
+        let candidates: Vec<usize> = match explicit {
+            Some(ef) => vec![ef],
+            None => AUTO_EFS.to_vec(),
+        };
+        let mut tried = Vec::new();
+        for &ef in &candidates {
+            let r = recall_at(ef)?;
+            tried.push((ef, r));
+            if r >= RECALL_GATE {
+                break;
+            }
+        }
+        let &(ef, recall) = tried.last().expect("at least one ef is tried");
+        Ok(Gate {
+            ef,
+            recall,
+            tried,
+            auto: explicit.is_none(),
+        })
+    }
+
+    /// Whether the served ef passes the gate.
+    pub(crate) fn passed(&self) -> bool {
+        self.recall >= RECALL_GATE
+    }
+
+    /// One line for the terminal and the report: the verdict, and on failure what to change.
+    pub(crate) fn verdict(&self) -> String {
+        let tried = self
+            .tried
+            .iter()
+            .map(|(ef, r)| format!("{r:.4} at ef={ef}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.passed() {
+            let how = if self.auto && self.tried.len() > 1 {
+                format!(" (chosen: the smallest of {AUTO_EFS:?} that passes; recall@10 {tried})")
+            } else if self.auto {
+                " (the default)".to_string()
+            } else {
+                " (--ef)".to_string()
+            };
+            format!(
+                "recall@10 {:.4} at ef={} passes the {RECALL_GATE} gate{how}",
+                self.recall, self.ef
+            )
+        } else {
+            let hint = if self.auto {
+                "raise --ef-construction (the graph's quality) or give a larger --ef"
+            } else {
+                "give a larger --ef (or leave it out: the demo then tries 64, 128 and 256), or raise --ef-construction"
+            };
+            format!("RECALL GATE FAILED: recall@10 {tried}, below {RECALL_GATE}: {hint}")
+        }
+    }
+
+    /// The gate as JSON for `report.json`.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "threshold": RECALL_GATE,
+            "k": 10,
+            "ef": self.ef,
+            "recall_at_10": self.recall,
+            "passed": self.passed(),
+            "auto_ef": self.auto,
+            "tried": self.tried.iter().map(|(ef, r)| serde_json::json!({"ef": ef, "recall_at_10": r})).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The gate as an HTML section for `report.html`.
+    pub(crate) fn html(&self, what: &str) -> String {
+        let mut s = format!(
+            "<h2>Recall gate</h2><p>{what}; gate recall@10 &ge; {RECALL_GATE} at the served ef: <b>{}</b>.</p>\
+             <table class=\"t\"><tr><th>ef</th><th>recall@10</th><th></th></tr>",
+            html_escape(&self.verdict())
+        );
+        for (ef, r) in &self.tried {
+            s.push_str(&format!(
+                "<tr><td>{ef}</td><td>{r:.4}</td><td>{}</td></tr>",
+                if *ef == self.ef { "served" } else { "" }
+            ));
+        }
+        s.push_str("</table>\n");
+        s
+    }
+}
+
+/// `s` safe inside HTML text.
+pub(crate) fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// Print a stage line.
 pub(crate) fn step(msg: &str) {
     eprintln!("==> {msg}");

@@ -24,9 +24,10 @@ pub struct DemoArgs {
     /// Number of queries (rotated through by the load generator).
     #[arg(long, default_value_t = 1000)]
     pub queries: usize,
-    /// ef the server uses (and the recall gate checks).
-    #[arg(long, default_value_t = 64)]
-    pub ef: usize,
+    /// ef the server uses (and the recall gate checks) [default: the smallest of 64, 128
+    /// and 256 whose recall@10 passes the gate; 64 with --backend qdrant].
+    #[arg(long)]
+    pub ef: Option<usize>,
     /// HNSW build candidate list size (lower builds faster, with lower recall).
     #[arg(long, default_value_t = 100)]
     pub ef_construction: usize,

@@ -114,6 +114,15 @@ pub struct ServeArgs {
     #[arg(help_heading = "Network and security", long, default_value = searchd_server::DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
 
+    /// Listen on 127.0.0.1:PORT (loopback): a shorthand for --addr 127.0.0.1:PORT.
+    #[arg(
+        help_heading = "Network and security",
+        long,
+        value_name = "PORT",
+        conflicts_with = "addr"
+    )]
+    pub port: Option<u16>,
+
     /// TOML file of API keys (`searchd keys new` makes one): every route but /health and
     /// /ready then needs `Authorization: Bearer KEY` (or `api-key: KEY`) whose scope
     /// (read, write, admin) and collections cover it. Reloaded when the file changes.
@@ -497,7 +506,10 @@ impl ServeArgs {
             embed_batch: self.embed_batch,
             embed_threads: self.embed_threads,
             queries: self.queries.clone(),
-            addr: self.addr.clone(),
+            addr: match self.port {
+                Some(port) => format!("127.0.0.1:{port}"),
+                None => self.addr.clone(),
+            },
             api_keys: self.api_keys.clone(),
             insecure: self.insecure,
             tls_cert: self.tls_cert.clone(),

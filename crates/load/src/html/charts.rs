@@ -781,8 +781,32 @@ pub struct RecallPoint {
     pub qps_all_threads: f64,
 }
 
+/// Where an ef label of `chars` characters goes next to the point at pixel (`px`, `py`):
+/// the first offset of a few around the point whose rectangle overlaps no label in
+/// `placed` (then recorded there), or `None` when all would overprint.
+fn free_label_spot(
+    placed: &mut Vec<(i32, i32, i32, i32)>,
+    px: i32,
+    py: i32,
+    chars: usize,
+) -> Option<(i32, i32)> {
+    let (w, h) = (7 * chars as i32 + 2, 15);
+    const OFFSETS: [(i32, i32); 6] = [(6, -16), (6, 3), (-60, -16), (-60, 3), (6, -32), (6, 19)];
+    for (dx, dy) in OFFSETS {
+        let r = (px + dx, py + dy, px + dx + w, py + dy + h);
+        let clear = placed
+            .iter()
+            .all(|q| r.2 <= q.0 || q.2 <= r.0 || r.3 <= q.1 || q.3 <= r.1);
+        if clear {
+            placed.push(r);
+            return Some((dx, dy));
+        }
+    }
+    None
+}
+
 /// `searchd eval --html`: QPS (log) against recall, one thread and all threads, each
-/// point labelled with its ef.
+/// point labelled with its ef where the label has room.
 pub fn recall_qps_svg(points: &[RecallPoint], title: &str) -> Result<String, LoadError> {
     let name = "recall_qps";
     svg(name, W, 440, |root| {
@@ -821,11 +845,21 @@ pub fn recall_qps_svg(points: &[RecallPoint], title: &str) -> Result<String, Loa
             ("1 thread", BLUE, |p| p.qps_1thread),
             ("all threads", RED, |p| p.qps_all_threads),
         ];
+        // Label rectangles already drawn (pixels): an ef label goes to the first free spot
+        // around its point, or is left out (the table beside the chart has every ef).
+        let mut placed: Vec<(i32, i32, i32, i32)> = Vec::new();
         for (label, color, get) in series {
             let pts: Vec<(f64, f64, usize)> = points
                 .iter()
                 .filter(|p| get(p) > 0.0)
                 .map(|p| (p.recall, get(p), p.ef))
+                .collect();
+            let spots: Vec<Option<(i32, i32)>> = pts
+                .iter()
+                .map(|&(x, y, ef)| {
+                    let (px, py) = chart.backend_coord(&(x, y));
+                    free_label_spot(&mut placed, px, py, format!("ef {ef}").len())
+                })
                 .collect();
             chart
                 .draw_series(LineSeries::new(
@@ -836,10 +870,16 @@ pub fn recall_qps_svg(points: &[RecallPoint], title: &str) -> Result<String, Loa
                 .label(label)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
             chart
-                .draw_series(pts.iter().map(|&(x, y, ef)| {
-                    EmptyElement::at((x, y))
-                        + Circle::new((0, 0), 4, color.filled())
-                        + Text::new(format!("ef {ef}"), (6, -16), ("sans-serif", 13))
+                .draw_series(pts.iter().map(|&(x, y, _)| {
+                    EmptyElement::at((x, y)) + Circle::new((0, 0), 4, color.filled())
+                }))
+                .map_err(|e| plot_err(name, e))?;
+            chart
+                .draw_series(pts.iter().zip(&spots).filter_map(|(&(x, y, ef), spot)| {
+                    spot.map(|off| {
+                        EmptyElement::at((x, y))
+                            + Text::new(format!("ef {ef}"), off, ("sans-serif", 13))
+                    })
                 }))
                 .map_err(|e| plot_err(name, e))?;
         }
@@ -853,4 +893,32 @@ pub fn recall_qps_svg(points: &[RecallPoint], title: &str) -> Result<String, Loa
             .map_err(|e| plot_err(name, e))?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_label_spot;
+
+    #[test]
+    fn ef_labels_never_overprint() {
+        let mut placed = Vec::new();
+        // Two points at the same pixel: the second label goes elsewhere.
+        let a = free_label_spot(&mut placed, 100, 100, 6).unwrap();
+        let b = free_label_spot(&mut placed, 100, 100, 6).unwrap();
+        assert_ne!(a, b);
+        // Many points on one pixel: labels run out instead of overprinting.
+        let mut later = Vec::new();
+        for _ in 0..10 {
+            later.push(free_label_spot(&mut placed, 100, 100, 6));
+        }
+        assert!(later.iter().any(Option::is_none));
+        for (i, p) in placed.iter().enumerate() {
+            for q in &placed[i + 1..] {
+                let apart = p.2 <= q.0 || q.2 <= p.0 || p.3 <= q.1 || q.3 <= p.1;
+                assert!(apart, "labels {p:?} and {q:?} overlap");
+            }
+        }
+        // A point far away gets the first spot.
+        assert_eq!(free_label_spot(&mut placed, 400, 300, 6), Some((6, -16)));
+    }
 }

@@ -177,16 +177,24 @@ pub fn render_html(r: &Report) -> Result<String, LoadError> {
 /// The full HTML page with `top` (HTML) right after the headline, e.g. the demo's
 /// recall gate.
 pub fn render_html_with(r: &Report, top: &str) -> Result<String, LoadError> {
+    render_html_titled(r, &format!("searchd load: {}", r.target), top)
+}
+
+/// [`render_html_with`] under the headline `title` instead of the target's URL (the demo's
+/// servers listen on an ephemeral port, which says nothing once the report is read).
+pub fn render_html_titled(r: &Report, title: &str, top: &str) -> Result<String, LoadError> {
     let mut table = Vec::new();
     crate::report::print_table(r, &mut table).expect("write to Vec");
     let table = String::from_utf8_lossy(&table).into_owned();
     let mut out = String::new();
-    out.push_str(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>searchd load report</title>\n",
-    );
-    out.push_str(&format!("<style>{STYLE}</style></head><body>\n"));
+    out.push_str("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">");
     out.push_str(&format!(
-        "<h1>searchd load: {}</h1>\n<p>{} {} loop{}. Sustainable = best QPS with p99 &le; {} ms and error rate &le; {}%; peak = best QPS within the error cap regardless of latency (not a capacity figure).</p>\n",
+        "<title>{}</title>\n<style>{STYLE}</style></head><body>\n",
+        esc(title)
+    ));
+    out.push_str(&format!(
+        "<h1>{}</h1>\n<p>Target {}: {} {} loop{}. Sustainable = best QPS with p99 &le; {} ms and error rate &le; {}%; peak = best QPS within the error cap regardless of latency (not a capacity figure).</p>\n",
+        esc(title),
         esc(&r.target),
         esc(if r.mix.is_some() { "--mix" } else { &r.config.endpoint }),
         esc(&r.mode),
