@@ -694,6 +694,9 @@ impl ServerConfig {
                     "--collection {c}: the name {name:?} must be letters, digits, '-', '_' or '.'"
                 )));
             }
+            crate::registry::check_not_reserved(&name).map_err(|e| {
+                ServerError::Config(format!("--collection {c}: {e} (--collection NAME=DIR)"))
+            })?;
             if sources.iter().any(|(n, _)| *n == name) {
                 return Err(ServerError::Config(format!(
                     "two collections are named {name:?}; name them with --collection NAME=DIR"

@@ -118,8 +118,38 @@ pub fn registered(data_dir: &Path) -> Result<Vec<(String, PathBuf)>, ServerError
         .collect())
 }
 
+/// Names of the server's own top-level routes (`GET /console`, `/stats`, ...): a collection
+/// with one of them would be shadowed on Elasticsearch's `GET /{index}` (and
+/// `collections` on `/{index}/_search`), so no collection may have them.
+pub const RESERVED_NAMES: [&str; 12] = [
+    "admin",
+    "collections",
+    "console",
+    "health",
+    "healthz",
+    "metrics",
+    "openapi.json",
+    "ready",
+    "readyz",
+    "search",
+    "stats",
+    "version",
+];
+
+/// `Err` naming the route when `name` is one of [`RESERVED_NAMES`].
+pub fn check_not_reserved(name: &str) -> Result<(), String> {
+    if RESERVED_NAMES.contains(&name) {
+        return Err(format!(
+            "the collection name {name:?} is taken by the server's route /{name}; choose another (reserved: {})",
+            RESERVED_NAMES.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 /// A name a collection may have: letters, digits, `-`, `_`, `.`, not starting with `_`,
-/// `-` or `.` (Elasticsearch-shaped routes `/{name}/_search` and `/_cat` stay apart).
+/// `-` or `.` (Elasticsearch-shaped routes `/{name}/_search` and `/_cat` stay apart), and
+/// not one of [`RESERVED_NAMES`].
 pub fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 128
@@ -128,7 +158,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && !name.starts_with(['_', '-', '.']);
     if ok {
-        Ok(())
+        check_not_reserved(name)
     } else {
         Err(format!(
             "invalid collection name {name:?}: 1 to 128 letters, digits, '-', '_' or '.', not starting with '_', '-' or '.'"

@@ -36,7 +36,8 @@ const WORDS: [&str; 16] = [
 ];
 
 /// 240 documents: a BM25-indexed `text`, vectors (the collection needs them; no
-/// model is used), keywords `color` and `lang` to facet on, and an integer `year`.
+/// model is used), keywords `color` and `lang` to facet on, a keyword `isbn` with one value
+/// per document (not a facet), and an integer `year`.
 fn collection(dir: &Path) -> PathBuf {
     let docs = dir.join("books.jsonl");
     let mut f = std::fs::File::create(&docs).unwrap();
@@ -59,6 +60,8 @@ fn collection(dir: &Path) -> PathBuf {
             "color": (["red", "blue", "green", "amber", "red"][i % 5]),
             "lang": (["en", "fr", "de"][(i / 4) % 3]),
             "year": 1990 + (i % 35) as i64,
+            // One value per document: an identifier, which the page must not offer as a facet.
+            "isbn": format!("978-{i:06}"),
         });
         writeln!(f, "{o}").unwrap();
     }
@@ -172,6 +175,7 @@ return {
   hits: [...document.querySelectorAll("#hits li.hit[data-id]")].map((li) => JSON.parse(li.dataset.id)),
   matched: q("#results").dataset.matched ?? null,
   facets,
+  hidden_facets: [...document.querySelectorAll("fieldset.facet[data-field]")].filter((fs) => fs.hidden).map((fs) => fs.dataset.field),
   error: err.hidden ? null : err.textContent,
   summary: q("#summary").textContent,
   mode: q("#mode").value,
@@ -371,6 +375,8 @@ async fn walk(b: Client, server: String, driver: String, shots: PathBuf) {
     let want = oracle.expect(None, &facet_fields, &[]).await;
     let s = until(&b, "the loaded console", |s| agrees(s, &want)).await;
     assert_eq!(s["mode"], "lexical", "no model: the default mode is BM25");
+    // An identifier-like keyword (every value on one document) is not offered as a facet.
+    assert_eq!(s["hidden_facets"], json!(["isbn"]), "{s:#}");
     assert_eq!(
         s["facets"].as_object().unwrap().len(),
         facet_fields.len(),

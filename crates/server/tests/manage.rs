@@ -113,6 +113,11 @@ async fn collections_are_created_filled_mapped_restarted_and_deleted_over_http()
             serde_json::json!({"name": "_x", "dim": 8}),
             "invalid collection name",
         ),
+        // The server's own routes: GET /console would never reach this collection.
+        (
+            serde_json::json!({"name": "console", "dim": 8}),
+            "taken by the server's route /console",
+        ),
         (serde_json::json!({"name": "b"}), "give dim"),
         (serde_json::json!({"name": "b", "dim": 0}), "dim must be"),
         (

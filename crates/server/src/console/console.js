@@ -29,6 +29,7 @@ const state = {
   info: null,
   embedder: false,
   selected: new Map(), // keyword field -> Set of values (JSON-encoded)
+  distinct: new Set(), // keyword fields whose every value is on one document (ids, titles): no facet
   ranges: new Map(), // numeric or date field -> {type, min, max}
   key: sessionStorage.getItem("searchd-key") || "",
   last: null, // the last hits' opener, for focus after the document view closes
@@ -192,6 +193,7 @@ async function selectCollection(name) {
   state.name = name;
   state.info = info;
   state.selected = new Map();
+  state.distinct = new Set();
   state.ranges = new Map();
   history.replaceState(null, "", "#" + encodeURIComponent(name));
   for (const b of document.querySelectorAll("button.coll")) {
@@ -318,9 +320,17 @@ function filterFor(except) {
   return { bool: { filter: must } };
 }
 
-function renderFacet(field, reply) {
+function renderFacet(field, reply, unfiltered) {
   const fs = document.querySelector('fieldset.facet[data-field="' + CSS.escape(field) + '"]');
   if (!fs) return;
+  // Counted over the whole collection, a field whose most common value is on one document
+  // and that has more values than shown is an identifier, not a facet: its box is hidden.
+  if (unfiltered && reply && reply.buckets) {
+    const top = reply.buckets.length ? reply.buckets[0].count : 0;
+    if (top === 1 && reply.other_count > 0) state.distinct.add(field);
+    else state.distinct.delete(field);
+  }
+  fs.hidden = state.distinct.has(field) && !(state.selected.get(field) || new Set()).size;
   const had = document.activeElement && fs.contains(document.activeElement) ? document.activeElement.dataset.value : null;
   const chosen = state.selected.get(field) || new Set();
   const buckets = (reply && reply.buckets) || [];
@@ -395,6 +405,7 @@ async function run() {
     return;
   }
   const facetFields = keywordFields().map((f) => f.name);
+  const unfiltered = facetFields.map((field) => !filterFor(field));
   const facetJobs = facetFields.map((field) => {
     const body = { field, size: FACET_SIZE };
     const f = filterFor(field);
@@ -415,7 +426,7 @@ async function run() {
   }
   const [hits, count, ...facets] = await Promise.allSettled([hitsJob, countJob, ...facetJobs]);
   if (seq !== state.seq) return; // a newer query is on its way
-  facets.forEach((r, i) => renderFacet(facetFields[i], r.status === "fulfilled" ? r.value : null));
+  facets.forEach((r, i) => renderFacet(facetFields[i], r.status === "fulfilled" ? r.value : null, unfiltered[i]));
   const matched = count.status === "fulfilled" ? count.value.count : null;
   $("#results").dataset.matched = matched === null ? "" : String(matched);
   if (hits.status === "rejected") {
