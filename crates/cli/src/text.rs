@@ -76,107 +76,122 @@ impl searchd_collection::embed::TextEmbedder for ModelAdapter {
 #[derive(Args, Debug, Clone)]
 pub struct IngestArgs {
     /// Documents: JSONL (one JSON object per line) or Parquet (one row per document).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Input", long, value_name = "FILE")]
     pub docs: PathBuf,
     /// Output collection directory (written under a temporary name, then renamed).
-    #[arg(long, value_name = "DIR", required_unless_present = "to")]
+    #[arg(
+        help_heading = "Output and fields",
+        long,
+        value_name = "DIR",
+        required_unless_present = "to"
+    )]
     pub out: Option<PathBuf>,
     /// Input format (default: from the extension: .jsonl/.ndjson/.json, .parquet).
-    #[arg(long, value_parser = ["jsonl", "parquet"])]
+    #[arg(help_heading = "Input", long, value_parser = ["jsonl", "parquet"])]
     pub format: Option<String>,
     /// Field holding each document's id (a string or an unsigned integer, unique).
-    #[arg(long, default_value = "id")]
+    #[arg(help_heading = "Input", long, default_value = "id")]
     pub id_field: String,
     /// Field holding the text to embed (and, later, to index lexically).
-    #[arg(long, default_value = "text")]
+    #[arg(help_heading = "Input", long, default_value = "text")]
     pub text_field: String,
     /// Take each document's vector from this field instead of embedding its text.
-    #[arg(long, value_name = "F")]
+    #[arg(help_heading = "Input", long, value_name = "F")]
     pub vector_field: Option<String>,
     /// Take the vectors from this matrix (.npy, ...): row i is the i-th document.
-    #[arg(long, value_name = "F.npy")]
+    #[arg(help_heading = "Input", long, value_name = "F.npy")]
     pub vectors: Option<PathBuf>,
     /// Sentence-transformers model directory that embeds the text field.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Embedding", long, value_name = "DIR")]
     pub model: Option<PathBuf>,
     /// Stored fields: `all` (default), `none`, or a comma-separated list. The text field
     /// is stored whenever it is kept.
-    #[arg(long, default_value = "all")]
+    #[arg(help_heading = "Output and fields", long, default_value = "all")]
     pub fields: String,
     /// Index kind: hnsw or flat.
-    #[arg(long, default_value = "hnsw")]
+    #[arg(help_heading = "Index", long, default_value = "hnsw")]
     pub index: String,
     /// cosine, ip or l2.
-    #[arg(long, default_value = "cosine", value_parser = util::parse_metric)]
+    #[arg(help_heading = "Index", long, default_value = "cosine", value_parser = util::parse_metric)]
     pub metric: Metric,
-    #[arg(long, default_value_t = 16)]
+    #[arg(help_heading = "Index", long, default_value_t = 16)]
     pub m: usize,
-    #[arg(long, default_value_t = 200)]
+    #[arg(help_heading = "Index", long, default_value_t = 200)]
     pub ef_construction: usize,
     /// Vector codes: none, sq8, pq:M or binary (as `searchd build`).
-    #[arg(long, default_value = "none")]
+    #[arg(help_heading = "Index", long, default_value = "none")]
     pub quantization: String,
     /// ivfpq: number of coarse lists (0 = about 4 sqrt(n)).
-    #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Index", long, default_value_t = 0)]
     pub nlist: usize,
     /// Texts per embedder call (progress is reported after each).
-    #[arg(long, default_value_t = ingest::DEFAULT_BATCH)]
+    #[arg(help_heading = "Embedding", long, default_value_t = ingest::DEFAULT_BATCH)]
     pub batch: usize,
     /// Threads for embedding and the index build (0 = one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Index", long, default_value_t = 0)]
     pub threads: usize,
     /// Threads of the index build alone (default: --threads). 1 makes the build
     /// deterministic, so a resumed ingest gives a byte-identical collection.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Index", long, value_name = "N")]
     pub build_threads: Option<usize>,
     /// Embedded documents per checkpoint: a run killed at any point and started again with
     /// the same command resumes from the last one.
-    #[arg(long, default_value_t = ingest::DEFAULT_CHECKPOINT_EVERY, value_name = "N")]
+    #[arg(help_heading = "Embedding", long, default_value_t = ingest::DEFAULT_CHECKPOINT_EVERY, value_name = "N")]
     pub checkpoint_every: usize,
     /// Token window of the model (default: the model's max_seq_length).
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(help_heading = "Embedding", long, value_name = "TOKENS")]
     pub max_length: Option<usize>,
     /// Seed of the HNSW level generator.
-    #[arg(long, default_value_t = 42)]
+    #[arg(help_heading = "Index", long, default_value_t = 42)]
     pub seed: u64,
     /// Count and skip bad documents instead of stopping at the first.
-    #[arg(long)]
+    #[arg(help_heading = "Input", long)]
     pub skip_bad: bool,
     /// Replace OUT if it exists, and discard checkpoints of a different run.
-    #[arg(long)]
+    #[arg(help_heading = "Output and fields", long)]
     pub force: bool,
     /// Collection name recorded in its manifest (default: the directory name).
-    #[arg(long)]
+    #[arg(help_heading = "Output and fields", long)]
     pub name: Option<String>,
     /// Write what the run did as JSON (`searchd.ingest.v1`).
-    #[arg(long, value_name = "F")]
+    #[arg(help_heading = "Output and fields", long, value_name = "F")]
     pub json: Option<PathBuf>,
     /// Build a BM25 (lexical) index of the text field, for `mode` lexical and hybrid
     /// (the default when documents have text).
-    #[arg(long, overrides_with = "no_lexical")]
+    #[arg(help_heading = "Lexical (BM25)", long, overrides_with = "no_lexical")]
     pub lexical: bool,
     /// Do not build the lexical index.
-    #[arg(long)]
+    #[arg(help_heading = "Lexical (BM25)", long)]
     pub no_lexical: bool,
     /// Analyzer of the lexical index: `standard` (Elasticsearch's: Unicode words,
     /// lowercased, no stemming, no stop words) or `english` (standard + English stop words
     /// + Porter2 stemming). Recorded in the collection.
-    #[arg(long, default_value = "standard", value_name = "NAME")]
+    #[arg(
+        help_heading = "Lexical (BM25)",
+        long,
+        default_value = "standard",
+        value_name = "NAME"
+    )]
     pub analyzer: String,
     /// Declare a field's type instead of inferring it: NAME=TYPE with TYPE keyword,
     /// integer, float, bool or datetime (arrays of them need no marker). Repeatable or
     /// comma-separated. Values that do not convert make the document bad.
-    #[arg(long = "field-type", value_name = "NAME=TYPE", value_delimiter = ',')]
+    #[arg(
+        help_heading = "Output and fields",
+        long = "field-type",
+        value_name = "NAME=TYPE",
+        value_delimiter = ','
+    )]
     pub field_types: Vec<String>,
     /// Build no field indexes (filters on fields, counts, facets and sorted pages then
     /// work on ids only).
-    #[arg(long)]
+    #[arg(help_heading = "Output and fields", long)]
     pub no_field_indexes: bool,
     /// What live upserts do with fields the mapping does not have, as Elasticsearch's
     /// `dynamic` (recorded in the collection): `true` types and indexes them, `false` stores
     /// them without indexing, `strict` refuses them. Default: the server's
     /// `--dynamic-mapping` (true).
-    #[arg(long, value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
+    #[arg(help_heading = "Output and fields", long, value_name = "true|false|strict", value_parser = ["true", "false", "strict"])]
     pub dynamic_mapping: Option<String>,
     /// Qdrant as the destination (last in --help, under its heading).
     #[command(flatten)]

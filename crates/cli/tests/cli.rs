@@ -504,10 +504,52 @@ fn demo_smoke_runs_the_whole_pipeline() {
     }
     let html = std::fs::read_to_string(d.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Recall gate"));
+    // Without --ef the demo serves at the smallest of 64, 128, 256 that passes the gate.
+    let gate = &doc["recall_gate"];
+    assert_eq!(gate["passed"], true, "{gate}");
+    assert_eq!(gate["auto_ef"], true, "{gate}");
+    assert!(gate["recall_at_10"].as_f64().unwrap() >= 0.9, "{gate}");
+    assert!(
+        [64, 128, 256].contains(&gate["ef"].as_u64().unwrap()),
+        "{gate}"
+    );
     // A second run reuses the data, ground truth and index.
     let o = searchd(&args);
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("reusing"));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("reusing"), "{err}");
+    // Progress lines end with a done line (stderr is not a terminal here).
+    let first = String::from_utf8_lossy(
+        &searchd(&[
+            "demo",
+            "--dir",
+            p(&dir.path().join("d2")),
+            "--n",
+            "3000",
+            "--dim",
+            "32",
+            "--queries",
+            "50",
+            "--ef",
+            "1",
+            "--ef-construction",
+            "8",
+        ])
+        .stderr,
+    )
+    .to_string();
+    assert!(first.contains("build: 3000/3000 done in"), "{first}");
+    // A forced ef that misses the gate fails with a hint, and the report says why.
+    assert!(
+        first.contains("RECALL GATE FAILED") && first.contains("give a larger --ef"),
+        "{first}"
+    );
+    let failed: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("d2").join("report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(failed["recall_gate"]["passed"], false, "{failed}");
+    assert_eq!(failed["recall_gate"]["ef"], 1, "{failed}");
 }
 
 #[test]

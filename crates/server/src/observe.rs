@@ -70,7 +70,7 @@ pub(crate) async fn stats(
         cache["shared"] = t.json();
     }
     let mut v = serde_json::json!({
-        "uptime_s": s.uptime().as_secs_f64(),
+        "uptime_s": (s.uptime().as_secs_f64() * 1e3).round() / 1e3,
         "index": index,
         "requests": s.totals(),
         "collections": collections,
@@ -86,7 +86,8 @@ pub(crate) async fn stats(
         },
         "running": app.pool.running(),
         "latency_ms": latency,
-        "qps_1m": qps,
+        // Rounded, as every rate and duration in replies (no float noise such as 0.1716300886).
+        "qps_1m": (qps * 1e3).round() / 1e3,
         "process": process_stats(),
         "reloads": s.reloads.load(Relaxed),
         "config": {

@@ -39,7 +39,12 @@ pub struct LoadArgs {
     /// default port 443; the server's certificate must verify against --ca, else the
     /// system CA bundle, and name HOST), e.g. http://127.0.0.1:8080. Required unless
     /// --port or a trailing URL argument gives it.
-    #[arg(long, default_value = "", hide_default_value = true)]
+    #[arg(
+        help_heading = "Target and connections",
+        long,
+        default_value = "",
+        hide_default_value = true
+    )]
     pub url: String,
 
     /// For an https:// --url: the CA certificates (PEM file, one or more) that the
@@ -48,7 +53,7 @@ pub struct LoadArgs {
     /// /etc/pki/tls/certs/ca-bundle.crt and is refused (exit 2) when neither exists. With
     /// an http:// URL it is refused (exit 2). A certificate that does not verify stops the
     /// run at the preflight, before any load.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Target and connections", long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
 
     /// The target as wrk/oha take it: a trailing URL (base URL only; the path goes in
@@ -73,12 +78,12 @@ pub struct LoadArgs {
     /// Method and path to load. 'POST /search' sends rotating query bodies and
     /// checks every answer; 'GET /health' (or any GET) sends no body and only
     /// checks for status 200, a bare HTTP ceiling.
-    #[arg(long, default_value = "POST /search", value_parser = searchd_load::config::parse_endpoint)]
+    #[arg(help_heading = "Load shape", long, default_value = "POST /search", value_parser = searchd_load::config::parse_endpoint)]
     pub endpoint: Endpoint,
 
     /// Closed-loop concurrency steps, comma separated (each step = that many
     /// connections, one request in flight on each).
-    #[arg(long, default_value = searchd_load::config::DEFAULT_RAMP, value_parser = searchd_load::config::parse_ramp,
+    #[arg(help_heading = "Load shape", long, default_value = searchd_load::config::DEFAULT_RAMP, value_parser = searchd_load::config::parse_ramp,
           conflicts_with_all = ["rate", "rate_ramp"])]
     pub ramp: Ramp,
 
@@ -87,31 +92,31 @@ pub struct LoadArgs {
     /// thread (sleep, then spin on the monotonic clock); latency is measured from
     /// each request's scheduled send time (no coordinated omission), and how late
     /// sends left is reported as the step's send_error_us.
-    #[arg(long, short_alias = 'q', conflicts_with = "rate_ramp", value_parser = searchd_load::config::parse_rate)]
+    #[arg(help_heading = "Load shape", long, short_alias = 'q', conflicts_with = "rate_ramp", value_parser = searchd_load::config::parse_rate)]
     pub rate: Option<f64>,
 
     /// Open loop over several arrival rates (requests/s), comma separated;
     /// stops after the first rate that breaks the SLO.
-    #[arg(long, value_parser = searchd_load::config::parse_rates)]
+    #[arg(help_heading = "Load shape", long, value_parser = searchd_load::config::parse_rates)]
     pub rate_ramp: Option<Rates>,
 
     /// Warm-up time of each step; its measurements are discarded.
     /// Durations: 500ms, 5s, 2m, 1.5s (a bare number is seconds).
-    #[arg(long, default_value = "5s", value_parser = searchd_load::config::parse_duration)]
+    #[arg(help_heading = "Load shape", long, default_value = "5s", value_parser = searchd_load::config::parse_duration)]
     pub warmup: Duration,
 
     /// Measured time of each step (also -z, as oha, and -d, as wrk).
-    #[arg(long, short_alias = 'z', short_aliases = ['d'], default_value = "10s", value_parser = searchd_load::config::parse_duration)]
+    #[arg(help_heading = "Load shape", long, short_alias = 'z', short_aliases = ['d'], default_value = "10s", value_parser = searchd_load::config::parse_duration)]
     pub duration: Duration,
 
     /// Latency SLO: a step passes when its p99 is at most this many ms.
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(help_heading = "SLO", long, default_value_t = 100.0)]
     pub slo_p99_ms: f64,
 
     /// Error cap: a step passes when at most this fraction of its requests failed
     /// (every error kind counts: 4xx, 5xx, 503, timeouts, connect, bad answers,
     /// open-loop drops). A step over it is never sustainable nor peak.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(help_heading = "SLO", long, default_value_t = 0.01)]
     pub max_error_rate: f64,
 
     /// Number of distinct queries to rotate over: bodies {"qidx": i, "k": K}
@@ -119,25 +124,30 @@ pub struct LoadArgs {
     /// (`serve --queries FILE`). The preflight refuses the run when the server
     /// rejects qidx N-1. (Old name --queries still works; given a .npy/.fvecs
     /// file it uses that file's row count.)
-    #[arg(long = "query-count", alias = "queries", value_name = "N", default_value = "1000",
+    #[arg(help_heading = "Queries", long = "query-count", alias = "queries", value_name = "N", default_value = "1000",
           value_parser = searchd_load::config::parse_query_count)]
     pub query_count: usize,
 
     /// How the next query is chosen: uniform, zipf:S (skew S > 0, query 0 the
     /// hottest), seq (round robin), fixed:N (always query N; optimistic: the
     /// server's caches see one query; reported as such).
-    #[arg(long, default_value = "uniform", value_parser = searchd_load::config::parse_pick)]
+    #[arg(help_heading = "Queries", long, default_value = "uniform", value_parser = searchd_load::config::parse_pick)]
     pub pick: Pick,
 
     /// Send these bodies instead: JSON lines, each line sent verbatim (blank
     /// lines skipped). --pick chooses among the lines.
-    #[arg(long)]
+    #[arg(help_heading = "Queries", long)]
     pub body_file: Option<PathBuf>,
 
     /// Send text queries instead: a JSONL file whose lines hold the query text in
     /// --text-field (as dev-gcide's queries.jsonl); each body is {"text": ..., "k": K}.
     /// Line i (0-based, blank lines skipped) is row i of --gt.
-    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "body_file")]
+    #[arg(
+        help_heading = "Queries",
+        long,
+        value_name = "FILE.jsonl",
+        conflicts_with = "body_file"
+    )]
     pub text_queries: Option<PathBuf>,
 
     /// Weighted mix of endpoints instead of one: NAME=FILE:WEIGHT, comma separated
@@ -149,7 +159,7 @@ pub struct LoadArgs {
     /// its lines rotating in order; --pick chooses among the schedule's entries. Each
     /// answer must have a 2xx status and, when not empty, a JSON body; the report
     /// gives every step's figures per endpoint (steps[].endpoints).
-    #[arg(long, value_name = "NAME=FILE:WEIGHT,...", value_parser = searchd_load::mix::parse_mix,
+    #[arg(help_heading = "Queries", long, value_name = "NAME=FILE:WEIGHT,...", value_parser = searchd_load::mix::parse_mix,
           conflicts_with_all = ["body_file", "text_queries"])]
     pub mix: Option<searchd_load::mix::MixSpec>,
 
@@ -160,58 +170,58 @@ pub struct LoadArgs {
     /// keys include the query string, so every key is new, while the server ignores the
     /// parameter. Requests are then serialised per send. `warm`: requests are sent as
     /// they are, so repeated bodies can be served from a cache (the warm-up primes it).
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Queries", long, value_enum)]
     pub cache: Option<CacheFlag>,
 
     /// Field of --text-queries lines that holds the text.
-    #[arg(long, default_value = "query")]
+    #[arg(help_heading = "Queries", long, default_value = "query")]
     pub text_field: String,
 
     /// Add "mode" to --text-queries bodies: dense, lexical or hybrid (the server's
     /// default for the collection otherwise). Lexical answers may hold fewer than k hits.
-    #[arg(long, value_name = "MODE", value_parser = ["dense", "lexical", "hybrid"], requires = "text_queries")]
+    #[arg(help_heading = "Queries", long, value_name = "MODE", value_parser = ["dense", "lexical", "hybrid"], requires = "text_queries")]
     pub text_mode: Option<String>,
 
     /// Hits asked for in generated bodies ("k"); each answer must have exactly
     /// min(k, n) hits.
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "Queries", long, default_value_t = 10)]
     pub k: u32,
 
     /// Add "ef" to generated bodies (the server's default otherwise).
-    #[arg(long)]
+    #[arg(help_heading = "Queries", long)]
     pub ef: Option<u32>,
 
     /// Exact neighbour ids (.npy int32/int64 2-D, or .ivecs), row = qidx:
     /// report recall@k of the answers under load (not tie-aware).
-    #[arg(long)]
+    #[arg(help_heading = "Recall", long)]
     pub gt: Option<PathBuf>,
 
     /// Number of vectors in the index: hit ids must be below it, and answers
     /// must have min(k, n) hits. Default: taken from GET /stats when present.
-    #[arg(long)]
+    #[arg(help_heading = "Recall", long)]
     pub n_max: Option<u64>,
 
     /// Repeat the whole ramp N times; each step reports the median over trials
     /// with min/max spread of QPS and p99.
-    #[arg(long, default_value_t = 1)]
+    #[arg(help_heading = "Load shape", long, default_value_t = 1)]
     pub trials: u32,
 
     /// Open loop: size of the connection pool. A request due while every
     /// connection is busy is dropped and counted as such.
-    #[arg(long, default_value_t = 256)]
+    #[arg(help_heading = "Target and connections", long, default_value_t = 256)]
     pub connections: usize,
 
     /// Open loop: a send later than this past its scheduled time counts as late.
-    #[arg(long, default_value = "10ms", value_parser = searchd_load::config::parse_duration)]
+    #[arg(help_heading = "Load shape", long, default_value = "10ms", value_parser = searchd_load::config::parse_duration)]
     pub late_threshold: Duration,
 
     /// Per-request timeout (connect + send + full answer); counted as `timeout`.
-    #[arg(long, default_value = "10s", value_parser = searchd_load::config::parse_duration)]
+    #[arg(help_heading = "Target and connections", long, default_value = "10s", value_parser = searchd_load::config::parse_duration)]
     pub request_timeout: Duration,
 
     /// Server process id for RSS and CPU from /proc when the target has no
     /// GET /stats.
-    #[arg(long)]
+    #[arg(help_heading = "Target and connections", long)]
     pub server_pid: Option<u32>,
 
     /// What a closed-loop slot does after a 503 or 429 answer: `ignore` sends its next
@@ -219,37 +229,37 @@ pub struct LoadArgs {
     /// do); `honor` first waits the answer's Retry-After seconds (a well-behaved
     /// client; at most 10 s and never past the step's end). The open loop is not
     /// affected: its arrivals are scheduled.
-    #[arg(long, value_enum, default_value_t = RetryAfterFlag::Ignore)]
+    #[arg(help_heading = "Load shape", long, value_enum, default_value_t = RetryAfterFlag::Ignore)]
     pub retry_after: RetryAfterFlag,
 
     /// Make the library call fail (LoadError::SloFailed) when no step meets the SLO.
     /// `searchd load` always exits 1 then; the flag is kept for old scripts.
-    #[arg(long)]
+    #[arg(help_heading = "SLO", long)]
     pub fail_on_slo: bool,
 
     /// Seed for query choice (uniform, zipf).
-    #[arg(long, default_value_t = 42)]
+    #[arg(help_heading = "Queries", long, default_value_t = 42)]
     pub seed: u64,
 
     /// Client threads sending requests (default: all cores). Each runs its own
     /// event loop with its share of the connections, like wrk's threads (also -t).
-    #[arg(long, short_alias = 't')]
+    #[arg(help_heading = "Target and connections", long, short_alias = 't')]
     pub threads: Option<usize>,
 
     /// No live progress line and no per-step lines on stderr.
-    #[arg(long)]
+    #[arg(help_heading = "Reports", long)]
     pub quiet: bool,
 
     /// Write the searchd.load.v1 JSON report here.
-    #[arg(long)]
+    #[arg(help_heading = "Reports", long)]
     pub json: Option<PathBuf>,
 
     /// Write one CSV row per step here.
-    #[arg(long)]
+    #[arg(help_heading = "Reports", long)]
     pub csv: Option<PathBuf>,
 
     /// Write an HTML report with inline SVG charts here.
-    #[arg(long)]
+    #[arg(help_heading = "Reports", long)]
     pub html: Option<PathBuf>,
 }
 
