@@ -269,6 +269,8 @@ pub fn need(method: &Method, path: &str) -> Option<Need> {
     match segs.as_slice() {
         ["health" | "healthz" | "ready" | "readyz"] => None,
         ["console"] | ["console", "console.js" | "console.css"] if read_method => None,
+        // The API's description (GET /openapi.json) holds no data, as the console's assets.
+        ["openapi.json"] if read_method => None,
         ["stats" | "metrics"] if read_method => n(Scope::Read, None),
         ["search"] if *method == Method::POST => n(Scope::Read, None),
         ["admin", ..] => n(Scope::Admin, None),
