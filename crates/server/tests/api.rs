@@ -789,3 +789,60 @@ async fn every_documented_operation_is_routed_and_answers_as_documented() {
     contract::assert_validated(&s.url, probed);
     s.stop().await.unwrap();
 }
+
+/// The validation is not vacuous: a reply missing a required key, one with a key the
+/// document does not list, a wrong type, an undocumented status and a fallback with another
+/// status all fail it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_validation_refuses_what_the_document_does_not_describe() {
+    let f = fixture();
+    let s = TestServer::start(f.config()).await;
+    let c = client();
+    let doc = contract::document(&c, &s.url).await;
+    contract::check_document(&doc);
+    let search = url(&s, "/search");
+    let (st, _, good) = post(&c, &search, r#"{"qidx": 1, "k": 2}"#).await;
+    assert_eq!(st, 200);
+    let fails = |method: &'static str, u: String, status: u16, body: serde_json::Value| {
+        let doc = doc.clone();
+        std::panic::catch_unwind(move || {
+            contract::check(&doc, method, &u, status, "application/json", Some(&body))
+        })
+        .is_err()
+    };
+    let mut missing = good.clone();
+    missing.as_object_mut().unwrap().remove("timings_us");
+    assert!(
+        fails("POST", search.clone(), 200, missing),
+        "a required key missing"
+    );
+    let mut extra = good.clone();
+    extra["surprise"] = serde_json::json!(1);
+    assert!(
+        fails("POST", search.clone(), 200, extra),
+        "an undocumented key"
+    );
+    let mut wrong = good.clone();
+    wrong["mode"] = serde_json::json!("sideways");
+    assert!(
+        fails("POST", search.clone(), 200, wrong),
+        "a value outside the enum"
+    );
+    assert!(
+        fails("POST", search.clone(), 418, good.clone()),
+        "an undocumented status"
+    );
+    let err = serde_json::json!({"error": {"code": "nope", "message": "x"}});
+    assert!(
+        fails("POST", search.clone(), 400, err),
+        "an error code outside the table"
+    );
+    let not_found = serde_json::json!({"error": {"code": "not_found", "message": "x"}});
+    assert!(
+        fails("GET", url(&s, "/a/b/c/d/e"), 400, not_found.clone()),
+        "a fallback other than 404"
+    );
+    assert!(!fails("GET", url(&s, "/a/b/c/d/e"), 404, not_found));
+    assert!(!fails("POST", search, 200, good));
+    s.stop().await.unwrap();
+}
