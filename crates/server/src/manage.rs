@@ -40,7 +40,7 @@ use crate::wire::{authorize, json_error, json_response, read_body};
 // ---------------------------------------------------------------------------------------
 // POST /collections
 
-/// The body of `POST /collections` (its schema is in `/openapi.json`).
+/// The body of `POST /collections`.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateBody {

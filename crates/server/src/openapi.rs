@@ -155,7 +155,19 @@ const WAIT: Query = Query(
 const REFRESH: Query = Query(
     "refresh",
     Ty::Str,
-    "`true` or `wait_for`: reply once the write is visible; `false` (default): once it is logged. `timeout` is accepted and ignored.",
+    "`true` or `wait_for`: reply once the write is visible; `false` (default): once it is logged.",
+);
+/// Accepted and ignored by Elasticsearch-shaped writes (any other parameter is a 400).
+const ES_WRITE_SWITCHES: [Query; 3] = [
+    Query("timeout", Ty::Str, "Accepted and ignored."),
+    Query("human", Ty::Str, "Accepted and ignored."),
+    Query("error_trace", Ty::Str, "Accepted and ignored."),
+];
+/// `q` of `_search` and `_count`: documented because Elasticsearch has it; refused.
+const ES_Q: Query = Query(
+    "q",
+    Ty::Str,
+    "Not supported: 400 naming it (send a body query, `{\"query\": {\"match\": {FIELD: TEXT}}}`). Any parameter not listed here is a 400 too.",
 );
 const ES_SIZE: Query = Query("size", Ty::Int, "Hits per page (over the body's `size`).");
 const ES_FROM: Query = Query("from", Ty::Int, "Hits to skip (over the body's `from`).");
@@ -264,7 +276,7 @@ fn operations() -> Vec<Op> {
             "Search a collection (Elasticsearch `_search`)",
         )
         .body(Body::Json("EsSearchRequest", false))
-        .query(&[ES_SIZE, ES_FROM])
+        .query(&[ES_SIZE, ES_FROM, ES_Q])
         .query(&ES_SWITCHES)
         .reply(200, &[Json("EsSearchReply")])
         .errors(READ_ERRORS)
@@ -278,6 +290,7 @@ fn operations() -> Vec<Op> {
             "Count the documents a query matches (Elasticsearch `_count`)",
         )
         .body(Body::Json("EsCountRequest", false))
+        .query(&[ES_Q])
         .query(&ES_SWITCHES)
         .reply(200, &[Json("EsCountReply")])
         .errors(READ_ERRORS)
@@ -292,6 +305,7 @@ fn operations() -> Vec<Op> {
         )
         .body(Body::Object)
         .query(&[REFRESH])
+        .query(&ES_WRITE_SWITCHES)
         .reply(200, &[Json("EsWriteReply")])
         .reply(201, &[Json("EsWriteReply")])
         .errors(WRITE_ERRORS)
@@ -306,6 +320,7 @@ fn operations() -> Vec<Op> {
         )
         .body(Body::Ndjson)
         .query(&[REFRESH])
+        .query(&ES_WRITE_SWITCHES)
         .reply(200, &[Json("EsBulkReply")])
         .errors(WRITE_ERRORS)
     };
@@ -491,6 +506,7 @@ fn operations() -> Vec<Op> {
             "Delete a document (Elasticsearch `_doc`)",
         )
         .query(&[REFRESH])
+        .query(&ES_WRITE_SWITCHES)
         .reply(200, &[Json("EsWriteReply")])
         .errors(&[409, 504, 507])
         .special(404, &[Json("EsWriteReply"), Json("ErrorReply")]),
