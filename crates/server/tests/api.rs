@@ -846,3 +846,215 @@ async fn the_openapi_validation_refuses_what_the_document_does_not_describe() {
     assert!(!fails("POST", search, 200, good));
     s.stop().await.unwrap();
 }
+
+/// The replies of writes, collection management and the Elasticsearch layer, on a live
+/// collection, validated against the OpenAPI document (the other tests serve a bare index).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_manage_and_elasticsearch_replies_match_the_openapi_document() {
+    let d = tempfile::tempdir().unwrap();
+    let coll = live_collection(d.path(), "docs", 30);
+    let data_dir = d.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    let mut cfg = live_config(&coll, "docs");
+    cfg.data_dir = Some(std::fs::canonicalize(&data_dir).unwrap());
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let v = data(3, DIM, 77);
+    let vec0 = serde_json::json!(&v[..DIM]);
+    let json = |m: reqwest::Method, path: &str, body: serde_json::Value| {
+        c.request(m, url(&s, path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    };
+    use reqwest::Method as M;
+    let expect =
+        |got: (u16, reqwest::header::HeaderMap, serde_json::Value), want: u16, what: &str| {
+            assert_eq!(got.0, want, "{what}: {}", got.2);
+            got.2
+        };
+    // Native writes and reads.
+    let body = serde_json::json!({"docs": [{"id": 100, "vector": vec0, "fields": {"color": "red", "price": 1.5}}], "wait": true});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/collections/docs/docs", body)).await,
+        200,
+        "upsert",
+    );
+    assert_eq!(r["upserted"], 1);
+    let body = serde_json::json!({"vector": vec0, "k": 3, "fields": true, "facets": ["color"], "explain": true, "filter": {"term": {"color": "red"}}});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/collections/docs/search", body)).await,
+        200,
+        "search",
+    );
+    assert!(r["explain"].is_object() && r["facets"].is_object(), "{r}");
+    let body = serde_json::json!({"field": "color", "filter": {"exists": {"field": "price"}}});
+    expect(
+        contract::send(&c, json(M::POST, "/collections/docs/facet", body)).await,
+        200,
+        "facet",
+    );
+    let body = serde_json::json!({"size": 2, "fields": ["color"], "total": true, "facets": [{"field": "color", "size": 2}], "sort": ["price"]});
+    expect(
+        contract::send(&c, json(M::POST, "/collections/docs/scroll", body)).await,
+        200,
+        "scroll",
+    );
+    let body = serde_json::json!({"filter": {"term": {"color": "blue"}}});
+    expect(
+        contract::send(&c, json(M::POST, "/collections/docs/count", body)).await,
+        200,
+        "count",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/collections/docs/docs/100"))).await,
+        200,
+        "doc",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/collections/docs"))).await,
+        200,
+        "info",
+    );
+    // Elasticsearch reads.
+    let body = serde_json::json!({"query": {"match_all": {}}, "aggs": {"c": {"terms": {"field": "color"}}}, "size": 2, "sort": [{"price": "desc"}], "_source": ["color"]});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/docs/_search", body)).await,
+        200,
+        "_search",
+    );
+    assert!(r["aggregations"]["c"]["buckets"].is_array(), "{r}");
+    let body = serde_json::json!({"knn": {"field": "vec", "query_vector": vec0, "k": 3, "num_candidates": 10}, "explain": true, "track_total_hits": false});
+    expect(
+        contract::send(&c, json(M::POST, "/docs/_search", body)).await,
+        200,
+        "knn",
+    );
+    let body = serde_json::json!({"query": {"term": {"color": "red"}}});
+    expect(
+        contract::send(&c, json(M::POST, "/docs/_count", body)).await,
+        200,
+        "_count",
+    );
+    let body = serde_json::json!({"ids": ["1", "9999"]});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/docs/_mget", body)).await,
+        200,
+        "_mget",
+    );
+    assert_eq!(r["docs"][1]["found"], false, "{r}");
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs/_doc/1"))).await,
+        200,
+        "_doc",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs/_doc/9999"))).await,
+        404,
+        "_doc missing",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs"))).await,
+        200,
+        "index",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs/_mapping"))).await,
+        200,
+        "_mapping",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/_cat/indices?format=json"))).await,
+        200,
+        "_cat",
+    );
+    let root = c.get(url(&s, "/")).header(
+        "accept",
+        "application/vnd.elasticsearch+json; compatible-with=8",
+    );
+    expect(contract::send(&c, root).await, 200, "ES root");
+    // Elasticsearch writes.
+    let src = serde_json::json!({"vec": &v[DIM..2 * DIM], "color": "blue"});
+    expect(
+        contract::send(&c, json(M::PUT, "/docs/_doc/200?refresh=true", src.clone())).await,
+        201,
+        "index new",
+    );
+    expect(
+        contract::send(&c, json(M::PUT, "/docs/_doc/200?refresh=true", src)).await,
+        200,
+        "index again",
+    );
+    let ndjson = [
+        serde_json::json!({"index": {"_index": "docs", "_id": "201"}}),
+        serde_json::json!({"vec": &v[2 * DIM..], "color": "green"}),
+        serde_json::json!({"delete": {"_index": "docs", "_id": "2"}}),
+        serde_json::json!({"update": {"_index": "docs", "_id": "424242"}}),
+        serde_json::json!({"doc": {"color": "red"}}),
+    ]
+    .iter()
+    .map(|l| format!("{l}\n"))
+    .collect::<String>();
+    let bulk = c
+        .post(url(&s, "/_bulk?refresh=wait_for"))
+        .header("content-type", "application/x-ndjson")
+        .body(ndjson);
+    let r = expect(contract::send(&c, bulk).await, 200, "_bulk");
+    assert_eq!(r["items"].as_array().unwrap().len(), 3, "{r}");
+    expect(
+        contract::send(&c, c.delete(url(&s, "/docs/_doc/200"))).await,
+        200,
+        "delete",
+    );
+    expect(
+        contract::send(&c, c.delete(url(&s, "/docs/_doc/200"))).await,
+        404,
+        "delete again",
+    );
+    // Native deletes, snapshot.
+    expect(
+        contract::send(
+            &c,
+            c.delete(url(&s, "/collections/docs/docs/100?wait=true")),
+        )
+        .await,
+        200,
+        "delete one",
+    );
+    let body = serde_json::json!({"ids": [1, 9999], "wait": true});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/collections/docs/delete", body)).await,
+        200,
+        "delete many",
+    );
+    assert!(r["not_found"].is_array(), "{r}");
+    expect(
+        contract::send(&c, c.post(url(&s, "/collections/docs/snapshot"))).await,
+        200,
+        "snapshot",
+    );
+    // Collections over HTTP.
+    let body = serde_json::json!({"name": "made", "dim": DIM, "index": {"kind": "flat"}, "mapping": {"properties": {"color": {"type": "keyword"}}}});
+    expect(
+        contract::send(&c, json(M::POST, "/collections", body)).await,
+        201,
+        "create",
+    );
+    let body = serde_json::json!({"properties": {"size": {"type": "integer"}}});
+    expect(
+        contract::send(&c, json(M::PUT, "/collections/made/mapping", body)).await,
+        200,
+        "mapping",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/collections"))).await,
+        200,
+        "list",
+    );
+    expect(
+        contract::send(&c, c.delete(url(&s, "/collections/made"))).await,
+        200,
+        "delete collection",
+    );
+    contract::assert_validated(&s.url, 29);
+    s.stop().await.unwrap();
+}
