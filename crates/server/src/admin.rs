@@ -16,10 +16,12 @@ use crate::local::LocalBackend;
 use crate::state::{App, ReloadTurn, Slot};
 use crate::wire::{authorize, json_error, json_response, read_body, v1_index_info};
 
-#[derive(Deserialize)]
+/// The body of `POST /admin/reload`.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ReloadBody {
+pub(crate) struct ReloadBody {
     /// An index directory or a collection directory.
+    #[schema(value_type = String)]
     index: PathBuf,
     /// Which served collection to swap (default: the first).
     #[serde(default)]

@@ -10,9 +10,10 @@
 //! collections = ["docs"]               # optional: only these collections
 //! ```
 //!
-//! With keys configured, every route but `/health`, `/ready` and the search console's page
+//! With keys configured, every route but `/health`, `/ready`, the search console's page
 //! and assets (`GET /console`, `/console/*`, and `GET /` unless it asks for Elasticsearch's
-//! media type: they hold no data, and the page sends the key its user types) needs one, sent as
+//! media type: they hold no data, and the page sends the key its user types) and the API's
+//! description (`GET /openapi.json`, no data either) needs one, sent as
 //! `Authorization: Bearer KEY` or `api-key: KEY` (Qdrant's header). No key, or one that
 //! is not in the file: 401 `unauthorized`. A key whose scope or collections do not cover
 //! the route: 403 `forbidden`. What a route needs is decided here, in one place
@@ -250,9 +251,9 @@ pub struct Need {
     pub collection: Option<String>,
 }
 
-/// What `method path` needs; `None` for the open probes (`/health`, `/ready`) and the
+/// What `method path` needs; `None` for the open probes (`/health`, `/ready`), the
 /// console's page and assets (`GET /console`, `/console/*`; `GET /` is decided by the
-/// router's gate, by its media type).
+/// router's gate, by its media type) and `GET /openapi.json`.
 pub fn need(method: &Method, path: &str) -> Option<Need> {
     let segs: Vec<&str> = path
         .trim_start_matches('/')
@@ -269,6 +270,8 @@ pub fn need(method: &Method, path: &str) -> Option<Need> {
     match segs.as_slice() {
         ["health" | "healthz" | "ready" | "readyz"] => None,
         ["console"] | ["console", "console.js" | "console.css"] if read_method => None,
+        // The API's description (GET /openapi.json) holds no data, as the console's assets.
+        ["openapi.json"] if read_method => None,
         ["stats" | "metrics"] if read_method => n(Scope::Read, None),
         ["search"] if *method == Method::POST => n(Scope::Read, None),
         ["admin", ..] => n(Scope::Admin, None),

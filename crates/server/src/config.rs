@@ -87,8 +87,8 @@ pub struct ServeSettings {
     /// serves the network) needs `api_keys`, or `insecure` to serve without keys.
     pub addr: String,
 
-    /// TOML file of API keys (see [`crate::auth`]); with it every route but `/health` and
-    /// `/ready` needs a key. Default: none.
+    /// TOML file of API keys (see [`crate::auth`]); with it every route but `/health`,
+    /// `/ready`, the console's page and assets and `/openapi.json` needs a key. Default: none.
     pub api_keys: Option<PathBuf>,
 
     /// Serve a non-loopback address without `api_keys`: anyone who reaches the port can

@@ -811,6 +811,9 @@ pub(crate) async fn get_doc(
     }
 }
 
+/// The keys of an entry of `_mget`'s `docs`.
+pub(crate) const MGET_DOC_KEYS: &[&str] = &["_id", "_index"];
+
 /// Most ids one `_mget` may ask for.
 pub const MAX_MGET: usize = 10_000;
 
@@ -844,7 +847,7 @@ pub(crate) async fn mget(rd: Read) -> Result<Vec<u8>, ApiError> {
                 let Some(o) = d.as_object() else {
                     return Err(ApiError::invalid(format!("{at} must be an object")));
                 };
-                check_keys(o, &["_id", "_index"], &at)?;
+                check_keys(o, MGET_DOC_KEYS, &at)?;
                 if o.get("_index")
                     .is_some_and(|x| x.as_str() != Some(slot.name.as_str()))
                 {

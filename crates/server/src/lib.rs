@@ -99,6 +99,7 @@ mod native;
 mod net;
 mod observe;
 mod open;
+mod openapi;
 mod pool;
 pub mod registry;
 mod upsert;

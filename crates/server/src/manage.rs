@@ -40,9 +40,10 @@ use crate::wire::{authorize, json_error, json_response, read_body};
 // ---------------------------------------------------------------------------------------
 // POST /collections
 
-#[derive(Deserialize)]
+/// The body of `POST /collections`.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateBody {
+pub(crate) struct CreateBody {
     name: String,
     /// Dimension of the vectors (not with `model`: the model's).
     #[serde(default)]
@@ -52,6 +53,7 @@ struct CreateBody {
     metric: Option<String>,
     /// The server's `--model` by name (or `true`): documents without a vector are embedded.
     #[serde(default)]
+    #[schema(value_type = Option<Value>)]
     model: Option<serde_json::Value>,
     /// The field embedded and indexed for BM25 (default `text` with a model).
     #[serde(default)]
@@ -68,9 +70,10 @@ struct CreateBody {
     mapping: Option<MappingBody>,
 }
 
-#[derive(Deserialize, Default)]
+/// `index` of [`CreateBody`].
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct IndexBody {
+pub(crate) struct IndexBody {
     /// `hnsw` (default) or `flat`.
     #[serde(default)]
     kind: Option<String>,
@@ -83,13 +86,17 @@ struct IndexBody {
     ef_construction: Option<usize>,
 }
 
-#[derive(Deserialize)]
+/// `mapping` of [`CreateBody`].
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct MappingBody {
+pub(crate) struct MappingBody {
+    /// Field name to `{"type": ...}`.
     #[serde(default)]
+    #[schema(value_type = Object)]
     properties: serde_json::Map<String, serde_json::Value>,
     /// `true` (default: the server's), `false` or `strict`.
     #[serde(default)]
+    #[schema(value_type = Option<Value>)]
     dynamic: Option<serde_json::Value>,
 }
 
@@ -500,9 +507,12 @@ fn dir_bytes(p: &Path) -> u64 {
 // ---------------------------------------------------------------------------------------
 // PUT /collections/{name}/mapping
 
-#[derive(Deserialize)]
+/// The body of `PUT /collections/{name}/mapping`.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PutMappingBody {
+pub(crate) struct PutMappingBody {
+    /// Field name to `{"type": ...}`.
+    #[schema(value_type = Object)]
     properties: serde_json::Map<String, serde_json::Value>,
 }
 

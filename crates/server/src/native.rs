@@ -50,7 +50,7 @@ struct SearchBody {
 }
 
 /// The native body's own keys.
-const OWN_KEYS: &[&str] = &[
+pub(crate) const OWN_KEYS: &[&str] = &[
     "vector", "qidx", "id", "text", "k", "ef", "fields", "mode", "fusion", "filter", "facets",
 ];
 
@@ -117,17 +117,18 @@ impl<'de> Deserialize<'de> for SearchBody {
 /// behind this choice).
 pub const DEFAULT_FUSION: Fusion = fusion::DEFAULT_FUSION;
 
+/// The keys of `fusion`.
+pub(crate) const FUSION_KEYS: &[&str] = &["method", "k", "window", "weights", "normalize"];
+/// The keys of `fusion.weights`.
+pub(crate) const FUSION_WEIGHT_KEYS: &[&str] = &["dense", "lexical"];
+
 /// `fusion`: `{"method": "rrf", "k": 60, "window": 100}` or `{"method": "weighted",
 /// "weights": {"dense": 0.7, "lexical": 0.3}, "normalize": "minmax"|"zscore", "window": 100}`.
 fn parse_fusion(v: Option<&serde_json::Value>) -> Result<(Fusion, usize), ApiError> {
     let Some(v) = v else {
         return Ok((DEFAULT_FUSION, fusion::DEFAULT_WINDOW));
     };
-    let o = object(
-        "fusion",
-        v,
-        &["method", "k", "window", "weights", "normalize"],
-    )?;
+    let o = object("fusion", v, FUSION_KEYS)?;
     let window = match o.get("window") {
         Some(w) => int_in("fusion.window", w, 1, fusion::MAX_WINDOW as u64)?,
         None => fusion::DEFAULT_WINDOW,
@@ -167,7 +168,7 @@ fn parse_fusion(v: Option<&serde_json::Value>) -> Result<(Fusion, usize), ApiErr
             let (dense, lexical) = match o.get("weights") {
                 None => (0.5, 0.5),
                 Some(w) => {
-                    let wo = object("fusion.weights", w, &["dense", "lexical"])?;
+                    let wo = object("fusion.weights", w, FUSION_WEIGHT_KEYS)?;
                     let get = |side: &str| match wo.get(side) {
                         Some(x) => number(&format!("fusion.weights.{side}"), x),
                         None => Ok(0.0),

@@ -91,6 +91,9 @@ pub(crate) struct SearchSpec {
 /// in [`perform_search`]. A new search option is added here and nowhere else.
 pub(crate) const COMMON_KEYS: &[&str] = &["rerank", "explain"];
 
+/// The keys of `rerank`.
+pub(crate) const RERANK_KEYS: &[&str] = &["top"];
+
 /// The parsed [`COMMON_KEYS`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CommonOptions {
@@ -108,7 +111,7 @@ impl CommonOptions {
         let rerank = match get("rerank") {
             None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => None,
             Some(v) => {
-                let o = object("rerank", v, &["top"])?;
+                let o = object("rerank", v, RERANK_KEYS)?;
                 match o.get("top") {
                     None => {
                         return Err(ApiError::invalid(

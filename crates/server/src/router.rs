@@ -12,7 +12,7 @@ use axum::Router;
 use crate::error::{ApiError, Code};
 use crate::query::read_handler;
 use crate::state::App;
-use crate::{admin, console, es, es_write, manage, native, observe, reads, writes};
+use crate::{admin, console, es, es_write, manage, native, observe, openapi, reads, writes};
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     let cors = cors_layer(&app.cfg.cors_origin);
@@ -89,6 +89,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/stats", get(observe::stats))
         .route("/metrics", get(observe::metrics))
         .route("/admin/reload", post(admin::reload))
+        .route("/openapi.json", get(openapi::serve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // Every route, the fallbacks too: with keys, nothing is answered to a caller
@@ -319,4 +320,125 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
         Code::MethodNotAllowed,
         format!("{} does not accept {method}", uri.path()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// Every `(METHOD, path)` that [`super::router`] routes, read from this file's source:
+    /// each `.route("PATH", ...)` of `fn router` and the method routers (`get(..)`,
+    /// `.post(..)`, ...) written in it.
+    fn routed() -> BTreeSet<(String, String)> {
+        let src = include_str!("router.rs");
+        let start = src
+            .find("pub(crate) fn router(")
+            .expect("fn router in router.rs");
+        let body = &src[start..];
+        let end = body.find(".fallback(").expect(".fallback( ends the routes");
+        let body = &body[..end];
+        let mut out = BTreeSet::new();
+        for chunk in body.split(".route(").skip(1) {
+            let chunk = chunk.trim_start();
+            let path = chunk
+                .strip_prefix('"')
+                .and_then(|c| c.split('"').next())
+                .unwrap_or_else(|| panic!("a .route( without a literal path: {chunk:.60}"));
+            let mut methods = 0;
+            for m in [
+                "get", "post", "put", "delete", "patch", "head", "options", "any",
+            ] {
+                let pat = format!("{m}(");
+                let mut at = 0;
+                while let Some(i) = chunk[at..].find(&pat) {
+                    let i = at + i;
+                    let before = chunk[..i].chars().next_back();
+                    if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                        assert_ne!(m, "any", "{path}: any(..) cannot be documented per method");
+                        out.insert((m.to_uppercase(), path.to_string()));
+                        methods += 1;
+                    }
+                    at = i + pat.len();
+                }
+            }
+            assert!(methods > 0, "no method found for route {path}");
+        }
+        out
+    }
+
+    fn documented() -> (serde_json::Value, BTreeSet<(String, String)>) {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&crate::openapi::document_bytes()).unwrap();
+        let mut out = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                out.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+        (doc, out)
+    }
+
+    #[test]
+    fn the_route_parser_reads_this_router() {
+        let r = routed();
+        // Spot checks of the parser on the shapes router.rs uses.
+        for (m, p) in [
+            ("POST", "/search"),
+            ("GET", "/collections"),
+            ("POST", "/collections"),
+            ("DELETE", "/collections/{name}/docs/{id}"),
+            ("GET", "/{name}/_search"),
+            ("POST", "/{name}/_search"),
+            ("PUT", "/{name}/_doc/{id}"),
+            ("PUT", "/_bulk"),
+            ("GET", "/openapi.json"),
+        ] {
+            assert!(r.contains(&(m.to_string(), p.to_string())), "{m} {p}");
+        }
+        assert!(r.len() >= 40, "{} routes read", r.len());
+    }
+
+    /// A route added to the router must be described in /openapi.json (and nothing is
+    /// described that is not routed).
+    #[test]
+    fn every_route_is_in_the_openapi_document() {
+        let routed = routed();
+        let (_, documented) = documented();
+        let missing: Vec<_> = routed.difference(&documented).collect();
+        assert!(
+            missing.is_empty(),
+            "routes missing from the OpenAPI document (openapi.rs `operations`): {missing:?}"
+        );
+        let extra: Vec<_> = documented.difference(&routed).collect();
+        assert!(
+            extra.is_empty(),
+            "the OpenAPI document describes routes the router does not have: {extra:?}"
+        );
+    }
+
+    /// The document's security matches `auth::need`: open operations are those it lets
+    /// through without a key.
+    #[test]
+    fn open_operations_are_the_ones_auth_lets_through() {
+        let (doc, documented) = documented();
+        for (method, path) in documented {
+            // `GET /` is decided by the gate (console page, or Elasticsearch's root with a key).
+            if path == "/" {
+                continue;
+            }
+            let open = doc["paths"][&path][method.to_lowercase()]["security"]
+                .as_array()
+                .is_some_and(|s| {
+                    s.iter()
+                        .any(|r| r.as_object().is_some_and(|o| o.is_empty()))
+                });
+            let concrete = path.replace("{name}", "docs").replace("{id}", "1");
+            let m: axum::http::Method = method.parse().unwrap();
+            assert_eq!(
+                open,
+                crate::auth::need(&m, &concrete).is_none(),
+                "{method} {path}: open in the document and in auth::need differ"
+            );
+        }
+    }
 }

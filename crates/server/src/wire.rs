@@ -212,6 +212,9 @@ pub const MAX_FACET_SIZE: usize = 10_000;
 /// Default facet `size` (Elasticsearch's terms aggregation default).
 pub const DEFAULT_FACET_SIZE: usize = 10;
 
+/// The keys of a facet given as an object.
+pub(crate) const FACET_KEYS: &[&str] = &["field", "size"];
+
 /// `"facets"`: a list of field names or `{"field": F, "size": N}` objects.
 pub(crate) fn parse_facets(
     v: Option<&serde_json::Value>,
@@ -234,7 +237,7 @@ pub(crate) fn parse_facets(
                     size: DEFAULT_FACET_SIZE,
                 }),
                 serde_json::Value::Object(_) => {
-                    let o = object(&at, f, &["field", "size"])?;
+                    let o = object(&at, f, FACET_KEYS)?;
                     let Some(field) = o.get("field").and_then(|x| x.as_str()) else {
                         return Err(ApiError::invalid(format!(
                             "{at}.field must be a field name"

@@ -28,6 +28,15 @@ use crate::wire::{authorize, json_error, json_response, read_body_limit};
 
 pub use crate::upsert::MAX_DOCS_PER_WRITE;
 
+/// The keys of an upsert's body.
+pub(crate) const UPSERT_KEYS: &[&str] = &["docs", "wait"];
+/// The keys of a document of an upsert.
+pub(crate) const DOC_KEYS: &[&str] = &["id", "text", "vector", "fields"];
+/// The keys of a delete's body.
+pub(crate) const DELETE_KEYS: &[&str] = &["ids", "filter", "wait"];
+/// The keys of a snapshot's body.
+pub(crate) const SNAPSHOT_KEYS: &[&str] = &["path"];
+
 fn receipt_json(r: &Receipt, took: Duration) -> Vec<u8> {
     let mut v = serde_json::json!({
         "seq": r.seq,
@@ -93,10 +102,7 @@ fn parse_doc(v: &Value, i: usize, text_field: Option<&str>) -> Result<Incoming, 
     let Value::Object(o) = v else {
         return Err(ApiError::invalid(format!("{at} must be an object")));
     };
-    if let Some(k) = o
-        .keys()
-        .find(|k| !["id", "text", "vector", "fields"].contains(&k.as_str()))
-    {
+    if let Some(k) = o.keys().find(|k| !DOC_KEYS.contains(&k.as_str())) {
         return Err(ApiError::invalid(format!(
             "{at}: unknown field {k:?} (a document has id, text, vector and fields)"
         )));
@@ -169,7 +175,7 @@ async fn upsert_inner(
     let slot = app.slot(name)?;
     let body = read_body_limit(app, req, app.cfg.write_body_limit).await?;
     let backend = backend_of(&slot)?;
-    let o = body_object(&body, &["docs", "wait"])?;
+    let o = body_object(&body, UPSERT_KEYS)?;
     let wait = parse_wait(o.get("wait"))?;
     let Some(Value::Array(docs)) = o.get("docs") else {
         return Err(ApiError::invalid("docs must be an array of documents"));
@@ -257,7 +263,7 @@ pub(crate) async fn delete_many(
         let slot = app.slot(&name)?;
         let body = read_body_limit(&app, req, app.cfg.write_body_limit).await?;
         let backend = backend_of(&slot)?;
-        let o = body_object(&body, &["ids", "filter", "wait"])?;
+        let o = body_object(&body, DELETE_KEYS)?;
         let wait = parse_wait(o.get("wait"))?;
         let op = match (o.get("ids"), o.get("filter")) {
             (Some(_), Some(_)) => {
@@ -341,7 +347,7 @@ pub(crate) async fn snapshot(
         let o = if body.is_empty() {
             serde_json::Map::new()
         } else {
-            body_object(&body, &["path"])?
+            body_object(&body, SNAPSHOT_KEYS)?
         };
         let info = backend.info();
         let dir = std::path::PathBuf::from(info["path"].as_str().unwrap_or("."));

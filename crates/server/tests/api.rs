@@ -1,10 +1,37 @@
 //! The HTTP contract: happy paths against exact search, every error of the table, the
-//! observability endpoints.
+//! observability endpoints. Every reply these tests receive is validated against the
+//! server's OpenAPI document (`GET /openapi.json`, `contract/mod.rs`), and each test asserts
+//! how many were.
 
 mod common;
+mod contract;
 
 use common::*;
 use searchd_engine::Metric;
+
+/// POST a JSON body (as text, so tests can send anything); the reply is validated against
+/// the OpenAPI document (this shadows `common::post`).
+async fn post(
+    c: &reqwest::Client,
+    url: &str,
+    body: &str,
+) -> (u16, reqwest::header::HeaderMap, serde_json::Value) {
+    contract::send(
+        c,
+        c.post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string()),
+    )
+    .await
+}
+
+/// GET a 200 JSON reply, validated against the OpenAPI document (this shadows
+/// `common::get_json`).
+async fn get_json(c: &reqwest::Client, url: &str) -> serde_json::Value {
+    let (st, _, v) = contract::send(c, c.get(url)).await;
+    assert_eq!(st, 200, "GET {url}");
+    v
+}
 
 fn url(s: &TestServer, path: &str) -> String {
     format!("{}{path}", s.url)
@@ -105,6 +132,7 @@ async fn search_modes_match_exact_search() {
         let (st, _, _) = post(&c, &search, r#"{"qidx": 3}"#).await;
         assert_eq!(st, 200);
     }
+    contract::assert_validated(&s.url, 59);
     s.stop().await.unwrap();
 }
 
@@ -362,79 +390,57 @@ async fn bad_requests_get_the_contract_errors() {
     assert_error(&got, 413, "body_too_large", "limit of 4096 bytes");
 
     // 415
-    let r = c
-        .post(&search)
-        .header("content-type", "text/plain")
-        .body(r#"{"qidx":1}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_error(
-        &split(r).await,
-        415,
-        "unsupported_media_type",
-        "application/json",
-    );
-    let r = c.post(&search).body(r#"{"qidx":1}"#).send().await.unwrap();
-    assert_error(
-        &split(r).await,
-        415,
-        "unsupported_media_type",
-        "no Content-Type",
-    );
-    let r = c
-        .post(&search)
-        .header("content-type", "application/json; charset=utf-8")
-        .body(r#"{"qidx":1}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let got = contract::send(
+        &c,
+        c.post(&search)
+            .header("content-type", "text/plain")
+            .body(r#"{"qidx":1}"#),
+    )
+    .await;
+    assert_error(&got, 415, "unsupported_media_type", "application/json");
+    let got = contract::send(&c, c.post(&search).body(r#"{"qidx":1}"#)).await;
+    assert_error(&got, 415, "unsupported_media_type", "no Content-Type");
+    let got = contract::send(
+        &c,
+        c.post(&search)
+            .header("content-type", "application/json; charset=utf-8")
+            .body(r#"{"qidx":1}"#),
+    )
+    .await;
+    assert_eq!(got.0, 200);
 
     // 404 / 405
-    let r = c.get(url(&s, "/nope/x/y")).send().await.unwrap();
-    assert_error(
-        &split(r).await,
-        404,
-        "not_found",
-        "no route for GET /nope/x/y",
-    );
+    let got = contract::send(&c, c.get(url(&s, "/nope/x/y"))).await;
+    assert_error(&got, 404, "not_found", "no route for GET /nope/x/y");
     // `GET /{index}` is Elasticsearch's index metadata route.
-    let r = c.get(url(&s, "/nope")).send().await.unwrap();
+    let got = contract::send(&c, c.get(url(&s, "/nope"))).await;
+    assert_error(&got, 404, "not_found", "no collection named \"nope\"");
+    let got = contract::send(
+        &c,
+        c.post(url(&s, "/search/x"))
+            .header("content-type", "application/json")
+            .body("{}"),
+    )
+    .await;
+    assert_error(&got, 404, "not_found", "/search/x");
+    let got = contract::send(&c, c.get(&search)).await;
+    let allow = got.1.get("allow").map(|v| v.to_str().unwrap().to_string());
     assert_error(
-        &split(r).await,
-        404,
-        "not_found",
-        "no collection named \"nope\"",
-    );
-    let r = c
-        .post(url(&s, "/search/x"))
-        .header("content-type", "application/json")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
-    assert_error(&split(r).await, 404, "not_found", "/search/x");
-    let r = c.get(&search).send().await.unwrap();
-    let allow = r
-        .headers()
-        .get("allow")
-        .map(|v| v.to_str().unwrap().to_string());
-    assert_error(
-        &split(r).await,
+        &got,
         405,
         "method_not_allowed",
         "/search does not accept GET",
     );
     assert_eq!(allow.as_deref(), Some("POST"));
-    let r = c.delete(url(&s, "/health")).send().await.unwrap();
-    assert_error(&split(r).await, 405, "method_not_allowed", "DELETE");
-    let r = c.get(url(&s, "/admin/reload")).send().await.unwrap();
-    assert_error(&split(r).await, 405, "method_not_allowed", "GET");
+    let got = contract::send(&c, c.delete(url(&s, "/health"))).await;
+    assert_error(&got, 405, "method_not_allowed", "DELETE");
+    let got = contract::send(&c, c.get(url(&s, "/admin/reload"))).await;
+    assert_error(&got, 405, "method_not_allowed", "GET");
 
     // The server is still fine.
     let (st, _, _) = post(&c, &search, r#"{"qidx": 2}"#).await;
     assert_eq!(st, 200);
+    contract::assert_validated(&s.url, cases.len() + 11);
     s.stop().await.unwrap();
 }
 
@@ -447,6 +453,7 @@ async fn qidx_without_queries_is_invalid() {
     let c = client();
     let got = post(&c, &url(&s, "/search"), r#"{"qidx": 0}"#).await;
     assert_error(&got, 400, "invalid_argument", "--queries");
+    contract::assert_validated(&s.url, 1);
     s.stop().await.unwrap();
 }
 
@@ -471,6 +478,19 @@ async fn chunked_body_over_the_limit_is_413() {
     let text = String::from_utf8_lossy(&buf);
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
     assert!(text.contains("\"code\":\"body_too_large\""), "{text}");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let ct = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let doc = contract::document(&client(), &s.url).await;
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    contract::check(&doc, "POST", &url(&s, "/search"), 413, &ct, Some(&v));
+    contract::assert_validated(&s.url, 1);
     s.stop().await.unwrap();
 }
 
@@ -491,10 +511,7 @@ async fn health_ready_stats_and_metrics() {
     assert_eq!(post(&c, &search, r#"{"qidx": 100}"#).await.0, 400);
     assert_eq!(post(&c, &search, r#"nope"#).await.0, 400);
     assert_eq!(post(&c, &search, r#"{"id": 100000}"#).await.0, 404);
-    assert_eq!(
-        c.get(url(&s, "/nothing")).send().await.unwrap().status(),
-        404
-    );
+    assert_eq!(contract::send(&c, c.get(url(&s, "/nothing"))).await.0, 404);
     // observability requests are not counted
     let _ = get_json(&c, &url(&s, "/health")).await;
 
@@ -525,14 +542,13 @@ async fn health_ready_stats_and_metrics() {
     assert!(p["threads"].as_u64().unwrap() >= 3);
 
     // /metrics: parse every sample line, and check the counters agree with /stats.
-    let r = c.get(url(&s, "/metrics")).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+    let (status, headers, text, _) = contract::send_raw(&c, c.get(url(&s, "/metrics"))).await;
+    assert_eq!(status, 200);
+    let ct = headers["content-type"].to_str().unwrap().to_string();
     assert!(
         ct.contains("openmetrics-text") || ct.contains("text/plain"),
         "{ct}"
     );
-    let text = r.text().await.unwrap();
     let mut samples = std::collections::HashMap::new();
     for line in text.lines() {
         if line.is_empty() || line.starts_with('#') {
@@ -588,6 +604,7 @@ async fn health_ready_stats_and_metrics() {
     );
     assert!(samples["process_resident_memory_bytes"] > 1e6);
     assert!(samples.contains_key("process_cpu_seconds_total"));
+    contract::assert_validated(&s.url, 14);
     s.stop().await.unwrap();
 }
 
@@ -621,6 +638,7 @@ async fn loads_index_and_queries_from_paths() {
     let (st, _, v) = post(&c, &url(&s, "/search"), r#"{"qidx": 4, "k": 3}"#).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(ids(&v), exact_ids(&f.index, f.queries.row(4), 3));
+    contract::assert_validated(&s.url, 1);
     s.stop().await.unwrap();
 }
 
@@ -663,6 +681,7 @@ async fn id_mode_on_hnsw_excludes_the_id_itself() {
         assert_eq!(ids(&v), vec![id]);
     }
     assert!(overlap >= 48, "recall of id mode too low: {overlap}/50");
+    contract::assert_validated(&s.url, 10);
     s.stop().await.unwrap();
 }
 
@@ -712,6 +731,330 @@ async fn quantized_index_served_from_disk_or_codes_alone() {
                 assert!(!ids(&v).contains(&5));
             }
         }
+        contract::assert_validated(&s.url, 3);
         s.stop().await.unwrap();
     }
+}
+
+/// Every operation of the OpenAPI document reaches a handler of the router (no fallback
+/// 404 "no route for" or 405), and its reply matches the document: the document-to-router
+/// half of the check `router.rs` makes from the router's side. Writes are sent to a
+/// collection that does not exist, so they change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_operation_is_routed_and_answers_as_documented() {
+    let f = fixture();
+    let s = TestServer::start(f.config()).await;
+    let c = client();
+    let doc = contract::document(&c, &s.url).await;
+    let name = get_json(&c, &url(&s, "/collections")).await["default"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut probed = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            let m: reqwest::Method = method.to_uppercase().parse().unwrap();
+            let reads = m == reqwest::Method::GET
+                || [
+                    "/search", "/count", "/facet", "/scroll", "_search", "_count", "_mget",
+                ]
+                .iter()
+                .any(|r| path.ends_with(r));
+            let collection = if reads {
+                name.as_str()
+            } else {
+                "openapi-probe-missing"
+            };
+            let concrete = path.replace("{name}", collection).replace("{id}", "1");
+            let mut rb = c.request(m.clone(), url(&s, &concrete));
+            if m != reqwest::Method::GET && m != reqwest::Method::DELETE {
+                rb = rb.header("content-type", "application/json").body("{}");
+            }
+            let (status, _, _, v) = contract::send_raw(&c, rb).await;
+            let fallback = status == 405
+                || (status == 404
+                    && v.as_ref().is_some_and(|v| {
+                        v["error"]["message"]
+                            .as_str()
+                            .is_some_and(|m| m.starts_with("no route for"))
+                    }));
+            assert!(
+                !fallback,
+                "{method} {path} ({concrete}): the router has no such route: {status} {v:?}"
+            );
+            probed += 1;
+        }
+    }
+    assert!(probed >= 45, "{probed} operations probed");
+    contract::assert_validated(&s.url, probed);
+    s.stop().await.unwrap();
+}
+
+/// The validation is not vacuous: a reply missing a required key, one with a key the
+/// document does not list, a wrong type, an undocumented status and a fallback with another
+/// status all fail it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_validation_refuses_what_the_document_does_not_describe() {
+    let f = fixture();
+    let s = TestServer::start(f.config()).await;
+    let c = client();
+    let doc = contract::document(&c, &s.url).await;
+    contract::check_document(&doc);
+    let search = url(&s, "/search");
+    let (st, _, good) = post(&c, &search, r#"{"qidx": 1, "k": 2}"#).await;
+    assert_eq!(st, 200);
+    let fails = |method: &'static str, u: String, status: u16, body: serde_json::Value| {
+        let doc = doc.clone();
+        std::panic::catch_unwind(move || {
+            contract::check(&doc, method, &u, status, "application/json", Some(&body))
+        })
+        .is_err()
+    };
+    let mut missing = good.clone();
+    missing.as_object_mut().unwrap().remove("timings_us");
+    assert!(
+        fails("POST", search.clone(), 200, missing),
+        "a required key missing"
+    );
+    let mut extra = good.clone();
+    extra["surprise"] = serde_json::json!(1);
+    assert!(
+        fails("POST", search.clone(), 200, extra),
+        "an undocumented key"
+    );
+    let mut wrong = good.clone();
+    wrong["mode"] = serde_json::json!("sideways");
+    assert!(
+        fails("POST", search.clone(), 200, wrong),
+        "a value outside the enum"
+    );
+    assert!(
+        fails("POST", search.clone(), 418, good.clone()),
+        "an undocumented status"
+    );
+    let err = serde_json::json!({"error": {"code": "nope", "message": "x"}});
+    assert!(
+        fails("POST", search.clone(), 400, err),
+        "an error code outside the table"
+    );
+    let not_found = serde_json::json!({"error": {"code": "not_found", "message": "x"}});
+    assert!(
+        fails("GET", url(&s, "/a/b/c/d/e"), 400, not_found.clone()),
+        "a fallback other than 404"
+    );
+    assert!(!fails("GET", url(&s, "/a/b/c/d/e"), 404, not_found));
+    assert!(!fails("POST", search, 200, good));
+    s.stop().await.unwrap();
+}
+
+/// The replies of writes, collection management and the Elasticsearch layer, on a live
+/// collection, validated against the OpenAPI document (the other tests serve a bare index).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_manage_and_elasticsearch_replies_match_the_openapi_document() {
+    let d = tempfile::tempdir().unwrap();
+    let coll = live_collection(d.path(), "docs", 30);
+    let data_dir = d.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    let mut cfg = live_config(&coll, "docs");
+    cfg.data_dir = Some(std::fs::canonicalize(&data_dir).unwrap());
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    let v = data(3, DIM, 77);
+    let vec0 = serde_json::json!(&v[..DIM]);
+    let json = |m: reqwest::Method, path: &str, body: serde_json::Value| {
+        c.request(m, url(&s, path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    };
+    use reqwest::Method as M;
+    let expect =
+        |got: (u16, reqwest::header::HeaderMap, serde_json::Value), want: u16, what: &str| {
+            assert_eq!(got.0, want, "{what}: {}", got.2);
+            got.2
+        };
+    // Native writes and reads.
+    let body = serde_json::json!({"docs": [{"id": 100, "vector": vec0, "fields": {"color": "red", "price": 1.5}}], "wait": true});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/collections/docs/docs", body)).await,
+        200,
+        "upsert",
+    );
+    assert_eq!(r["upserted"], 1);
+    let body = serde_json::json!({"vector": vec0, "k": 3, "fields": true, "facets": ["color"], "explain": true, "filter": {"term": {"color": "red"}}});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/collections/docs/search", body)).await,
+        200,
+        "search",
+    );
+    assert!(r["explain"].is_object() && r["facets"].is_object(), "{r}");
+    let body = serde_json::json!({"field": "color", "filter": {"exists": {"field": "price"}}});
+    expect(
+        contract::send(&c, json(M::POST, "/collections/docs/facet", body)).await,
+        200,
+        "facet",
+    );
+    let body = serde_json::json!({"size": 2, "fields": ["color"], "total": true, "facets": [{"field": "color", "size": 2}], "sort": ["price"]});
+    expect(
+        contract::send(&c, json(M::POST, "/collections/docs/scroll", body)).await,
+        200,
+        "scroll",
+    );
+    let body = serde_json::json!({"filter": {"term": {"color": "blue"}}});
+    expect(
+        contract::send(&c, json(M::POST, "/collections/docs/count", body)).await,
+        200,
+        "count",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/collections/docs/docs/100"))).await,
+        200,
+        "doc",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/collections/docs"))).await,
+        200,
+        "info",
+    );
+    // Elasticsearch reads.
+    let body = serde_json::json!({"query": {"match_all": {}}, "aggs": {"c": {"terms": {"field": "color"}}}, "size": 2, "sort": [{"price": "desc"}], "_source": ["color"]});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/docs/_search", body)).await,
+        200,
+        "_search",
+    );
+    assert!(r["aggregations"]["c"]["buckets"].is_array(), "{r}");
+    let body = serde_json::json!({"knn": {"field": "vec", "query_vector": vec0, "k": 3, "num_candidates": 10}, "explain": true, "track_total_hits": false});
+    expect(
+        contract::send(&c, json(M::POST, "/docs/_search", body)).await,
+        200,
+        "knn",
+    );
+    let body = serde_json::json!({"query": {"term": {"color": "red"}}});
+    expect(
+        contract::send(&c, json(M::POST, "/docs/_count", body)).await,
+        200,
+        "_count",
+    );
+    let body = serde_json::json!({"ids": ["1", "9999"]});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/docs/_mget", body)).await,
+        200,
+        "_mget",
+    );
+    assert_eq!(r["docs"][1]["found"], false, "{r}");
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs/_doc/1"))).await,
+        200,
+        "_doc",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs/_doc/9999"))).await,
+        404,
+        "_doc missing",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs"))).await,
+        200,
+        "index",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/docs/_mapping"))).await,
+        200,
+        "_mapping",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/_cat/indices?format=json"))).await,
+        200,
+        "_cat",
+    );
+    let root = c.get(url(&s, "/")).header(
+        "accept",
+        "application/vnd.elasticsearch+json; compatible-with=8",
+    );
+    expect(contract::send(&c, root).await, 200, "ES root");
+    // Elasticsearch writes.
+    let src = serde_json::json!({"vec": &v[DIM..2 * DIM], "color": "blue"});
+    expect(
+        contract::send(&c, json(M::PUT, "/docs/_doc/200?refresh=true", src.clone())).await,
+        201,
+        "index new",
+    );
+    expect(
+        contract::send(&c, json(M::PUT, "/docs/_doc/200?refresh=true", src)).await,
+        200,
+        "index again",
+    );
+    let ndjson = [
+        serde_json::json!({"index": {"_index": "docs", "_id": "201"}}),
+        serde_json::json!({"vec": &v[2 * DIM..], "color": "green"}),
+        serde_json::json!({"delete": {"_index": "docs", "_id": "2"}}),
+        serde_json::json!({"update": {"_index": "docs", "_id": "424242"}}),
+        serde_json::json!({"doc": {"color": "red"}}),
+    ]
+    .iter()
+    .map(|l| format!("{l}\n"))
+    .collect::<String>();
+    let bulk = c
+        .post(url(&s, "/_bulk?refresh=wait_for"))
+        .header("content-type", "application/x-ndjson")
+        .body(ndjson);
+    let r = expect(contract::send(&c, bulk).await, 200, "_bulk");
+    assert_eq!(r["items"].as_array().unwrap().len(), 3, "{r}");
+    expect(
+        contract::send(&c, c.delete(url(&s, "/docs/_doc/200"))).await,
+        200,
+        "delete",
+    );
+    expect(
+        contract::send(&c, c.delete(url(&s, "/docs/_doc/200"))).await,
+        404,
+        "delete again",
+    );
+    // Native deletes, snapshot.
+    expect(
+        contract::send(
+            &c,
+            c.delete(url(&s, "/collections/docs/docs/100?wait=true")),
+        )
+        .await,
+        200,
+        "delete one",
+    );
+    let body = serde_json::json!({"ids": [1, 9999], "wait": true});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/collections/docs/delete", body)).await,
+        200,
+        "delete many",
+    );
+    assert!(r["not_found"].is_array(), "{r}");
+    expect(
+        contract::send(&c, c.post(url(&s, "/collections/docs/snapshot"))).await,
+        200,
+        "snapshot",
+    );
+    // Collections over HTTP.
+    let body = serde_json::json!({"name": "made", "dim": DIM, "index": {"kind": "flat"}, "mapping": {"properties": {"color": {"type": "keyword"}}}});
+    expect(
+        contract::send(&c, json(M::POST, "/collections", body)).await,
+        201,
+        "create",
+    );
+    let body = serde_json::json!({"properties": {"size": {"type": "integer"}}});
+    expect(
+        contract::send(&c, json(M::PUT, "/collections/made/mapping", body)).await,
+        200,
+        "mapping",
+    );
+    expect(
+        contract::send(&c, c.get(url(&s, "/collections"))).await,
+        200,
+        "list",
+    );
+    expect(
+        contract::send(&c, c.delete(url(&s, "/collections/made"))).await,
+        200,
+        "delete collection",
+    );
+    contract::assert_validated(&s.url, 29);
+    s.stop().await.unwrap();
 }

@@ -113,13 +113,15 @@ async fn keys_gate_every_route_by_scope_and_collection() {
             "{p}"
         );
     }
-    // So does the console (its page and assets hold no data; the page sends the key its
-    // user types), but not Elasticsearch's root, which `GET /` is for an ES client.
+    // So do the console (its page and assets hold no data; the page sends the key its
+    // user types) and the OpenAPI document, but not Elasticsearch's root, which `GET /` is
+    // for an ES client.
     for p in [
         "/",
         "/console",
         "/console/console.js",
         "/console/console.css",
+        "/openapi.json",
     ] {
         let r = c.get(url(&s, p)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{p} without a key");
