@@ -407,7 +407,7 @@ mod tests {
         let missing: Vec<_> = routed.difference(&documented).collect();
         assert!(
             missing.is_empty(),
-            "routes missing from the OpenAPI document (openapi.rs `operations`): {missing:?}"
+            "routes missing from the OpenAPI document (openapi/mod.rs `operations`): {missing:?}"
         );
         let extra: Vec<_> = documented.difference(&routed).collect();
         assert!(
