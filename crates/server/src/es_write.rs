@@ -137,16 +137,31 @@ fn doc_of(
     })
 }
 
-/// Elasticsearch's error body for a refused request or item.
+/// Elasticsearch's error body for a refused `_bulk` item.
 fn es_error(e: &ApiError) -> Value {
     let kind = match e.code {
         Code::InvalidArgument | Code::InvalidJson => "mapper_parsing_exception",
-        Code::NotFound => "index_not_found_exception",
-        Code::Conflict => "version_conflict_engine_exception",
-        Code::Overloaded | Code::NotReady => "es_rejected_execution_exception",
-        _ => "exception",
+        code => es_error_type(code),
     };
     json!({"type": kind, "reason": e.message})
+}
+
+/// Elasticsearch's `error.type` for a reply of `code` (what its clients read to tell
+/// errors apart; the HTTP status picks their exception class).
+pub(crate) fn es_error_type(code: Code) -> &'static str {
+    match code {
+        Code::InvalidJson => "x_content_parse_exception",
+        Code::InvalidArgument | Code::BadRequest => "illegal_argument_exception",
+        Code::NotFound => "index_not_found_exception",
+        Code::Conflict => "version_conflict_engine_exception",
+        Code::Unauthorized | Code::Forbidden => "security_exception",
+        Code::Overloaded | Code::NotReady | Code::ShuttingDown => "es_rejected_execution_exception",
+        Code::DeadlineExceeded | Code::RequestTimeout => "timeout_exception",
+        Code::BodyTooLarge => "content_too_long_exception",
+        Code::UnsupportedMediaType => "media_type_header_exception",
+        Code::MethodNotAllowed => "method_not_allowed_exception",
+        _ => "exception",
+    }
 }
 
 fn item(index: &str, id: &str, seq: u64, result: &str, status: u16) -> Value {

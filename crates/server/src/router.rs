@@ -213,6 +213,9 @@ async fn gate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Resp
             },
         }
     };
+    if es && resp.status().as_u16() >= 400 {
+        resp = es_error_shape(resp).await;
+    }
     if pretty {
         resp = prettify(resp, app.cfg.max_reply_bytes).await;
     }
@@ -261,6 +264,43 @@ async fn root(req: Request) -> Response {
         return es_write::es_root();
     }
     console::page(req.headers())
+}
+
+/// An error reply of an Elasticsearch-shaped request also in Elasticsearch's shape: the
+/// error keeps searchd's `code` and `message` and gains `type`, `reason` and `root_cause`,
+/// and the reply gains `status` (`{"error": {"code", "message", "type", "reason",
+/// "root_cause": [{"type", "reason"}]}, "status": N}`), so a client written for either
+/// reads what it expects. Replies already in Elasticsearch's shape (a missing `_doc`)
+/// and anything that is not searchd's error object pass unchanged.
+async fn es_error_shape(resp: Response) -> Response {
+    let Some(code) = resp.extensions().get::<crate::error::Tagged>().map(|t| t.0) else {
+        return resp;
+    };
+    let status = resp.status().as_u16();
+    let (mut parts, body) = resp.into_parts();
+    // Error bodies are a message long; anything larger is not one of them.
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return ApiError::new(Code::Internal, "the error reply could not be read").into_response();
+    };
+    let mut v: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    let is_ours = v["error"]["code"].is_string() && v["error"]["type"].is_null();
+    if !is_ours {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    let kind = es_write::es_error_type(code);
+    let reason = v["error"]["message"].clone();
+    v["error"]["type"] = kind.into();
+    v["error"]["reason"] = reason.clone();
+    v["error"]["root_cause"] = serde_json::json!([{"type": kind, "reason": reason}]);
+    v["status"] = status.into();
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(
+        parts,
+        axum::body::Body::from(serde_json::to_vec(&v).unwrap_or_else(|_| bytes.to_vec())),
+    )
 }
 
 /// `?pretty` (or `pretty=true`): JSON replies indented, as Elasticsearch and Qdrant do.

@@ -952,6 +952,45 @@ async fn write_manage_and_elasticsearch_replies_match_the_openapi_document() {
         404,
         "_doc missing",
     );
+    // Errors of Elasticsearch-shaped requests carry Elasticsearch's shape beside searchd's.
+    let body = serde_json::json!({"query": {"no_such_query": {}}});
+    let r = expect(
+        contract::send(&c, json(M::POST, "/docs/_search", body.clone())).await,
+        400,
+        "_search bad query",
+    );
+    assert_eq!(r["status"], 400, "{r}");
+    assert_eq!(r["error"]["code"], "invalid_argument", "{r}");
+    assert_eq!(r["error"]["type"], "illegal_argument_exception", "{r}");
+    assert_eq!(r["error"]["reason"], r["error"]["message"], "{r}");
+    assert_eq!(
+        r["error"]["root_cause"][0]["type"], "illegal_argument_exception",
+        "{r}"
+    );
+    let r = expect(
+        contract::send(&c, json(M::POST, "/nope/_search", body)).await,
+        404,
+        "_search unknown index",
+    );
+    assert_eq!(r["error"]["type"], "index_not_found_exception", "{r}");
+    // Native routes keep searchd's shape alone.
+    let r = expect(
+        contract::send(
+            &c,
+            json(
+                M::POST,
+                "/collections/docs/search",
+                serde_json::json!({"k": 0}),
+            ),
+        )
+        .await,
+        400,
+        "native bad search",
+    );
+    assert!(
+        r.get("status").is_none() && r["error"].get("type").is_none(),
+        "{r}"
+    );
     expect(
         contract::send(&c, c.get(url(&s, "/docs"))).await,
         200,

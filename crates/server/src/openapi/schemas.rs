@@ -10,10 +10,14 @@ use utoipa::ToSchema;
 
 // ------------------------------------------------------------------ shared pieces
 
-/// An error reply.
+/// An error reply. On Elasticsearch-shaped requests (a path segment starting with `_`, or
+/// Elasticsearch's media type in `Accept`) it also carries Elasticsearch's `status`, and
+/// its error `type`, `reason` and `root_cause`.
 #[derive(ToSchema)]
 pub struct ErrorReply {
     pub error: ErrorBody,
+    /// The HTTP status (Elasticsearch-shaped requests only).
+    pub status: Option<u16>,
 }
 
 /// What went wrong.
@@ -23,6 +27,22 @@ pub struct ErrorBody {
     #[schema(schema_with = super::error_code_schema)]
     pub code: String,
     pub message: String,
+    /// Elasticsearch's error type, e.g. `illegal_argument_exception` (Elasticsearch-shaped
+    /// requests only).
+    #[schema(rename = "type")]
+    pub kind: Option<String>,
+    /// The message again, under Elasticsearch's name (Elasticsearch-shaped requests only).
+    pub reason: Option<String>,
+    /// `[{"type", "reason"}]` (Elasticsearch-shaped requests only).
+    pub root_cause: Option<Vec<EsRootCause>>,
+}
+
+/// One of Elasticsearch's root causes.
+#[derive(ToSchema)]
+pub struct EsRootCause {
+    #[schema(rename = "type")]
+    pub kind: String,
+    pub reason: String,
 }
 
 /// A document id: an unsigned integer or a non-empty string.
