@@ -89,6 +89,20 @@ impl Gate {
         }
     }
 
+    /// A failed gate: `doc` written to `json_path` with the gate in it (the report says what
+    /// was measured and why the demo stopped), and the error to exit with.
+    pub(crate) fn refuse(&self, json_path: &Path, mut doc: serde_json::Value) -> CliError {
+        doc["recall_gate"] = self.json();
+        if let Err(e) = crate::util::write_json(json_path, &doc) {
+            return e;
+        }
+        CliError::Failed(format!(
+            "{} (report: {})",
+            self.verdict(),
+            json_path.display()
+        ))
+    }
+
     /// The gate as JSON for `report.json`.
     pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::json!({
@@ -107,7 +121,7 @@ impl Gate {
         let mut s = format!(
             "<h2>Recall gate</h2><p>{what}; gate recall@10 &ge; {RECALL_GATE} at the served ef: <b>{}</b>.</p>\
              <table class=\"t\"><tr><th>ef</th><th>recall@10</th><th></th></tr>",
-            html_escape(&self.verdict())
+            searchd_load::html::esc(&self.verdict())
         );
         for (ef, r) in &self.tried {
             s.push_str(&format!(
@@ -118,13 +132,6 @@ impl Gate {
         s.push_str("</table>\n");
         s
     }
-}
-
-/// `s` safe inside HTML text.
-pub(crate) fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// Print a stage line.

@@ -243,15 +243,8 @@ pub fn run(a: &DemoArgs) -> CmdResult {
     })?;
     let (ef, r) = (gate.ef, gate.recall);
     if !gate.passed() {
-        let json_path = dir.join("report.json");
-        let mut doc = serde_json::json!({"schema": "searchd.demo.v1", "collection": coll.info()});
-        doc["recall_gate"] = gate.json();
-        write_json(&json_path, &doc)?;
-        return Err(CliError::Failed(format!(
-            "{} (report: {})",
-            gate.verdict(),
-            json_path.display()
-        )));
+        let doc = serde_json::json!({"schema": "searchd.demo.v1", "collection": coll.info()});
+        return Err(gate.refuse(&dir.join("report.json"), doc));
     }
     eprintln!("    {}", gate.verdict());
 

@@ -11,7 +11,7 @@ use searchd_engine::{
     build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
 };
 
-use crate::demo::common::{dir_err, html_escape, serve_and_ramp, step, Gate, RECALL_GATE};
+use crate::demo::common::{dir_err, serve_and_ramp, step, Gate, RECALL_GATE};
 use crate::flags::demo::DemoArgs;
 use crate::util::write_json;
 use crate::util::{bar, fmt_duration, human_bytes, summary, CliError, CmdResult};
@@ -163,19 +163,8 @@ pub fn run(a: &DemoArgs) -> CmdResult {
         "rows": rows,
     });
     if !gate.passed() {
-        // The report still says what was measured and why the demo stopped.
-        let json_path = a.dir.join("report.json");
-        let doc = serde_json::json!({
-            "schema": "searchd.demo.v1",
-            "eval": eval_doc,
-            "recall_gate": gate.json(),
-        });
-        write_json(&json_path, &doc)?;
-        return Err(CliError::Failed(format!(
-            "{} (report: {})",
-            gate.verdict(),
-            json_path.display()
-        )));
+        let doc = serde_json::json!({"schema": "searchd.demo.v1", "eval": eval_doc});
+        return Err(gate.refuse(&a.dir.join("report.json"), doc));
     }
     eprintln!("    {}", gate.verdict());
 
@@ -243,7 +232,7 @@ fn eval_html(
         info.n,
         info.dim,
         info.metric,
-        html_escape(&gate.verdict())
+        searchd_load::html::esc(&gate.verdict())
     );
     for r in rows {
         s.push_str(&format!(

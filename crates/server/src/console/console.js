@@ -405,11 +405,10 @@ async function run() {
     return;
   }
   const facetFields = keywordFields().map((f) => f.name);
-  const unfiltered = facetFields.map((field) => !filterFor(field));
-  const facetJobs = facetFields.map((field) => {
+  const facetFilters = facetFields.map((field) => filterFor(field));
+  const facetJobs = facetFields.map((field, i) => {
     const body = { field, size: FACET_SIZE };
-    const f = filterFor(field);
-    if (f) body.filter = f;
+    if (facetFilters[i]) body.filter = facetFilters[i];
     return api("POST", collPath(name) + "/facet", body);
   });
   const countJob = api("POST", collPath(name) + "/count", filter ? { filter } : {});
@@ -426,7 +425,7 @@ async function run() {
   }
   const [hits, count, ...facets] = await Promise.allSettled([hitsJob, countJob, ...facetJobs]);
   if (seq !== state.seq) return; // a newer query is on its way
-  facets.forEach((r, i) => renderFacet(facetFields[i], r.status === "fulfilled" ? r.value : null, unfiltered[i]));
+  facets.forEach((r, i) => renderFacet(facetFields[i], r.status === "fulfilled" ? r.value : null, !facetFilters[i]));
   const matched = count.status === "fulfilled" ? count.value.count : null;
   $("#results").dataset.matched = matched === null ? "" : String(matched);
   if (hits.status === "rejected") {
