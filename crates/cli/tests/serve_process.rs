@@ -206,6 +206,40 @@ fn json_logs_are_one_object_per_line() {
 }
 
 #[test]
+fn a_reserved_collection_name_and_port_with_addr_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let (idx, _) = index(d.path());
+    let console = format!("console={idx}");
+    for (args, needle) in [
+        (
+            vec!["serve", "--collection", console.as_str()],
+            "taken by the server's route /console",
+        ),
+        (
+            vec![
+                "serve",
+                "--index",
+                &idx,
+                "--port",
+                "1",
+                "--addr",
+                "127.0.0.1:9",
+            ],
+            "cannot be used with",
+        ),
+    ] {
+        let o = Command::new(bin())
+            .args(&args)
+            .env("SEARCHD_LOG", "warn")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn a_network_address_without_keys_exits_2_and_keys_new_makes_a_usable_entry() {
     let d = tempfile::tempdir().unwrap();
     let (idx, _) = index(d.path());
