@@ -13,6 +13,10 @@ use crate::backend::SearchBackend;
 use crate::error::ServerError;
 use searchd_collection::embed::TextEmbedder;
 
+mod qdrant;
+pub(crate) use qdrant::qdrant_config_from_settings;
+pub use qdrant::{BackendKind, QdrantSettings};
+
 /// Default `--addr`.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 /// Default `--ef`.
@@ -42,6 +46,12 @@ pub const QUEUE_PER_THREAD: usize = 64;
 /// admitted requests of the default queue waited ~80 ms at Qdrant's 1.6k QPS and the
 /// accepted p99 at 4x overload was 153 ms (`bench/results/qdrant-gcide.md`).
 pub const DEFAULT_MAX_QUEUE_WAIT_MS: u64 = 50;
+/// Default `--refusal-hold-ms`: a refused request's 503 is sent this long after the
+/// refusal, so a client that resends at once comes back at most this often (pool.rs
+/// `Admission::admit`; chosen by `bench/overload.py`, docs/benchmarks.md "Overload").
+pub const DEFAULT_REFUSAL_HOLD_MS: u64 = 100;
+/// Largest `--refusal-hold-ms`.
+pub const MAX_REFUSAL_HOLD_MS: u64 = 10_000;
 
 /// What `searchd serve` is told, as plain values: its flags (CONTRACTS.md) parsed by the
 /// binary (`crates/cli/src/flags/serve.rs`), or any other source (a test, a config file).
@@ -147,6 +157,12 @@ pub struct ServeSettings {
     /// measured while the server was saturated. Bounds queueing by time as well as by
     /// count, whatever the service time (text queries, a remote engine). 0 turns it off.
     pub max_queue_wait_ms: u64,
+
+    /// Hold each refused request this long before its 503 `overloaded` is sent, so clients
+    /// that resend at once (ignoring `Retry-After`) come back at most this often instead
+    /// of spinning on refusals and taking the searches' CPU. A held refusal holds no place.
+    /// 0 answers refusals at once.
+    pub refusal_hold_ms: u64,
 
     /// Deadline of each search from the arrival of its request, queueing included; a search
     /// past it is stopped (or not started) and answered 504 `deadline_exceeded`.
@@ -309,6 +325,7 @@ impl Default for ServeSettings {
             max_inflight: None,
             queue: None,
             max_queue_wait_ms: DEFAULT_MAX_QUEUE_WAIT_MS,
+            refusal_hold_ms: DEFAULT_REFUSAL_HOLD_MS,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             cache_bytes: None,
             cache_ttl_s: 60,
@@ -402,6 +419,8 @@ pub struct ServerConfig {
     pub queue: usize,
     /// Refuse a request whose expected queueing is over this (`None`: count bound only).
     pub max_queue_wait: Option<Duration>,
+    /// How long a refusal is held before its 503 (zero: at once).
+    pub refusal_hold: Duration,
     /// Deadline of each request from its arrival.
     pub timeout: Duration,
     /// Bearer token required by `/admin/*` routes (`None`: admin routes only from loopback peers).
@@ -560,6 +579,7 @@ impl ServerConfig {
             max_inflight: INFLIGHT_PER_THREAD * threads,
             queue: QUEUE_PER_THREAD * threads,
             max_queue_wait: Some(Duration::from_millis(DEFAULT_MAX_QUEUE_WAIT_MS)),
+            refusal_hold: Duration::from_millis(DEFAULT_REFUSAL_HOLD_MS),
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             admin_token: None,
             api_keys: None,
@@ -756,6 +776,13 @@ impl ServerConfig {
         cfg.queue = args.queue.unwrap_or(QUEUE_PER_THREAD * threads);
         cfg.max_queue_wait =
             (args.max_queue_wait_ms > 0).then(|| Duration::from_millis(args.max_queue_wait_ms));
+        if args.refusal_hold_ms > MAX_REFUSAL_HOLD_MS {
+            return Err(ServerError::Config(format!(
+                "--refusal-hold-ms must be at most {MAX_REFUSAL_HOLD_MS}, got {}",
+                args.refusal_hold_ms
+            )));
+        }
+        cfg.refusal_hold = Duration::from_millis(args.refusal_hold_ms);
         cfg.timeout = Duration::from_millis(args.timeout_ms);
         if args.cache_ttl_s == 0 {
             return Err(ServerError::Config(
@@ -880,111 +907,4 @@ pub(crate) fn dir_name(p: &Path) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "default".into())
-}
-
-/// Which engine answers searches (`serve --backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BackendKind {
-    /// searchd's own engine over index and collection directories.
-    #[default]
-    Local,
-    /// A Qdrant collection over gRPC (`--qdrant-url`, `--qdrant-collection`).
-    Qdrant,
-}
-
-/// The Qdrant backend's part of [`ServeSettings`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct QdrantSettings {
-    /// The engine: `local` (index and collection directories) or `qdrant` (a Qdrant
-    /// collection, with --qdrant-url and --qdrant-collection).
-    pub backend: BackendKind,
-    /// Qdrant's gRPC address (port 6334 by default in Qdrant), e.g. http://127.0.0.1:6334.
-    pub qdrant_url: String,
-    /// The Qdrant collection to serve (also its name in searchd's routes).
-    pub qdrant_collection: Option<String>,
-    /// gRPC channels (HTTP/2 connections) to Qdrant.
-    pub qdrant_channels: usize,
-    /// Qdrant API key (sent as the `api-key` header), if the cluster has one.
-    pub qdrant_api_key: Option<String>,
-}
-
-impl Default for QdrantSettings {
-    /// The local backend; Qdrant's default gRPC address, [`searchd_qdrant::DEFAULT_CHANNELS`].
-    fn default() -> QdrantSettings {
-        QdrantSettings {
-            backend: BackendKind::Local,
-            qdrant_url: "http://127.0.0.1:6334".to_string(),
-            qdrant_collection: None,
-            qdrant_channels: searchd_qdrant::DEFAULT_CHANNELS,
-            qdrant_api_key: None,
-        }
-    }
-}
-
-/// The server configuration for `serve --backend qdrant` (`None` for the local backend):
-/// every general flag as for the local backend, the one collection from Qdrant.
-pub(crate) fn qdrant_config_from_settings(
-    args: &ServeSettings,
-) -> Result<Option<ServerConfig>, ServerError> {
-    let q = &args.qdrant;
-    if q.backend == BackendKind::Local {
-        if q.qdrant_collection.is_some() {
-            return Err(ServerError::Config(
-                "--qdrant-collection needs --backend qdrant".into(),
-            ));
-        }
-        return Ok(None);
-    }
-    if cfg!(not(feature = "qdrant")) {
-        return Err(ServerError::Config(
-            "this searchd was built without the `qdrant` feature".into(),
-        ));
-    }
-    if args.index.is_some() || !args.collection.is_empty() {
-        return Err(ServerError::Config(
-            "--backend qdrant serves one Qdrant collection (--qdrant-collection); --index and --collection are for the local backend".into(),
-        ));
-    }
-    let Some(name) = q.qdrant_collection.clone() else {
-        return Err(ServerError::Config(
-            "--backend qdrant needs --qdrant-collection NAME".into(),
-        ));
-    };
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
-    {
-        return Err(ServerError::Config(format!(
-            "--qdrant-collection {name:?}: use letters, digits, '-', '_' or '.'"
-        )));
-    }
-    if !(q.qdrant_url.starts_with("http://") || q.qdrant_url.starts_with("https://")) {
-        return Err(ServerError::Config(format!(
-            "--qdrant-url {:?} must start with http:// or https:// (Qdrant's gRPC port, 6334 by default)",
-            q.qdrant_url
-        )));
-    }
-    if q.qdrant_channels == 0 || q.qdrant_channels > 64 {
-        return Err(ServerError::Config(format!(
-            "--qdrant-channels must be between 1 and 64, got {}",
-            q.qdrant_channels
-        )));
-    }
-    // Every other flag as for a local directory; the placeholder is never opened.
-    let mut local = args.clone();
-    local.qdrant.backend = BackendKind::Local;
-    local.qdrant.qdrant_collection = None;
-    local.index = Some(std::path::PathBuf::from("."));
-    let mut cfg = ServerConfig::from_settings(&local)?;
-    cfg.index = IndexSource::Qdrant(searchd_qdrant::QdrantTarget {
-        url: q.qdrant_url.clone(),
-        collection: name.clone(),
-        channels: q.qdrant_channels,
-        api_key: q.qdrant_api_key.clone(),
-        connect_timeout: Duration::from_secs(3),
-    });
-    cfg.name = Some(name);
-    cfg.more.clear();
-    Ok(Some(cfg))
 }

@@ -136,8 +136,9 @@ pub use searchd_collection::embed::{Embedded, TextEmbedder, TextKind};
 pub use config::{
     available_cores, BackendKind, IndexSource, QdrantSettings, QuerySource, ServeSettings,
     ServerConfig, DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_EF, DEFAULT_IO_NICE,
-    DEFAULT_MAX_BUCKETS, DEFAULT_MAX_QUEUE_WAIT_MS, DEFAULT_READ_TIMEOUT_MS, DEFAULT_TIMEOUT_MS,
-    DEFAULT_WRITE_BODY_LIMIT, INFLIGHT_PER_THREAD, QUEUE_PER_THREAD,
+    DEFAULT_MAX_BUCKETS, DEFAULT_MAX_QUEUE_WAIT_MS, DEFAULT_READ_TIMEOUT_MS,
+    DEFAULT_REFUSAL_HOLD_MS, DEFAULT_TIMEOUT_MS, DEFAULT_WRITE_BODY_LIMIT, INFLIGHT_PER_THREAD,
+    QUEUE_PER_THREAD,
 };
 pub use error::{Code, ServerError};
 pub use limits::{
@@ -289,7 +290,8 @@ where
             live: config.live.clone(),
             data_dir: config.data_dir.clone(),
         },
-        admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait),
+        admission: pool::Admission::new(config.max_inflight, config.queue, config.max_queue_wait)
+            .with_hold(config.refusal_hold),
         // As many large renders at once as searches: renders are CPU work like them.
         renders: render::Renders::new(config.threads, config.timeout),
         pool,

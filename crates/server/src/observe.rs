@@ -82,6 +82,9 @@ pub(crate) async fn stats(
         "queued": app.admission.queued(),
         "admission": {
             "shed_by_wait": app.admission.shed_by_wait(),
+            "waiting_in_line": app.admission.line().0,
+            "refusals_held_now": app.admission.line().1,
+            "refusals_held": app.admission.line().2,
             "completion_interval_ms": app.admission.completion_interval().map(crate::wire::ms),
         },
         "running": app.pool.running(),
@@ -95,6 +98,7 @@ pub(crate) async fn stats(
             "max_inflight": app.cfg.max_inflight,
             "queue": app.cfg.queue,
             "max_queue_wait_ms": app.cfg.max_queue_wait.map(|d| d.as_millis() as u64),
+            "refusal_hold_ms": app.admission.hold().as_millis() as u64,
             "timeout_ms": app.cfg.timeout.as_millis() as u64,
             "ef": app.cfg.ef,
             "body_limit": app.cfg.body_limit,

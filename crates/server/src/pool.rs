@@ -28,6 +28,9 @@ pub(crate) struct Admission {
     /// Refuse a request that would wait longer than this (`--max-queue-wait-ms`); `None`
     /// bounds the queue by count only.
     max_wait: Option<Duration>,
+    /// How long a refusal is held before its 503 is sent (`--refusal-hold-ms`; zero: at
+    /// once). See [`Admission::admit`].
+    hold: Duration,
 }
 
 /// What permits share: the count of admitted requests and the measured rate at which they
@@ -49,7 +52,17 @@ struct Shared {
     last_sample_ns: AtomicU64,
     /// Requests refused because their expected wait was over `max_wait`.
     shed_by_wait: AtomicU64,
+    /// Refusals being held now ([`Admission::admit`]), and held so far.
+    held_now: AtomicUsize,
+    held_total: AtomicU64,
+    /// Requests waiting in line for a place ([`Admission::admit`]), and their wake-ups:
+    /// each release wakes the oldest.
+    waiting: AtomicUsize,
+    line: tokio::sync::Notify,
 }
+
+/// How often a request waiting in line for a place tries again without a wake-up.
+const LINE_TICK: Duration = Duration::from_millis(20);
 
 /// Samples the completion-interval mean is taken over (~100 ms at 2,500 completions/s). A
 /// memory of 32 followed Qdrant's bursty completions: at 64 closed-loop clients, whose true
@@ -74,6 +87,9 @@ impl Shared {
     /// `Retry-After`) is never sampled, so a quiet spell does not make the server look slow.
     fn done(&self, now: Instant) {
         let before = self.admitted.fetch_sub(1, Ordering::AcqRel);
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            self.line.notify_one();
+        }
         let queued_after = before.saturating_sub(1) > self.max_inflight;
         let t = self.ns(now);
         let prev = self
@@ -143,11 +159,128 @@ impl Admission {
                 busy: AtomicU64::new(0),
                 last_sample_ns: AtomicU64::new(0),
                 shed_by_wait: AtomicU64::new(0),
+                held_now: AtomicUsize::new(0),
+                held_total: AtomicU64::new(0),
+                waiting: AtomicUsize::new(0),
+                line: tokio::sync::Notify::new(),
             }),
             capacity: max_inflight.saturating_add(queue),
             max_inflight,
             max_wait: max_wait.filter(|d| !d.is_zero()),
+            hold: Duration::ZERO,
         }
+    }
+    /// Hold each refusal this long before it is answered ([`Admission::admit`]).
+    pub fn with_hold(mut self, hold: Duration) -> Admission {
+        self.hold = hold;
+        self
+    }
+    /// A place, or a refusal answered only after the hold (`--refusal-hold-ms`).
+    ///
+    /// With a hold, a request that finds no place waits **in line** (FIFO, behind the
+    /// requests already waiting: a new arrival never takes a place from them) for as long
+    /// as its wait so far plus the expected queueing stays within `--max-queue-wait-ms`
+    /// (the hold when there is no wait bound). A place freed while requests wait goes to
+    /// the oldest. A request whose wait would go past the bound is refused, but its 503 is
+    /// sent only when the hold has passed since it arrived.
+    ///
+    /// Why: most clients resend a refused request at once (an application's retry loop
+    /// ignores `Retry-After`). Answered at once, 256 such clients against ~130 places spun
+    /// tens of thousands of refusals a second, and on a shared machine the HTTP work of
+    /// refusals and resends came out of the searches' CPU: goodput fell to 0.57 of the
+    /// sustainable rate. Held, each client that does not back off comes back at most once
+    /// per hold (refusals are bounded by clients / hold, whatever the clients do) and costs
+    /// a timer and the connection it already has (both bounded by the connection cap). The
+    /// line keeps it fair: a client that was just answered and resends at once cannot take
+    /// the freed place ahead of one that has been waiting, so no client starves.
+    /// Admitted requests still wait at most the bound, so their latency is unchanged.
+    pub async fn admit(&self) -> Result<Permit, Refusal> {
+        if self.hold.is_zero() {
+            return self.try_admit();
+        }
+        let arrived = Instant::now();
+        let sh = &self.shared;
+        if sh.waiting.load(Ordering::Acquire) == 0 {
+            if let Ok(p) = self.place(arrived, Duration::ZERO) {
+                return Ok(p);
+            }
+        }
+        struct InLine<'a>(&'a AtomicUsize);
+        impl Drop for InLine<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        // How long a request may wait in line: what is left of the wait bound after the
+        // expected queueing is checked at each try (`place`), never past the hold.
+        let patience = self.max_wait.map_or(self.hold, |m| m.min(self.hold));
+        let give_up = arrived + patience;
+        let mut refusal = Refusal::Full;
+        {
+            sh.waiting.fetch_add(1, Ordering::AcqRel);
+            let _in_line = InLine(&sh.waiting);
+            let mut first = true;
+            loop {
+                let notified = sh.line.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                // A request that joined behind others does not try at once: the place a
+                // release frees is handed to the oldest by the notification.
+                if !first || sh.waiting.load(Ordering::Acquire) == 1 {
+                    let now = Instant::now();
+                    match self.place(now, now - arrived) {
+                        Ok(p) => {
+                            // A place taken from the line may leave another one free.
+                            if sh.waiting.load(Ordering::Acquire) > 1 {
+                                sh.line.notify_one();
+                            }
+                            return Ok(p);
+                        }
+                        Err(r @ Refusal::Wait { .. }) => {
+                            refusal = r;
+                            break;
+                        }
+                        Err(r) => refusal = r,
+                    }
+                }
+                first = false;
+                // Woken by a release, or every LINE_TICK in case a wake-up went to a
+                // request that left; out of the line at `give_up`.
+                let tick = (Instant::now() + LINE_TICK).min(give_up);
+                tokio::select! {
+                    _ = &mut notified => {}
+                    _ = tokio::time::sleep_until(tick.into()) => {}
+                }
+                if Instant::now() >= give_up {
+                    break;
+                }
+            }
+        }
+        // Whoever is next in line may use a place this request did not take.
+        if sh.waiting.load(Ordering::Acquire) > 0 {
+            sh.line.notify_one();
+        }
+        if matches!(refusal, Refusal::Wait { .. }) {
+            sh.shed_by_wait.fetch_add(1, Ordering::Relaxed);
+        }
+        sh.held_total.fetch_add(1, Ordering::Relaxed);
+        sh.held_now.fetch_add(1, Ordering::AcqRel);
+        let _held = InLine(&sh.held_now);
+        tokio::time::sleep_until((arrived + self.hold).into()).await;
+        Err(refusal)
+    }
+    /// Requests waiting in line for a place now, refusals being held now, and refusals
+    /// held since start.
+    pub fn line(&self) -> (usize, usize, u64) {
+        (
+            self.shared.waiting.load(Ordering::Acquire),
+            self.shared.held_now.load(Ordering::Acquire),
+            self.shared.held_total.load(Ordering::Relaxed),
+        )
+    }
+    /// The refusal hold (zero: refusals are answered at once).
+    pub fn hold(&self) -> Duration {
+        self.hold
     }
     /// A place, or a refusal at once: when `max_inflight + queue` are taken, or when the
     /// request would have to queue and the requests ahead of it, at the completion rate
@@ -160,6 +293,15 @@ impl Admission {
         self.try_admit_at(Instant::now())
     }
     fn try_admit_at(&self, now: Instant) -> Result<Permit, Refusal> {
+        let r = self.place(now, Duration::ZERO);
+        if let Err(Refusal::Wait { .. }) = r {
+            self.shared.shed_by_wait.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+    /// A place when one is free and `waited` plus the expected queueing is within the wait
+    /// bound.
+    fn place(&self, now: Instant, waited: Duration) -> Result<Permit, Refusal> {
         let before = self.shared.admitted.fetch_add(1, Ordering::AcqRel);
         if before >= self.capacity {
             self.shared.admitted.fetch_sub(1, Ordering::AcqRel);
@@ -167,10 +309,9 @@ impl Admission {
         }
         if let (Some(max), true) = (self.max_wait, before >= self.max_inflight) {
             if let Some(iv) = self.shared.interval(now) {
-                let expected = iv.saturating_mul((before + 1) as u32);
+                let expected = iv.saturating_mul((before + 1) as u32) + waited;
                 if expected > max {
                     self.shared.admitted.fetch_sub(1, Ordering::AcqRel);
-                    self.shared.shed_by_wait.fetch_add(1, Ordering::Relaxed);
                     return Err(Refusal::Wait { expected });
                 }
             }

@@ -362,9 +362,10 @@ pub(crate) async fn perform_search(
             unreachable!("text was taken out above")
         }
     };
-    // Admission control: a place at once, or 503 at once. Text queries hold it while they
-    // are embedded (and reranked), so text and vector requests share one budget.
-    let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
+    // Admission control: a place at once, or 503 (after the refusal hold, pool.rs
+    // `Admission::admit`). Text queries hold the place while they are embedded (and
+    // reranked), so text and vector requests share one budget.
+    let permit = app.admission.admit().await.map_err(|r| refused(app, r))?;
     let query = match (query, text.clone(), given) {
         (Some(q), _, _) => q,
         (None, Some(t), Some(vector)) => QueryInput::Hybrid {
@@ -718,7 +719,7 @@ pub(crate) async fn run_read(
 ) -> Result<ReadOutput, ApiError> {
     let buckets = check_buckets(&page.facets, app.cfg.max_buckets)?;
     check_reply(page.size, HIT_BYTES, buckets, app.cfg.max_reply_bytes)?;
-    let permit = app.admission.try_admit().map_err(|r| refused(app, r))?;
+    let permit = app.admission.admit().await.map_err(|r| refused(app, r))?;
     backend
         .read(ReadRequest {
             page,

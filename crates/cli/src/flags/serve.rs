@@ -225,6 +225,13 @@ pub struct ServeArgs {
     #[arg(help_heading = "Threads and admission", long, default_value_t = searchd_server::DEFAULT_MAX_QUEUE_WAIT_MS, value_name = "MS")]
     pub max_queue_wait_ms: u64,
 
+    /// Hold each refused request this long before its 503 `overloaded` is sent, so clients
+    /// that resend at once (ignoring `Retry-After`) come back at most this often instead
+    /// of spinning on refusals and taking the searches' CPU. A held refusal holds no place.
+    /// 0 answers refusals at once.
+    #[arg(help_heading = "Threads and admission", long, default_value_t = searchd_server::DEFAULT_REFUSAL_HOLD_MS, value_name = "MS")]
+    pub refusal_hold_ms: u64,
+
     /// Deadline of each search from the arrival of its request, queueing included; a search
     /// past it is stopped (or not started) and answered 504 `deadline_exceeded`.
     #[arg(help_heading = "Search", long, default_value_t = searchd_server::DEFAULT_TIMEOUT_MS, value_name = "MS")]
@@ -525,6 +532,7 @@ impl ServeArgs {
             max_inflight: self.max_inflight,
             queue: self.queue,
             max_queue_wait_ms: self.max_queue_wait_ms,
+            refusal_hold_ms: self.refusal_hold_ms,
             timeout_ms: self.timeout_ms,
             cache_bytes: self.cache_bytes,
             cache_ttl_s: self.cache_ttl_s,
