@@ -24,8 +24,6 @@ run at the highest --conc, 1 otherwise, 2 on a setup error. Standard library onl
 
 import argparse
 import json
-import os
-import shutil
 import statistics
 import sys
 import time
@@ -127,33 +125,12 @@ def main() -> int:
     ap.add_argument("--dataset", default="gcide")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--conc", default="8,32", help="closed-loop concurrencies measured; the last is judged")
-    ap.add_argument("--ef", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--client-threads", type=int, default=1)
-    ap.add_argument("--warmup", default="3s")
-    ap.add_argument("--duration", default="10s")
-    ap.add_argument("--nq", type=int, default=0)
-    ap.add_argument("--serve-args", default="")
-    ap.add_argument("--quiet-busy", type=float, default=0.15)
-    ap.add_argument("--quiet-wait", type=float, default=120.0)
-    ap.add_argument("--searchd", default=str(ROOT / "target/release/searchd"))
-    ap.add_argument("--out")
+    ov.add_common_args(ap)
     args = ap.parse_args()
-
-    ddir = ROOT / "bench/data" / args.dataset
-    index, queries, gt = ddir / "searchd-hnsw", ddir / "queries.npy", ddir / "gt.npy"
-    for p in (index / "manifest.json", queries, gt):
-        if not p.exists():
-            print(f"error: {p} is missing; run bench/peers.py --dataset {args.dataset} --libs searchd first",
-                  file=sys.stderr)
-            return 2
-    searchd = ddir / "searchd-front-door.bin"
-    shutil.copy2(args.searchd, searchd)
-    if args.nq <= 0:
-        hdr = queries.read_bytes()[:256].decode("latin1")
-        args.nq = int(hdr.split("'shape': (")[1].split(",")[0])
-    work = ddir / "front-door-bench"
-    work.mkdir(exist_ok=True)
+    prep = ov.prepare(args, "front-door")
+    if prep is None:
+        return 2
+    index, queries, gt, searchd, work = prep
     out = Path(args.out) if args.out else HERE / "results" / f"front-door-{args.dataset}.json"
     res = {"schema": "searchd.bench.front_door.v1", "dataset": args.dataset, "runs": args.runs,
            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -194,16 +194,11 @@ def render_md(res: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", default="gcide")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--need", type=int, default=0, help="runs that must pass (default: all)")
-    ap.add_argument("--holds", default="100,0", help="--refusal-hold-ms settings; the first is the one judged")
+def add_common_args(ap: argparse.ArgumentParser) -> None:
+    """The flags bench/overload.py and bench/front_door.py share."""
     ap.add_argument("--ef", type=int, default=64)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--client-threads", type=int, default=1)
-    ap.add_argument("--ramp", default="4,8,16,32,64")
     ap.add_argument("--warmup", default="3s")
     ap.add_argument("--duration", default="10s")
     ap.add_argument("--nq", type=int, default=0)
@@ -212,22 +207,42 @@ def main() -> int:
     ap.add_argument("--quiet-wait", type=float, default=120.0)
     ap.add_argument("--searchd", default=str(ROOT / "target/release/searchd"))
     ap.add_argument("--out")
-    args = ap.parse_args()
 
+
+def prepare(args, tag: str):
+    """bench/data/<dataset>/'s index, queries and ground truth, a copy of the binary named
+    after the bench (so its threads are found by name), the query count, a work directory;
+    None (after a message) when the data set is not prepared."""
     ddir = ROOT / "bench/data" / args.dataset
     index, queries, gt = ddir / "searchd-hnsw", ddir / "queries.npy", ddir / "gt.npy"
     for p in (index / "manifest.json", queries, gt):
         if not p.exists():
             print(f"error: {p} is missing; run bench/peers.py --dataset {args.dataset} --libs searchd first",
                   file=sys.stderr)
-            return 2
-    searchd = ddir / "searchd-overload.bin"
+            return None
+    searchd = ddir / f"searchd-{tag}.bin"
     shutil.copy2(args.searchd, searchd)
     if args.nq <= 0:
         hdr = queries.read_bytes()[:256].decode("latin1")
         args.nq = int(hdr.split("'shape': (")[1].split(",")[0])
-    work = ddir / "overload-bench"
+    work = ddir / f"{tag}-bench"
     work.mkdir(exist_ok=True)
+    return index, queries, gt, searchd, work
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="gcide")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--need", type=int, default=0, help="runs that must pass (default: all)")
+    ap.add_argument("--holds", default="100,0", help="--refusal-hold-ms settings; the first is the one judged")
+    ap.add_argument("--ramp", default="4,8,16,32,64")
+    add_common_args(ap)
+    args = ap.parse_args()
+    prep = prepare(args, "overload")
+    if prep is None:
+        return 2
+    index, queries, gt, searchd, work = prep
     out = Path(args.out) if args.out else HERE / "results" / f"overload-{args.dataset}.json"
     holds = [int(h) for h in args.holds.split(",")]
     res = {"schema": "searchd.bench.overload.v2", "dataset": args.dataset, "runs": args.runs,
