@@ -24,7 +24,6 @@ run at the highest --conc, 1 otherwise, 2 on a setup error. Standard library onl
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -86,10 +85,6 @@ def one_run(searchd, index, queries, gt, args, work: Path) -> dict:
     return res
 
 
-def spread(xs):
-    return {"median": round(statistics.median(xs), 3), "min": round(min(xs), 3), "max": round(max(xs), 3)}
-
-
 def render_md(res: dict) -> str:
     L = [f"# The front door by CPU ({res['dataset']})", "",
          f"Run {res['started']} .. {res['ended']}; {res['searchd']}; {res['runs']} runs; ef {res['params']['ef']}, "
@@ -146,7 +141,7 @@ def main() -> int:
     res["summary"] = {}
     for c in [int(x) for x in args.conc.split(",")]:
         ss = [s for r in res["rows"] for s in r["steps"] if s["concurrency"] == c]
-        res["summary"][str(c)] = {k: spread([s[k] for s in ss])
+        res["summary"][str(c)] = {k: ov.spread([s[k] for s in ss])
                                   for k in ("vs_engine_all_threads", "throughput_vs_engine")}
     judged = int(args.conc.split(",")[-1])
     vals = [s["vs_engine_all_threads"] for r in res["rows"] for s in r["steps"] if s["concurrency"] == judged]
