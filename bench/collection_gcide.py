@@ -113,10 +113,10 @@ def main():
 
 def compare(clean: str, resumed: str) -> dict:
     """Files of the resumed collection against the uninterrupted one's. collection.json is
-    compared without its ingest record and without the lexical index's meta file entry:
-    tantivy names its segment files with random UUIDs, so that file (and its CRC) differs
-    between two builds of the same documents; the lexical postings themselves are not
-    compared."""
+    compared without its ingest record, without the lexical index's meta file entry and
+    without its own CRC (which covers that entry): tantivy names its segment files with
+    random UUIDs, so the meta file differs between two builds of the same documents; the
+    lexical postings themselves are not compared."""
     identical = {}
     for f in ["collection.json", "seg-000000/ids.bin", "seg-000000/docs.bin",
               "seg-000000/index/vectors.bin", "seg-000000/index/graph.bin",

@@ -69,6 +69,7 @@ pub(crate) async fn stats(
     if let Some(t) = &app.shared {
         cache["shared"] = t.json();
     }
+    let (waiting_in_line, refusals_held_now, refusals_held) = app.admission.line();
     let mut v = serde_json::json!({
         "uptime_s": (s.uptime().as_secs_f64() * 1e3).round() / 1e3,
         "index": index,
@@ -82,9 +83,9 @@ pub(crate) async fn stats(
         "queued": app.admission.queued(),
         "admission": {
             "shed_by_wait": app.admission.shed_by_wait(),
-            "waiting_in_line": app.admission.line().0,
-            "refusals_held_now": app.admission.line().1,
-            "refusals_held": app.admission.line().2,
+            "waiting_in_line": waiting_in_line,
+            "refusals_held_now": refusals_held_now,
+            "refusals_held": refusals_held,
             "completion_interval_ms": app.admission.completion_interval().map(crate::wire::ms),
         },
         "running": app.pool.running(),

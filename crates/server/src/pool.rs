@@ -205,8 +205,9 @@ impl Admission {
                 return Ok(p);
             }
         }
-        struct InLine<'a>(&'a AtomicUsize);
-        impl Drop for InLine<'_> {
+        // One count (in line, held) while the guard lives.
+        struct Counted<'a>(&'a AtomicUsize);
+        impl Drop for Counted<'_> {
             fn drop(&mut self) {
                 self.0.fetch_sub(1, Ordering::AcqRel);
             }
@@ -218,7 +219,7 @@ impl Admission {
         let mut refusal = Refusal::Full;
         {
             sh.waiting.fetch_add(1, Ordering::AcqRel);
-            let _in_line = InLine(&sh.waiting);
+            let _in_line = Counted(&sh.waiting);
             let mut first = true;
             loop {
                 let notified = sh.line.notified();
@@ -265,9 +266,13 @@ impl Admission {
         }
         sh.held_total.fetch_add(1, Ordering::Relaxed);
         sh.held_now.fetch_add(1, Ordering::AcqRel);
-        let _held = InLine(&sh.held_now);
+        let _held = Counted(&sh.held_now);
         tokio::time::sleep_until((arrived + self.hold).into()).await;
         Err(refusal)
+    }
+    /// The refusal hold (zero: refusals are answered at once).
+    pub fn hold(&self) -> Duration {
+        self.hold
     }
     /// Requests waiting in line for a place now, refusals being held now, and refusals
     /// held since start.
@@ -277,10 +282,6 @@ impl Admission {
             self.shared.held_now.load(Ordering::Acquire),
             self.shared.held_total.load(Ordering::Relaxed),
         )
-    }
-    /// The refusal hold (zero: refusals are answered at once).
-    pub fn hold(&self) -> Duration {
-        self.hold
     }
     /// A place, or a refusal at once: when `max_inflight + queue` are taken, or when the
     /// request would have to queue and the requests ahead of it, at the completion rate

@@ -115,6 +115,23 @@ async fn admission_control_rejects_at_once_past_the_queue() {
     s.stop().await.unwrap();
 }
 
+#[test]
+fn a_refusal_hold_over_its_limit_refuses_the_start() {
+    let s = searchd_server::ServeSettings {
+        collection: vec!["x".into()],
+        refusal_hold_ms: 10_001,
+        ..Default::default()
+    };
+    let e = searchd_server::ServerConfig::from_settings(&s)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("--refusal-hold-ms must be at most 10000, got 10001"),
+        "{e}"
+    );
+}
+
 /// Closed-loop clients that resend a refused request at once, for `run`: every answer's
 /// (client, time since start, status).
 async fn retry_loop(s: &TestServer, clients: usize, run: Duration) -> Vec<(usize, Duration, u16)> {
