@@ -56,6 +56,29 @@ def thread_cpu(pid):
     return out
 
 
+def probe_segments(port, name, qv, ef, n=200):
+    """Where a search's time goes after a phase: `n` sequential searches with `explain`
+    (queries rotated), the median wall-clock microseconds of each segment's search and of the
+    dense stage, with each segment's rows, deleted rows and plan."""
+    per, dense = {}, []
+    for i in range(n):
+        _, r = post(port, f"/collections/{name}/search",
+                    {"vector": [float(x) for x in qv[(i * 7) % len(qv)]], "k": 10, "ef": ef, "explain": True})
+        e = r["explain"]
+        dense.append(e["stages_us"]["dense"])
+        for sg in e["segments"]:
+            per.setdefault(sg["id"], {"us": [], "plan": sg["plan"]})["us"].append(sg["us"])
+    # `/stats` lists the view's segments in the order searches go through them.
+    st = get(port, "/stats")
+    stats = ((st.get("collections") or {}).get(name, {}).get("live") or {}).get("segments") or []
+    if len(stats) != len(per):
+        stats = [{}] * len(per)
+    return {"dense_us_median": float(np.median(dense)),
+            "segments": [{"id": k, "us_median": float(np.median(v["us"])), "plan": v["plan"],
+                          "docs": sg.get("docs"), "deleted": sg.get("deleted"), "index": sg.get("index")}
+                         for (k, v), sg in zip(per.items(), stats)]}
+
+
 def endpoint(step, name):
     eps = step.get("endpoints") or {}
     if isinstance(eps, dict):
@@ -198,6 +221,10 @@ def main():
         runs[phase]["per_second"] = step.get("per_second")
         runs[phase]["events"] = evs
         runs[phase]["slow_seconds"] = slow_seconds(step, evs)
+        runs[phase]["segment_us"] = probe_segments(port, name, qv, a.ef)
+        n_ok = (runs[phase]["search"] or {}).get("ok") or 0
+        srch_cpu = sum(v for k, v in runs[phase]["thread_cpu_s"].items() if k.startswith("searchd-search"))
+        runs[phase]["search_thread_cpu_ms_per_search"] = srch_cpu / n_ok * 1e3 if n_ok else None
         s = runs[phase]["search"] or {}
         print(f"{phase}: search p50 {s.get('p50_ms')} p99 {s.get('p99_ms')} ms, errors {s.get('errors')}, "
               f"cpu {runs[phase]['server_cpu_cores']:.2f} cores, threads {runs[phase]['thread_cpu_s']}", flush=True)
@@ -232,13 +259,16 @@ def main():
     ratio = wr["p99_ms"] / idle["p99_ms"] if idle and wr and idle.get("p99_ms") else None
     si, sw = runs["idle"].get("server_search_ms") or {}, runs["writes"].get("server_search_ms") or {}
     server_ratio = sw["p99"] / si["p99"] if si.get("p99") and sw.get("p99") else None
+    p50_ratio = wr["p50_ms"] / idle["p50_ms"] if idle and wr and idle.get("p50_ms") else None
+    server_p50_ratio = sw["p50"] / si["p50"] if si.get("p50") and sw.get("p50") else None
     out = {
         "schema": "searchd.bench.search-under-writes.v1",
         "data": f"synth {n} x {a.dim}", "index": "hnsw M=16 ef_construction=200", "ef": a.ef,
         "search_rate": a.search_rate, "upserts_per_s": a.upserts_per_s, "docs_per_upsert": 10,
         "deletes_per_s": a.deletes_per_s, "ids_per_delete": 5, "duration": a.duration,
         "serve_extra": extra, "ingest_s": ingest_s, "runs": runs,
-        "p99_ratio_writes_vs_idle": ratio, "server_p99_ratio_writes_vs_idle": server_ratio, "recall_after_writes_at_k40_ef": recall_after,
+        "p99_ratio_writes_vs_idle": ratio, "server_p99_ratio_writes_vs_idle": server_ratio,
+        "p50_ratio_writes_vs_idle": p50_ratio, "server_p50_ratio_writes_vs_idle": server_p50_ratio, "recall_after_writes_at_k40_ef": recall_after,
         "passed": ratio is not None and ratio <= 2.0 and (wr.get("errors") or 0) == 0,
     }
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
@@ -268,6 +298,19 @@ def main():
             f.write(f"| {ph} | {sv.get('p50', float('nan')):.2f} | {sv.get('p99', float('nan')):.2f} | "
                     f"{lag.get('p50_us', float('nan')):.0f} / {lag.get('p99_us', float('nan')):.0f} |\n")
         f.write(f"\nServer-side p99 under writes / idle: **{server_ratio:.2f}x**.\n\n" if server_ratio else "\n")
+        f.write(f"p50 under writes / idle: client **{p50_ratio:.2f}x**, server "
+                f"**{(server_p50_ratio or float('nan')):.2f}x** (target <= 1.3x).\n\n")
+        f.write("Where a search's time goes at the end of each phase (200 sequential searches with `explain`, "
+                "median wall-clock us per segment; search threads' CPU per search over the phase):\n\n"
+                "| phase | search-thread CPU ms / search | dense stage us | segments: id (rows, deleted, index, plan): us |\n"
+                "|---|---|---|---|\n")
+        for ph, r in runs.items():
+            sg = r.get("segment_us") or {}
+            cpu = r.get("search_thread_cpu_ms_per_search")
+            f.write(f"| {ph} | {cpu if cpu is None else f'{cpu:.3f}'} | {sg.get('dense_us_median', float('nan')):.0f} | " + "; ".join(
+                f"{x['id']} ({x['docs']}, {x['deleted']}, {x['index']}, {x['plan']}): {x['us_median']:.0f}"
+                for x in sg.get("segments", [])) + " |\n")
+        f.write("\n")
         lw = runs["writes"]["live"] or {}
         f.write(f"Segments after the writes phase: {json.dumps(lw.get('segments'))}\n\n"
                 f"Optimizer: {json.dumps(lw.get('optimizer'))}\n\n"

@@ -299,6 +299,7 @@ impl Collection {
                     id: r.name,
                     candidates: r.candidates as u64,
                     plan: r.plan.map(|p| p.to_string()),
+                    us: r.micros,
                 })
                 .collect(),
             matched: allow.as_ref().map(|m| m.len()),

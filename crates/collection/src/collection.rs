@@ -71,8 +71,11 @@ pub struct SegmentRun {
     pub name: String,
     /// Hits it offered to the merge.
     pub candidates: usize,
-    /// The plan its filtered search ran (`None` without a filter, or when skipped).
+    /// The plan its filtered search ran (`None` without a filter or deleted rows, or when
+    /// skipped).
     pub plan: Option<searchd_engine::FilterPlan>,
+    /// Wall-clock microseconds of its search.
+    pub micros: u64,
 }
 
 /// An open collection (or bare index): its segments and which of their rows are alive, as of one log sequence number.
@@ -577,10 +580,12 @@ impl Collection {
                         name: seg.name.clone(),
                         candidates: 0,
                         plan: None,
+                        micros: 0,
                     });
                 }
                 continue;
             }
+            let started = trace.is_some().then(std::time::Instant::now);
             let (hits, used) = seg.index.search_with_plan(query, &p)?;
             if allow.is_some() && plan.is_none() {
                 plan = Some(used);
@@ -589,7 +594,9 @@ impl Collection {
                 t.push(SegmentRun {
                     name: seg.name.clone(),
                     candidates: hits.len(),
-                    plan: allow.map(|_| used),
+                    // Deleted rows make a segment's search a filtered one too.
+                    plan: p.allow.map(|_| used),
+                    micros: started.map_or(0, |s| s.elapsed().as_micros() as u64),
                 });
             }
             all.extend(hits.into_iter().map(|h| DocHit {

@@ -234,8 +234,11 @@ pub struct SegmentExplain {
     pub id: String,
     /// Hits the segment offered to the merge.
     pub candidates: u64,
-    /// How its filtered dense search ran (`exact`, `graph`, `graph_two_hop`), if filtered.
+    /// How its filtered dense search ran (`exact`, `graph`, `graph_two_hop`), if filtered
+    /// (a segment with deleted rows searches its alive rows as a filter).
     pub plan: Option<String>,
+    /// Wall-clock microseconds of its search.
+    pub us: u64,
 }
 
 impl From<Vec<ScoredDoc>> for SearchOutput {

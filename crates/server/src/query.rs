@@ -546,6 +546,7 @@ pub(crate) fn explain_json(a: &Answer) -> Option<serde_json::Value> {
             "id": s.id,
             "candidates": s.candidates,
             "plan": s.plan,
+            "us": s.us,
         })).collect::<Vec<_>>(),
     }))
 }

@@ -666,7 +666,33 @@ async fn upserts_are_embedded_with_the_passage_prompt_in_one_batch_per_request()
     assert!(offered >= 3, "{v}");
     assert!(
         segs.iter().all(|s| s["plan"].is_null()),
-        "no filter, no plan: {v}"
+        "no filter, nothing deleted, no plan: {v}"
+    );
+    // Each segment's own time, within the dense stage's.
+    let spent: u64 = segs.iter().map(|s| s["us"].as_u64().unwrap()).sum();
+    assert!(
+        spent <= v["explain"]["stages_us"]["dense"].as_u64().unwrap() + 1,
+        "{v}"
+    );
+    // A deleted row makes its segment's search a filtered one on its alive rows, and
+    // explain names the plan it took.
+    let (st, v) = post(
+        &format!("{u}/collections/notes/delete"),
+        json!({"ids": ["n1"], "wait": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = post(
+        &format!("{u}/collections/notes/search"),
+        json!({"vector": hash_vec(&format!("passage: {}", texts[0])), "k": 3, "explain": true}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let segs = v["explain"]["segments"].as_array().unwrap();
+    assert_eq!(
+        segs.iter().filter(|s| s["plan"] == "exact").count(),
+        1,
+        "the upsert's segment, 2 of 3 rows alive, is scanned: {v}"
     );
     s.stop().await.unwrap();
 }

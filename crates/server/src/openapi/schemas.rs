@@ -267,6 +267,8 @@ pub struct SegmentExplain {
     pub candidates: u64,
     #[schema(required = true)]
     pub plan: Option<String>,
+    /// Wall-clock microseconds of the segment's search.
+    pub us: u64,
 }
 
 // ------------------------------------------------------------------ native reads
