@@ -15,7 +15,7 @@ use crate::fusion;
 use crate::ids;
 use crate::manifest::{Manifest, ModelRecord, MANIFEST};
 use crate::rows::{DocHit, DocRef, Matches};
-use crate::segment::{read_live, Segment};
+use crate::segment::{read_live, DeadRows, Segment};
 
 /// What a lexical search found.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -87,6 +87,10 @@ pub struct Collection {
     /// collection ([`live`]) makes a new view with new sets on every change; a segment's
     /// files never change.
     pub(crate) live: Vec<Option<Arc<RoaringBitmap>>>,
+    /// Per segment, its deleted rows as a bitset over the index's internal ids, when it has
+    /// some and nearly every row is alive ([`DeadRows`]): what an unfiltered dense search
+    /// tests instead of the alive set.
+    pub(crate) dead: Vec<Option<Arc<DeadRows>>>,
     /// The last write-ahead-log sequence number this view reflects (0 for a static one).
     pub(crate) seq: u64,
     pub(crate) dim: usize,
@@ -150,6 +154,7 @@ impl Collection {
                 deleted_stats: Mutex::new(Vec::new()),
             })],
             live: vec![None],
+            dead: vec![None],
             seq: 0,
         }
     }
@@ -163,12 +168,35 @@ impl Collection {
         live: Vec<Option<Arc<RoaringBitmap>>>,
         seq: u64,
     ) -> Collection {
+        // A segment whose alive set did not change keeps its bitset (the refresher makes a
+        // view per change, and most changes leave the large segments alone).
+        let dead = segments
+            .iter()
+            .zip(&live)
+            .map(|(seg, l)| {
+                let l = l.as_ref()?;
+                let kept = self
+                    .segments
+                    .iter()
+                    .zip(&self.live)
+                    .zip(&self.dead)
+                    .find(|((s, sl), _)| {
+                        Arc::ptr_eq(s, seg) && sl.as_ref().is_some_and(|sl| Arc::ptr_eq(sl, l))
+                    })
+                    .map(|(_, d)| d.clone());
+                match kept {
+                    Some(d) => d,
+                    None => DeadRows::of(seg, l).map(Arc::new),
+                }
+            })
+            .collect();
         Collection {
             dir: self.dir.clone(),
             schema: schema_of(Some(&manifest)),
             manifest: Some(manifest),
             segments,
             live,
+            dead,
             seq,
             dim: self.dim,
             metric: self.metric,
@@ -187,12 +215,20 @@ impl Collection {
         })?;
         let mut segments = Vec::with_capacity(manifest.segments.len());
         let mut live = Vec::with_capacity(manifest.segments.len());
+        let mut dead = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
             let seg = Segment::open(dir, meta, manifest.dim, opts)?;
-            live.push(match &meta.deleted {
+            let alive = match &meta.deleted {
                 None => None,
                 Some(f) => Some(Arc::new(read_live(&dir.join(&meta.name), f, seg.len())?)),
-            });
+            };
+            dead.push(
+                alive
+                    .as_ref()
+                    .and_then(|l| DeadRows::of(&seg, l))
+                    .map(Arc::new),
+            );
+            live.push(alive);
             segments.push(Arc::new(seg));
         }
         Ok(Collection {
@@ -204,6 +240,7 @@ impl Collection {
             manifest: Some(manifest),
             segments,
             live,
+            dead,
         })
     }
 }
@@ -553,12 +590,19 @@ impl Collection {
             let own = exclude
                 .filter(|e| e.segment as usize == i)
                 .and_then(|e| seg.index.internal(e.row));
-            let not_self = move |x: u32| Some(x) != own;
+            // A filter's rows are alive rows already ([`Collection::matches`]); without one,
+            // a segment with a few deleted rows is walked testing its dead-row bitset.
+            let dead = match (allow, self.live_rows(i)) {
+                (None, Some(live)) if !live.is_empty() => {
+                    self.dead.get(i).and_then(|d| d.as_deref())
+                }
+                _ => None,
+            };
+            let pass = move |x: u32| Some(x) != own && dead.is_none_or(|d| !d.contains(x));
             let mut p = *params;
-            if own.is_some() {
-                p.filter = Some(&not_self);
+            if own.is_some() || dead.is_some() {
+                p.filter = Some(&pass);
             }
-            // A filter's rows are alive rows already ([`Collection::matches`]).
             let skip = match (allow, self.live_rows(i)) {
                 (Some(m), _) => match m.segment(i) {
                     Some(rows) if !rows.is_empty() => {
@@ -568,6 +612,7 @@ impl Collection {
                     _ => true,
                 },
                 (None, Some(live)) if live.is_empty() => true,
+                (None, Some(_)) if dead.is_some() => false,
                 (None, Some(live)) => {
                     p.allow = Some(live);
                     false
@@ -595,7 +640,7 @@ impl Collection {
                     name: seg.name.clone(),
                     candidates: hits.len(),
                     // Deleted rows make a segment's search a filtered one too.
-                    plan: p.allow.map(|_| used),
+                    plan: (p.allow.is_some() || dead.is_some()).then_some(used),
                     micros: started.map_or(0, |s| s.elapsed().as_micros() as u64),
                 });
             }

@@ -593,6 +593,63 @@ fn a_minor_segment_is_vacuumed_at_a_tenth_deleted() {
     check(&live, &model, &mut rng, "after the vacuum");
 }
 
+/// A segment with a few deleted rows is searched through its dead-row bitset (one bit per
+/// internal id of a graph laid out in its own order): deleted documents never come back,
+/// also when the query is their own vector, and every search equals brute force over the
+/// alive documents, before and after a reopening (the bitset is made again from the
+/// committed deleted set).
+#[test]
+fn a_segment_with_a_few_deleted_rows_never_returns_them() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(91);
+    let mut model = Model::new();
+    make_collection(d.path(), 400, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    let gone: Vec<u64> = (0..400u64).step_by(50).collect();
+    let own: Vec<Vec<f32>> = gone.iter().map(|id| model[id].0.clone()).collect();
+    {
+        let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+        for id in &gone {
+            model.remove(id);
+        }
+        live.delete(gone.iter().map(|&i| DocId::Int(i)).collect(), false)
+            .unwrap();
+        live.refresh().unwrap();
+        live.commit().unwrap();
+        let st = live.stats();
+        assert!(
+            st["segments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["docs"] == 400 && s["deleted"] == 8),
+            "8 of 400 rows deleted in the ingested segment: {st}"
+        );
+        for reopened in [false, true] {
+            let v = if reopened {
+                std::sync::Arc::new(Collection::open(&dir, &LoadOptions::default()).unwrap())
+            } else {
+                live.view()
+            };
+            for q in &own {
+                let hits = v.search(q, &SearchParams::new(10, 400), None).unwrap();
+                assert_eq!(hits.len(), 10);
+                for h in &hits {
+                    let id = match v.doc_id(h.doc).unwrap() {
+                        DocId::Int(i) => *i,
+                        other => panic!("{other:?}"),
+                    };
+                    assert!(
+                        !gone.contains(&id),
+                        "deleted {id} came back (reopened {reopened})"
+                    );
+                }
+            }
+        }
+        check(&live, &model, &mut rng, "a few rows deleted");
+    }
+}
+
 #[test]
 fn writes_are_held_back_while_segments_pile_up_and_resume_after_a_merge() {
     let d = tempfile::tempdir().unwrap();
