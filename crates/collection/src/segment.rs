@@ -242,24 +242,33 @@ impl Segment {
 }
 
 /// A segment's deleted rows as one bit per internal id of its vector index, for segments
-/// whose alive rows are at least [`searchd_engine::NEAR_UNFILTERED`] of them (where the
-/// planner walks the graph as if unfiltered). A graph walk then tests a node with one load
-/// from a bitset of `n / 8` bytes, instead of mapping the node to its row and looking the
-/// row up in the alive set: on 1M rows with 0.8% deleted that lookup made every search
-/// ~20% dearer (`bench/results/search-under-writes-synth1m-s24-run1.md`).
+/// whose alive rows are at least [`DEAD_ROWS_MIN_ALIVE`] of them. A graph walk then tests a
+/// node with one load from a bitset of `n / 8` bytes, instead of mapping the node to its
+/// row and looking the row up in the alive set: on 1M rows with 0.8% deleted that lookup
+/// made every search ~20% dearer (`bench/results/search-under-writes-synth1m-s24-run1.md`).
+/// The planner sees a filter of unknown selectivity and walks the graph.
+/// The least share of alive rows for which a segment's deleted rows are walked past (as
+/// [`DeadRows`]) rather than planned as a filter. The filter planner scans a segment of at
+/// most 8,192 passing rows exactly, which for deleted rows made a minor graph between 10%
+/// deleted and its vacuum (at 10%, once the merger gets to it) cost 733 us per search on
+/// 5,325 alive of 5,970 rows against 279 us for a walk of a 5,615-row graph
+/// (`search-under-writes-synth1m-s24-dead90-run1.md`). A walk needs about 1/alive times
+/// the visits of an unfiltered one, a scan alive x rows: at 75% alive the walk costs at most
+/// 1.33x an unfiltered one, and deleted rows past 25% are vacuumed (`vacuum_ratio`, 30%
+/// for the large segments) soon after.
+pub(crate) const DEAD_ROWS_MIN_ALIVE: f64 = 0.75;
+
 pub(crate) struct DeadRows {
     bits: Vec<u64>,
 }
 
 impl DeadRows {
     /// The bitset of `seg`'s rows not in `live`; `None` when fewer than
-    /// [`searchd_engine::NEAR_UNFILTERED`] of its rows are alive (the planner then weighs
-    /// the alive set as a filter) or none is deleted.
+    /// [`DEAD_ROWS_MIN_ALIVE`] of its rows are alive (the planner then weighs the alive set
+    /// as a filter) or none is deleted.
     pub(crate) fn of(seg: &Segment, live: &RoaringBitmap) -> Option<DeadRows> {
         let n = seg.index.len();
-        if n == 0
-            || live.len() >= n as u64
-            || (live.len() as f64) < searchd_engine::NEAR_UNFILTERED * n as f64
+        if n == 0 || live.len() >= n as u64 || (live.len() as f64) < DEAD_ROWS_MIN_ALIVE * n as f64
         {
             return None;
         }

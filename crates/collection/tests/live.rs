@@ -605,15 +605,21 @@ fn a_segment_with_a_few_deleted_rows_never_returns_them() {
     let mut model = Model::new();
     make_collection(d.path(), 400, &mut rng, &mut model);
     let dir = d.path().join("c");
-    let gone: Vec<u64> = (0..400u64).step_by(50).collect();
-    let own: Vec<Vec<f32>> = gone.iter().map(|id| model[id].0.clone()).collect();
-    {
-        let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
-        for id in &gone {
+    let own: BTreeMap<u64, Vec<f32>> = model.iter().map(|(k, v)| (*k, v.0.clone())).collect();
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
+    let mut gone: Vec<u64> = Vec::new();
+    // 2% deleted, then 20% (both walked past as dead rows), then 30% (planned as a filter).
+    for (step, every) in [(50u64, 0u64), (5, 1), (10, 3)] {
+        let batch: Vec<u64> = (every..400)
+            .step_by(step as usize)
+            .filter(|id| !gone.contains(id))
+            .collect();
+        for id in &batch {
             model.remove(id);
         }
-        live.delete(gone.iter().map(|&i| DocId::Int(i)).collect(), false)
+        live.delete(batch.iter().map(|&i| DocId::Int(i)).collect(), false)
             .unwrap();
+        gone.extend(&batch);
         live.refresh().unwrap();
         live.commit().unwrap();
         let st = live.stats();
@@ -622,8 +628,9 @@ fn a_segment_with_a_few_deleted_rows_never_returns_them() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|s| s["docs"] == 400 && s["deleted"] == 8),
-            "8 of 400 rows deleted in the ingested segment: {st}"
+                .any(|s| s["docs"] == 400 && s["deleted"] == gone.len()),
+            "{} of 400 rows deleted in the ingested segment: {st}",
+            gone.len()
         );
         for reopened in [false, true] {
             let v = if reopened {
@@ -631,22 +638,30 @@ fn a_segment_with_a_few_deleted_rows_never_returns_them() {
             } else {
                 live.view()
             };
-            for q in &own {
-                let hits = v.search(q, &SearchParams::new(10, 400), None).unwrap();
+            for id in &gone {
+                let hits = v
+                    .search(&own[id], &SearchParams::new(10, 400), None)
+                    .unwrap();
                 assert_eq!(hits.len(), 10);
                 for h in &hits {
-                    let id = match v.doc_id(h.doc).unwrap() {
+                    let got = match v.doc_id(h.doc).unwrap() {
                         DocId::Int(i) => *i,
                         other => panic!("{other:?}"),
                     };
                     assert!(
-                        !gone.contains(&id),
-                        "deleted {id} came back (reopened {reopened})"
+                        !gone.contains(&got),
+                        "deleted {got} came back ({} deleted, reopened {reopened})",
+                        gone.len()
                     );
                 }
             }
         }
-        check(&live, &model, &mut rng, "a few rows deleted");
+        check(
+            &live,
+            &model,
+            &mut rng,
+            &format!("{} of 400 deleted", gone.len()),
+        );
     }
 }
 
