@@ -654,11 +654,10 @@ async fn upserts_are_embedded_with_the_passage_prompt_in_one_batch_per_request()
     }
     // explain shows the segments a search went through: the ingested one and the one the
     // upsert made visible, each with the hits it offered.
-    let (st, v) = post(
-        &format!("{u}/collections/notes/search"),
-        json!({"vector": hash_vec(&format!("passage: {}", texts[0])), "k": 3, "explain": true}),
-    )
-    .await;
+    let search_url = format!("{u}/collections/notes/search");
+    let explained =
+        json!({"vector": hash_vec(&format!("passage: {}", texts[0])), "k": 3, "explain": true});
+    let (st, v) = post(&search_url, explained.clone()).await;
     assert_eq!(st, 200, "{v}");
     let segs = v["explain"]["segments"].as_array().unwrap();
     assert!(segs.len() >= 2, "{v}");
@@ -682,11 +681,7 @@ async fn upserts_are_embedded_with_the_passage_prompt_in_one_batch_per_request()
     )
     .await;
     assert_eq!(st, 200, "{v}");
-    let (st, v) = post(
-        &format!("{u}/collections/notes/search"),
-        json!({"vector": hash_vec(&format!("passage: {}", texts[0])), "k": 3, "explain": true}),
-    )
-    .await;
+    let (st, v) = post(&search_url, explained).await;
     assert_eq!(st, 200, "{v}");
     let segs = v["explain"]["segments"].as_array().unwrap();
     assert_eq!(
