@@ -590,19 +590,11 @@ impl Collection {
             let own = exclude
                 .filter(|e| e.segment as usize == i)
                 .and_then(|e| seg.index.internal(e.row));
-            // A filter's rows are alive rows already ([`Collection::matches`]); without one,
-            // a segment with a few deleted rows is walked testing its dead-row bitset.
-            let dead = match (allow, self.live_rows(i)) {
-                (None, Some(live)) if !live.is_empty() => {
-                    self.dead.get(i).and_then(|d| d.as_deref())
-                }
-                _ => None,
-            };
-            let pass = move |x: u32| Some(x) != own && dead.is_none_or(|d| !d.contains(x));
             let mut p = *params;
-            if own.is_some() || dead.is_some() {
-                p.filter = Some(&pass);
-            }
+            // A filter's rows are alive rows already ([`Collection::matches`]); without one,
+            // a segment with a few deleted rows is walked testing its dead-row bitset, and
+            // one with more passes its alive rows to the planner.
+            let mut dead = None;
             let skip = match (allow, self.live_rows(i)) {
                 (Some(m), _) => match m.segment(i) {
                     Some(rows) if !rows.is_empty() => {
@@ -612,13 +604,19 @@ impl Collection {
                     _ => true,
                 },
                 (None, Some(live)) if live.is_empty() => true,
-                (None, Some(_)) if dead.is_some() => false,
                 (None, Some(live)) => {
-                    p.allow = Some(live);
+                    dead = self.dead.get(i).and_then(|d| d.as_deref());
+                    if dead.is_none() {
+                        p.allow = Some(live);
+                    }
                     false
                 }
                 (None, None) => false,
             };
+            let pass = move |x: u32| Some(x) != own && dead.is_none_or(|d| !d.contains(x));
+            if own.is_some() || dead.is_some() {
+                p.filter = Some(&pass);
+            }
             if skip {
                 if let Some(t) = trace.as_deref_mut() {
                     t.push(SegmentRun {

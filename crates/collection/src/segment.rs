@@ -241,12 +241,6 @@ impl Segment {
     }
 }
 
-/// A segment's deleted rows as one bit per internal id of its vector index, for segments
-/// whose alive rows are at least [`DEAD_ROWS_MIN_ALIVE`] of them. A graph walk then tests a
-/// node with one load from a bitset of `n / 8` bytes, instead of mapping the node to its
-/// row and looking the row up in the alive set: on 1M rows with 0.8% deleted that lookup
-/// made every search ~20% dearer (`bench/results/search-under-writes-synth1m-s24-run1.md`).
-/// The planner sees a filter of unknown selectivity and walks the graph.
 /// The least share of alive rows for which a segment's deleted rows are walked past (as
 /// [`DeadRows`]) rather than planned as a filter. The filter planner scans a segment of at
 /// most 8,192 passing rows exactly, which for deleted rows made a minor graph between 10%
@@ -258,6 +252,12 @@ impl Segment {
 /// for the large segments) soon after.
 pub(crate) const DEAD_ROWS_MIN_ALIVE: f64 = 0.75;
 
+/// A segment's deleted rows as one bit per internal id of its vector index, for segments
+/// whose alive rows are at least [`DEAD_ROWS_MIN_ALIVE`] of them. A graph walk then tests a
+/// node with one load from a bitset of `n / 8` bytes, instead of mapping the node to its
+/// row and looking the row up in the alive set: on 1M rows with 0.8% deleted that lookup
+/// made every search ~20% dearer (`bench/results/search-under-writes-synth1m-s24-run1.md`).
+/// The planner sees a filter of unknown selectivity and walks the graph.
 pub(crate) struct DeadRows {
     bits: Vec<u64>,
 }
