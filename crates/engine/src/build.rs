@@ -10,6 +10,7 @@ use crate::files::codes::{self, Quantization};
 use crate::files::{graph, ids, lists, vectors};
 use crate::format::{DirWriter, IndexKind, Manifest, Params, MANIFEST_FORMAT};
 use crate::hnsw::{self, HnswParams};
+use crate::index::Index;
 
 /// What to build. Defaults: HNSW, cosine, M=16, ef_construction=200, seed 42, all cores.
 #[derive(Debug, Clone)]
@@ -103,6 +104,84 @@ pub fn build_index(
     cfg: &BuildConfig,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<BuildReport> {
+    build_index_from(out, data, dim, cfg, None, progress)
+}
+
+/// [`build_index`] of an HNSW index whose graph starts from `base`'s instead of from
+/// nothing: row `i < base_rows.len()` of `data` is `base`'s row (external id)
+/// `base_rows[i]`, with the same vector; later rows are new. `base`'s rows not listed
+/// (deleted ones) leave the graph, which is repaired around them; the new rows are
+/// inserted. This is what a live collection's merge pays instead of a whole build when
+/// most of what it merges is already one graph (`examples/extend_bench.rs` measures both).
+///
+/// `base` must be an HNSW index (any codes) with `cfg`'s metric, dimension and `m`, and
+/// `cfg.kind` HNSW; anything else is an [`Error::InvalidParam`] (the caller builds instead).
+pub fn extend_index(
+    out: &Path,
+    data: &[f32],
+    dim: usize,
+    cfg: &BuildConfig,
+    base: &Index,
+    base_rows: &[u64],
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<BuildReport> {
+    let bad = |message: String| Error::InvalidParam {
+        name: "base",
+        message,
+    };
+    let view = base.graph_view().ok_or_else(|| {
+        bad(format!(
+            "a {} index has no graph to extend",
+            base.info().kind.name()
+        ))
+    })?;
+    if cfg.kind != IndexKind::Hnsw {
+        return Err(bad(format!(
+            "only an hnsw build extends a graph, not {}",
+            cfg.kind.name()
+        )));
+    }
+    if base.metric() != cfg.metric || base.dim() != dim || view.m != cfg.hnsw.m.max(2) {
+        return Err(bad(format!(
+            "the base graph ({}, {} dimensions, m {}) differs from the build ({}, {dim}, m {})",
+            base.metric().name(),
+            base.dim(),
+            view.m,
+            cfg.metric.name(),
+            cfg.hnsw.m
+        )));
+    }
+    if base_rows.len() * dim > data.len() {
+        return Err(bad(format!(
+            "{} base rows but only {} rows of data",
+            base_rows.len(),
+            data.len() / dim.max(1)
+        )));
+    }
+    let kept = base_rows
+        .iter()
+        .map(|&r| {
+            base.internal(r)
+                .ok_or_else(|| bad(format!("row {r} is not in the base index")))
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    let mut seen = vec![false; base.len()];
+    for &k in &kept {
+        if std::mem::replace(&mut seen[k as usize], true) {
+            return Err(bad("a base row is listed twice".into()));
+        }
+    }
+    build_index_from(out, data, dim, cfg, Some((&view, &kept)), progress)
+}
+
+fn build_index_from(
+    out: &Path,
+    data: &[f32],
+    dim: usize,
+    cfg: &BuildConfig,
+    base: Option<(&hnsw::GraphView<'_>, &[u32])>,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<BuildReport> {
     let start = Instant::now();
     validate_vectors(data, dim, cfg.metric)?;
     if cfg.hnsw.m < 2 || cfg.hnsw.m > 2048 {
@@ -194,10 +273,11 @@ pub fn build_index(
             let t = Instant::now();
             let pool = build_pool(cfg.threads)?;
             let total = n as u64;
-            let g = pool.install(|| {
-                hnsw::build(cfg.metric, data, dim, &cfg.hnsw, cfg.threads == 1, &|d| {
-                    progress(d, total)
-                })
+            let report = |d| progress(d, total);
+            let sequential = cfg.threads == 1;
+            let g = pool.install(|| match base {
+                Some(b) => hnsw::extend(cfg.metric, data, dim, &cfg.hnsw, b, sequential, &report),
+                None => hnsw::build(cfg.metric, data, dim, &cfg.hnsw, sequential, &report),
             });
             // Store nodes in BFS order of the graph for memory locality; `ids.bin` maps
             // internal positions back to row numbers of the input.

@@ -587,6 +587,89 @@ pub struct BuiltGraph {
     pub upper: Vec<u32>,
 }
 
+/// Draw `n` node levels from a seeded RNG (`floor(-ln(U) / ln(m))`, at most 15).
+fn draw_levels(n: usize, m: usize, seed: u64) -> Vec<u8> {
+    let ml = 1.0 / (m as f64).ln();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let u: f64 = rng.random::<f64>();
+            let l = (-(1.0 - u).ln() * ml).floor();
+            l.min(15.0) as u8
+        })
+        .collect()
+}
+
+impl<'a> Builder<'a> {
+    /// An empty graph over `data` with these node levels, entry point `entry`.
+    fn empty(
+        metric: Metric,
+        data: &'a [f32],
+        dim: usize,
+        params: &HnswParams,
+        levels: Vec<u8>,
+        entry: (u32, usize),
+    ) -> Builder<'a> {
+        let n = levels.len();
+        let m = params.m.max(2);
+        let m0 = 2 * m;
+        let mut upper_start = Vec::with_capacity(n + 1);
+        let mut blocks = 0u32;
+        for &l in &levels {
+            upper_start.push(blocks);
+            blocks += l as u32;
+        }
+        upper_start.push(blocks);
+        let zeros = |len: usize| (0..len).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
+        Builder {
+            metric,
+            rows: Rows { data, dim },
+            m,
+            m0,
+            ef_construction: params.ef_construction.max(m),
+            level0: zeros(n * (m0 + 1)),
+            upper: zeros(blocks as usize * (m + 1)),
+            upper_start,
+            locks: (0..n).map(|_| Mutex::new(())).collect(),
+            entry: RwLock::new(entry),
+            levels,
+        }
+    }
+
+    /// Insert nodes `from..n` (in parallel unless `sequential`), reporting progress.
+    fn insert_all(&self, from: usize, sequential: bool, progress: &(dyn Fn(u64) + Sync)) {
+        let n = self.levels.len();
+        let done = std::sync::atomic::AtomicU64::new(from as u64);
+        let step = |i: usize| {
+            self.insert(i as u32);
+            let d = done.fetch_add(1, Relaxed) + 1;
+            if d.is_multiple_of(1024) {
+                progress(d);
+            }
+        };
+        if sequential {
+            (from..n).for_each(step);
+        } else {
+            (from..n).into_par_iter().for_each(step);
+        }
+        progress(n as u64);
+    }
+
+    fn finish(self) -> BuiltGraph {
+        let (entry, max_level) = *self.entry.read();
+        BuiltGraph {
+            m: self.m,
+            m0: self.m0,
+            entry,
+            max_level,
+            level0: self.level0.into_iter().map(AtomicU32::into_inner).collect(),
+            levels: self.levels,
+            upper_start: self.upper_start,
+            upper: self.upper.into_iter().map(AtomicU32::into_inner).collect(),
+        }
+    }
+}
+
 /// Build an HNSW graph over `data` (n rows of `dim`), on the current rayon pool.
 /// `progress` is called with the number of nodes inserted so far, now and then.
 pub fn build(
@@ -598,65 +681,137 @@ pub fn build(
     progress: &(dyn Fn(u64) + Sync),
 ) -> BuiltGraph {
     let n = data.len() / dim;
-    let m = params.m.max(2);
-    let m0 = 2 * m;
-    let ml = 1.0 / (m as f64).ln();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(params.seed);
-    let levels: Vec<u8> = (0..n)
-        .map(|_| {
-            let u: f64 = rng.random::<f64>();
-            let l = (-(1.0 - u).ln() * ml).floor();
-            l.min(15.0) as u8
+    let levels = draw_levels(n, params.m.max(2), params.seed);
+    let entry = (0, levels.first().copied().unwrap_or(0) as usize);
+    let b = Builder::empty(metric, data, dim, params, levels, entry);
+    if n > 1 {
+        b.insert_all(1, sequential, progress);
+    } else {
+        progress(n as u64);
+    }
+    b.finish()
+}
+
+/// Build a graph over `data` (n rows of `dim`) from an existing one instead of from
+/// nothing: row `i < kept.len()` of `data` is node `kept[i]` of `base` (same vector), the
+/// rows after them are new and inserted as in [`build`]. Base nodes not in `kept` (deleted
+/// rows) leave the graph: a kept node that linked to one picks its links again, with the
+/// selection heuristic, from its remaining links and the removed node's kept links (the
+/// repair of FreshDiskANN's delete consolidation), so the graph stays navigable around
+/// the hole. A kept node left without level-0 links is inserted again. The cost is the
+/// insertion of the new rows plus the repairs, against inserting every row. `base` must
+/// have `params.m` (the caller checks; links are copied as they are).
+pub(crate) fn extend(
+    metric: Metric,
+    data: &[f32],
+    dim: usize,
+    params: &HnswParams,
+    (base, kept): (&GraphView<'_>, &[u32]),
+    sequential: bool,
+    progress: &(dyn Fn(u64) + Sync),
+) -> BuiltGraph {
+    let n = data.len() / dim;
+    let nk = kept.len().min(n);
+    if nk == 0 {
+        return build(metric, data, dim, params, sequential, progress);
+    }
+    let mut new_of = vec![u32::MAX; base.levels.len()];
+    for (i, &o) in kept[..nk].iter().enumerate() {
+        new_of[o as usize] = i as u32;
+    }
+    let mut levels: Vec<u8> = kept[..nk]
+        .iter()
+        .map(|&o| base.levels[o as usize])
+        .collect();
+    // New rows draw their levels from a stream of their own (seed + base size), so a
+    // graph extended twice does not repeat the first extension's levels.
+    levels.extend(draw_levels(
+        n - nk,
+        params.m.max(2),
+        params.seed ^ (base.levels.len() as u64).rotate_left(17),
+    ));
+    let entry = match new_of.get(base.entry as usize) {
+        Some(&e) if e != u32::MAX => (e, base.max_level),
+        _ => {
+            // The top node was deleted: the kept node on the highest level (first of them).
+            let (i, l) = levels[..nk]
+                .iter()
+                .enumerate()
+                .max_by_key(|&(i, &l)| (l, std::cmp::Reverse(i)))
+                .map(|(i, &l)| (i as u32, l as usize))
+                .unwrap_or((0, 0));
+            (i, l)
+        }
+    };
+    let b = Builder::empty(metric, data, dim, params, levels, entry);
+    // Copy the kept nodes' links, repairing around removed ones. Each node writes only
+    // its own lists and reads only `base`, so nodes are independent.
+    let orphans: Vec<u32> = (0..nk as u32)
+        .into_par_iter()
+        .filter_map(|i| {
+            let old = kept[i as usize];
+            let mut buf = Vec::new();
+            let mut buf2 = Vec::new();
+            let mut orphan = false;
+            for level in 0..=b.levels[i as usize] as usize {
+                let links = base.neighbors(level, old, &mut buf);
+                let removed = links.iter().any(|&o| new_of[o as usize] == u32::MAX);
+                let cap = if level == 0 { b.m0 } else { b.m };
+                let chosen: Vec<Neighbor> = if !removed {
+                    links
+                        .iter()
+                        .map(|&o| Neighbor {
+                            dist: 0.0,
+                            id: new_of[o as usize],
+                        })
+                        .collect()
+                } else {
+                    // Keep the surviving links as they are; fill each vacated slot with
+                    // the nearest of the removed neighbours' kept links.
+                    let me = b.rows.row(i);
+                    let mut chosen: Vec<Neighbor> = Vec::with_capacity(cap);
+                    let mut vacated = 0usize;
+                    for &o in links {
+                        match new_of[o as usize] {
+                            u32::MAX => vacated += 1,
+                            id => chosen.push(Neighbor { dist: 0.0, id }),
+                        }
+                    }
+                    let mut repl: Vec<Neighbor> = Vec::new();
+                    for &o in links.iter().filter(|&&o| new_of[o as usize] == u32::MAX) {
+                        for &o2 in base.neighbors(level, o, &mut buf2) {
+                            let id = new_of[o2 as usize];
+                            if id != u32::MAX
+                                && id != i
+                                && !chosen.iter().any(|c| c.id == id)
+                                && !repl.iter().any(|c| c.id == id)
+                            {
+                                repl.push(Neighbor {
+                                    dist: distance(metric, me, b.rows.row(id)),
+                                    id,
+                                });
+                            }
+                        }
+                    }
+                    repl.sort_unstable();
+                    chosen.extend(repl.into_iter().take(vacated));
+                    chosen.truncate(cap);
+                    chosen
+                };
+                if level == 0 && chosen.is_empty() && nk > 1 {
+                    orphan = true;
+                }
+                b.set_links(level, i, &chosen);
+            }
+            orphan.then_some(i)
         })
         .collect();
-    let mut upper_start = Vec::with_capacity(n + 1);
-    let mut blocks = 0u32;
-    for &l in &levels {
-        upper_start.push(blocks);
-        blocks += l as u32;
+    progress(nk as u64);
+    for &i in &orphans {
+        b.insert(i);
     }
-    upper_start.push(blocks);
-    let zeros = |len: usize| (0..len).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
-    let b = Builder {
-        metric,
-        rows: Rows { data, dim },
-        m,
-        m0,
-        ef_construction: params.ef_construction.max(m),
-        level0: zeros(n * (m0 + 1)),
-        upper: zeros(blocks as usize * (m + 1)),
-        upper_start,
-        locks: (0..n).map(|_| Mutex::new(())).collect(),
-        entry: RwLock::new((0, levels.first().copied().unwrap_or(0) as usize)),
-        levels,
-    };
-    if n > 1 {
-        let done = std::sync::atomic::AtomicU64::new(1);
-        let step = |i: usize| {
-            b.insert(i as u32);
-            let d = done.fetch_add(1, Relaxed) + 1;
-            if d.is_multiple_of(1024) {
-                progress(d);
-            }
-        };
-        if sequential {
-            (1..n).for_each(step);
-        } else {
-            (1..n).into_par_iter().for_each(step);
-        }
-    }
-    progress(n as u64);
-    let (entry, max_level) = *b.entry.read();
-    BuiltGraph {
-        m,
-        m0,
-        entry,
-        max_level,
-        level0: b.level0.into_iter().map(AtomicU32::into_inner).collect(),
-        levels: b.levels,
-        upper_start: b.upper_start,
-        upper: b.upper.into_iter().map(AtomicU32::into_inner).collect(),
-    }
+    b.insert_all(nk, sequential, progress);
+    b.finish()
 }
 
 impl BuiltGraph {

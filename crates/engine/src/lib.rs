@@ -29,7 +29,7 @@ pub mod sq8;
 pub mod storage;
 mod visited;
 
-pub use build::{build_index, quantize_index, BuildConfig, BuildReport};
+pub use build::{build_index, extend_index, quantize_index, BuildConfig, BuildReport};
 pub use error::{Error, Result, SearchError};
 pub use files::codes::Quantization;
 pub use format::{IndexKind, DEFAULT_OVERSAMPLE};

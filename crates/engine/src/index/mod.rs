@@ -158,6 +158,14 @@ impl Index {
         })
     }
 
+    /// The HNSW graph's links, for builds that start from them ([`crate::build::extend_index`]).
+    pub(crate) fn graph_view(&self) -> Option<crate::hnsw::GraphView<'_>> {
+        match &self.structure {
+            Structure::Hnsw { graph, .. } => Some(graph.view()),
+            _ => None,
+        }
+    }
+
     /// What the index is.
     pub fn info(&self) -> &IndexInfo {
         &self.info
