@@ -675,6 +675,7 @@ fn ingest_inner(
                 lexical: lexical
                     .filter(|_| n_text > 0)
                     .map(|l| (l, texts.as_slice())),
+                base: None,
             },
             &step,
         )

@@ -44,6 +44,17 @@ pub(crate) struct Finish<'a, T: AsRef<str>> {
     pub build: &'a BuildConfig,
     /// The lexical index and each row's text (`""` for none).
     pub lexical: Option<(&'a searchd_lexical::LexicalConfig, &'a [T])>,
+    /// Start the HNSW graph from this one instead of from nothing ([`GraphBase`]).
+    pub base: Option<GraphBase<'a>>,
+}
+
+/// An existing graph a new segment's HNSW index starts from (a merge's largest input):
+/// the new segment's first `rows.len()` rows are `index`'s rows `rows` (same vectors),
+/// in order. See [`searchd_engine::extend_index`].
+#[derive(Clone, Copy)]
+pub(crate) struct GraphBase<'a> {
+    pub index: &'a searchd_engine::Index,
+    pub rows: &'a [u64],
 }
 
 /// What [`SegmentWriter::finish`] wrote.
@@ -209,12 +220,27 @@ impl SegmentWriter {
             total: n as u64,
         });
         let progress = |done: u64, _total: u64| step(Step::Done(done));
-        let built =
-            searchd_engine::build_index(&sdir.join("index"), f.vectors, f.dim, f.build, &progress)
-                .map_err(|e| match e {
-                    searchd_engine::Error::InvalidInput { message } => Error::Input(message),
-                    other => Error::Engine(other),
-                })?;
+        let out = sdir.join("index");
+        let fresh = || searchd_engine::build_index(&out, f.vectors, f.dim, f.build, &progress);
+        let built = match f.base {
+            Some(b) if f.build.kind == IndexKind::Hnsw => {
+                match searchd_engine::extend_index(
+                    &out, f.vectors, f.dim, f.build, b.index, b.rows, &progress,
+                ) {
+                    // A base the build cannot start from (another m, a flat index): build.
+                    Err(searchd_engine::Error::InvalidParam { message, .. }) => {
+                        tracing::debug!(%message, "graph not reused");
+                        fresh()
+                    }
+                    r => r,
+                }
+            }
+            _ => fresh(),
+        }
+        .map_err(|e| match e {
+            searchd_engine::Error::InvalidInput { message } => Error::Input(message),
+            other => Error::Engine(other),
+        })?;
         let build_seconds = t.elapsed().as_secs_f64();
 
         let (ids_bytes, ids_crc) = crate::ids::write(&sdir.join("ids.bin"), &self.ids)?;
@@ -264,12 +290,14 @@ pub(crate) struct SegmentSpec {
     pub fields: Option<searchd_fields::FieldsConfig>,
 }
 
-/// Write `docs` (in row order) as segment `name` of the collection in `dir`.
+/// Write `docs` (in row order) as segment `name` of the collection in `dir`; a graph
+/// index starts from `base`'s graph when given (its rows are the first documents).
 pub(crate) fn write_segment(
     dir: &Path,
     name: &str,
     docs: &[&NewDoc],
     spec: &SegmentSpec,
+    base: Option<GraphBase<'_>>,
 ) -> Result<SegmentMeta> {
     let final_dir = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
@@ -277,7 +305,7 @@ pub(crate) fn write_segment(
         std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
     }
     std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let r = write_into(&tmp, docs, spec);
+    let r = write_into(&tmp, docs, spec, base);
     if r.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
@@ -298,7 +326,12 @@ pub(crate) fn write_segment(
 
 type Parts = (Vec<FileMeta>, Option<LexicalSegment>, Option<FieldsSegment>);
 
-fn write_into(sdir: &Path, docs: &[&NewDoc], spec: &SegmentSpec) -> Result<Parts> {
+fn write_into(
+    sdir: &Path,
+    docs: &[&NewDoc],
+    spec: &SegmentSpec,
+    base: Option<GraphBase<'_>>,
+) -> Result<Parts> {
     let mut w = SegmentWriter::create(sdir, spec.fields.clone())?;
     let mut vectors = Vec::with_capacity(docs.len() * spec.dim);
     for d in docs {
@@ -341,6 +374,7 @@ fn write_into(sdir: &Path, docs: &[&NewDoc], spec: &SegmentSpec) -> Result<Parts
             dim: spec.dim,
             build: &build,
             lexical: spec.lexical.as_ref().map(|l| (l, texts.as_slice())),
+            base,
         },
         &|_| {},
     )?;

@@ -665,6 +665,102 @@ fn a_segment_with_a_few_deleted_rows_never_returns_them() {
     }
 }
 
+/// Small segments join the minor graph segment, whose graph the merge extends (its links
+/// kept, its deleted rows' places refilled, the new rows inserted): one minor graph stays,
+/// every alive document is found by its own vector, deleted ones never come back, and the
+/// collection equals the oracle, before and after a reopening.
+#[test]
+fn small_segments_join_the_minor_graph_by_extending_it() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(33);
+    let mut model = Model::new();
+    make_collection(d.path(), 900, &mut rng, &mut model);
+    let dir = d.path().join("c");
+    // flat_max 20: minor graphs hold 20 to 89 rows next to the 900-row one.
+    let cfg = LiveConfig {
+        flat_max: 20,
+        ..cfg()
+    };
+    let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg).unwrap();
+    let mut next = 5000u64;
+    let mut add = |live: &LiveCollection, model: &mut Model, rng: &mut Rng, n: u64| {
+        let mut docs = Vec::new();
+        for id in next..next + n {
+            let v = vector(rng);
+            let text = format!("word{} common", id % 7);
+            docs.push(Doc {
+                id: DocId::Int(id),
+                vector: v.clone(),
+                text: Some(text.clone()),
+                source: source("green", &text),
+            });
+            model.insert(id, (v, "green".into(), text));
+        }
+        next += n;
+        live.upsert(docs, false).unwrap();
+        live.refresh().unwrap();
+    };
+    let graph_merges = |live: &LiveCollection| -> Vec<(u64, u64)> {
+        live.events()
+            .iter()
+            .filter(|e| e.kind == "graph_merge")
+            .map(|e| (e.docs, e.reused))
+            .collect()
+    };
+    // Two small segments (15 rows each) become a 30-row minor graph, built.
+    add(&live, &mut model, &mut rng, 15);
+    add(&live, &mut model, &mut rng, 15);
+    assert!(live.optimize().unwrap());
+    assert_eq!(graph_merges(&live), vec![(30, 0)]);
+    // Two of its rows deleted (7%), two more small segments: they join it, extending it.
+    for id in [5003u64, 5021] {
+        model.remove(&id);
+    }
+    live.delete(vec![DocId::Int(5003), DocId::Int(5021)], false)
+        .unwrap();
+    add(&live, &mut model, &mut rng, 15);
+    add(&live, &mut model, &mut rng, 15);
+    assert!(live.optimize().unwrap());
+    assert_eq!(graph_merges(&live), vec![(30, 0), (58, 28)]);
+    let st = live.stats();
+    let sizes: Vec<u64> = st["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["docs"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 2, "one large and one minor segment: {st}");
+    assert!(sizes.contains(&58) && sizes.contains(&900), "{st}");
+    live.commit().unwrap();
+    for reopened in [false, true] {
+        let v = if reopened {
+            std::sync::Arc::new(Collection::open(&dir, &LoadOptions::default()).unwrap())
+        } else {
+            live.view()
+        };
+        for id in 5000..next {
+            let own = model.get(&id).map(|m| m.0.clone());
+            let q = own.clone().unwrap_or_else(|| vector(&mut rng));
+            let hits = v.search(&q, &SearchParams::new(3, 64), None).unwrap();
+            let ids: Vec<u64> = hits
+                .iter()
+                .map(|h| match v.doc_id(h.doc).unwrap() {
+                    DocId::Int(i) => *i,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert!(
+                !ids.contains(&5003) && !ids.contains(&5021),
+                "a deleted row: {ids:?}"
+            );
+            if own.is_some() {
+                assert_eq!(ids[0], id, "{id} by its own vector (reopened {reopened})");
+            }
+        }
+    }
+    check(&live, &model, &mut rng, "after the extension");
+}
+
 #[test]
 fn writes_are_held_back_while_segments_pile_up_and_resume_after_a_merge() {
     let d = tempfile::tempdir().unwrap();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use searchd_engine::roaring::RoaringBitmap;
+use searchd_engine::IndexKind;
 
 use super::merge_policy::{self, MergeParams, SegStat};
 use super::ops::text_of;
@@ -16,7 +17,7 @@ use crate::collection::Collection;
 use crate::error::{Error, Result};
 use crate::rows::DocRef;
 use crate::segment::Segment;
-use crate::segwrite::{write_segment, NewDoc};
+use crate::segwrite::{write_segment, GraphBase, NewDoc};
 
 impl LiveCollection {
     /// One optimizer step, as the two background threads take them: a cheap flat merge
@@ -166,8 +167,10 @@ impl LiveCollection {
         if r.is_err() {
             self.counters.errors.fetch_add(1, Relaxed);
         }
-        let moved = r?;
-        self.record(timer.event(kind, moved, pick.len(), nice));
+        let (moved, reused) = r?;
+        let mut event = timer.event(kind, moved, pick.len(), nice);
+        event.reused = reused;
+        self.record(event);
         self.counters.merges.fetch_add(1, Relaxed);
         self.counters.merged_docs.fetch_add(moved, Relaxed);
         self.counters
@@ -176,11 +179,34 @@ impl LiveCollection {
         Ok(())
     }
 
-    fn merge_inner(&self, v0: &Collection, pick: &[usize], timer: &mut Timer) -> Result<u64> {
+    /// Merge the picked segments into one; returns the documents moved and how many of them
+    /// kept their graph links (an extended graph, else 0).
+    fn merge_inner(
+        &self,
+        v0: &Collection,
+        pick: &[usize],
+        timer: &mut Timer,
+    ) -> Result<(u64, u64)> {
+        // The picked graph segment with the most alive rows and few deleted ones lends its
+        // graph to the merged index: its alive rows come first, in order.
+        let stat = |i: usize| SegStat {
+            len: v0.segments[i].len(),
+            alive: alive_rows(v0, i),
+        };
+        let is_graph = |i: usize| v0.segments[i].index.info().kind == IndexKind::Hnsw;
+        let base = pick
+            .iter()
+            .copied()
+            .filter(|&i| merge_policy::extends_graph(stat(i), is_graph(i)))
+            .max_by_key(|&i| (stat(i).alive, std::cmp::Reverse(i)));
+        let order: Vec<usize> = base
+            .into_iter()
+            .chain(pick.iter().copied().filter(|&i| Some(i) != base))
+            .collect();
         // Read the alive documents of the picked segments, as of v0.
         let mut docs: Vec<NewDoc> = Vec::new();
-        let mut maps: Vec<Vec<u32>> = Vec::with_capacity(pick.len());
-        for &i in pick {
+        let mut maps: Vec<Vec<u32>> = Vec::with_capacity(order.len());
+        for &i in &order {
             let seg = &v0.segments[i];
             let mut map = vec![u32::MAX; seg.len()];
             #[allow(clippy::needless_range_loop)] // `row` is the row number, not just an index
@@ -222,10 +248,29 @@ impl LiveCollection {
         };
         let refs: Vec<&NewDoc> = docs.iter().collect();
         timer.lap("read");
+        let base_rows: Vec<u64> = match base {
+            Some(_) => maps[0]
+                .iter()
+                .enumerate()
+                .filter(|(_, &to)| to != u32::MAX)
+                .map(|(row, _)| row as u64)
+                .collect(),
+            None => Vec::new(),
+        };
+        let base = base.map(|i| GraphBase {
+            index: &v0.segments[i].index,
+            rows: &base_rows,
+        });
+        let spec = self.spec_now();
+        let reused = if base.is_some() && refs.len() >= spec.flat_max {
+            base_rows.len() as u64
+        } else {
+            0
+        };
         let new_seg = if refs.is_empty() {
             None
         } else {
-            let meta = write_segment(&self.dir, &name, &refs, &self.spec_now())?;
+            let meta = write_segment(&self.dir, &name, &refs, &spec, base)?;
             timer.lap("write");
             let seg = Segment::open(&self.dir, &meta, self.spec.dim, &self.opts)?;
             timer.lap("open");
@@ -242,7 +287,7 @@ impl LiveCollection {
         let cur = self.view();
         let mut merged_live: Option<RoaringBitmap> = None;
         let mut gone = Vec::new();
-        for (k, &i) in pick.iter().enumerate() {
+        for (k, &i) in order.iter().enumerate() {
             let seg0 = &v0.segments[i];
             let j = cur
                 .segments
@@ -291,7 +336,7 @@ impl LiveCollection {
         crate::failpoint::hit("merge.after_swap");
         drop(old);
         timer.lap("drop_old");
-        Ok(moved)
+        Ok((moved, reused))
     }
 }
 

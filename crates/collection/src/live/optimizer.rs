@@ -24,11 +24,19 @@ pub struct Event {
     /// The niceness the step ran at (graph merges).
     #[serde(skip_serializing_if = "is_zero_i32")]
     pub nice: i32,
+    /// Merges: documents whose graph links came from the first merged segment's graph
+    /// (the merged index extended it instead of building from nothing).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub reused: u64,
     /// Milliseconds per phase, in order (`read`, `write`, `open`, `swap`, `sync`, ...).
     pub phases: Vec<(&'static str, f64)>,
 }
 
 fn is_zero(x: &usize) -> bool {
+    *x == 0
+}
+
+fn is_zero_u64(x: &u64) -> bool {
     *x == 0
 }
 
@@ -75,6 +83,7 @@ impl Timer {
             docs,
             segments,
             nice,
+            reused: 0,
             phases: self.phases,
         }
     }

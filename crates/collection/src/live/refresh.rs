@@ -73,7 +73,7 @@ impl LiveCollection {
             None
         } else {
             let spec = self.spec_now();
-            let built = write_segment(base, &name, &docs, &spec).and_then(|meta| {
+            let built = write_segment(base, &name, &docs, &spec, None).and_then(|meta| {
                 timer.lap("write");
                 let seg = Segment::open(base, &meta, self.spec.dim, &self.opts)?;
                 timer.lap("open");
