@@ -35,10 +35,10 @@ impl MergeParams {
 
 /// A merged graph segment lends its graph to the merged segment's index
 /// ([`searchd_engine::extend_index`]) when at most this share of its rows is deleted.
-/// Measured on dev-gcide-50k (`crates/engine/examples/extend_bench.rs`, a 45,000-row graph
-/// plus 5,000 new rows, `bench/results/extend-gcide.md`): recall@10 at ef 64 within 0.2
-/// points of a fresh build at 2% deleted, 0.4 at 5%, 0.6 at 10% and 1.5 at 25%, while the
-/// extension takes a fifth of the build's time.
+/// Measured on dev-gcide-50k (`bench/extend_gcide.py`, a 45,000-row graph plus 5,000 new
+/// rows, `bench/results/extend-gcide.md`): recall@10 at ef 64 within 0.3 points of a fresh
+/// build with 2-5% deleted, 0.7-0.9 points at 10% and 1.3 at 25%, while the extension takes
+/// a fifth to a sixth of the build's time.
 pub(super) const EXTEND_MAX_DELETED: f64 = 0.10;
 
 /// Whether a merge may start its graph from this segment's (a graph index): see
