@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use qdrant_client::qdrant::{
     condition::ConditionOneOf, point_id::PointIdOptions, query::Variant as QueryVariant,
     value::Kind, vector_input, with_payload_selector, Distance, Filter, GetPoints, HasIdCondition,
-    PointId, Query, QueryPoints, RetrievedPoint, SearchParams, VectorInput, WithPayloadSelector,
+    PointId, Query, QueryPoints, RetrievedPoint, SearchParams, SearchPoints, VectorInput,
+    WithPayloadSelector,
 };
 use searchd_collection::DocId;
 
@@ -94,27 +95,53 @@ impl Inner {
         } else {
             include(&keys)
         };
-        let msg = QueryPoints {
-            collection_name: self.target.collection.clone(),
-            query: Some(Query {
-                variant: Some(QueryVariant::Nearest(input)),
-            }),
-            filter,
-            limit: Some(k as u64),
-            params: Some(SearchParams {
-                hnsw_ef: Some(ef.max(k) as u64),
-                ..SearchParams::default()
-            }),
-            with_payload: Some(with_payload),
-            timeout: Some(secs(deadline)),
-            ..QueryPoints::default()
+        let params = Some(SearchParams {
+            hnsw_ef: Some(ef.max(k) as u64),
+            ..SearchParams::default()
+        });
+        // A vector goes through the Search call, a stored document's id through Query.
+        // Qdrant's Query call plans prefetches and fusion before it searches: at 1M x 384 it
+        // spent 7-10% more CPU per search than its own REST `points/search` in the same
+        // trials, and searchd reached 0.83-0.84x of REST's QPS; through Search, Qdrant's CPU
+        // per search equals REST's and searchd reaches 0.97-1.01x
+        // (`bench/results/qdrant-synth1m-front-s24.md`, `-front-s25.md`).
+        #[allow(deprecated)] // `search`: the client prefers `query`, which costs Qdrant more
+        let result = match input.variant {
+            Some(vector_input::Variant::Dense(d)) => {
+                let msg = SearchPoints {
+                    collection_name: self.target.collection.clone(),
+                    vector: d.data,
+                    filter,
+                    limit: k as u64,
+                    params,
+                    with_payload: Some(with_payload),
+                    timeout: Some(secs(deadline)),
+                    ..SearchPoints::default()
+                };
+                self.call(deadline, self.points().search(self.request(msg, deadline)))
+                    .await?
+                    .result
+            }
+            variant => {
+                let msg = QueryPoints {
+                    collection_name: self.target.collection.clone(),
+                    query: Some(Query {
+                        variant: Some(QueryVariant::Nearest(VectorInput { variant })),
+                    }),
+                    filter,
+                    limit: Some(k as u64),
+                    params,
+                    with_payload: Some(with_payload),
+                    timeout: Some(secs(deadline)),
+                    ..QueryPoints::default()
+                };
+                self.call(deadline, self.points().query(self.request(msg, deadline)))
+                    .await?
+                    .result
+            }
         };
-        let res = self
-            .call(deadline, self.points().query(self.request(msg, deadline)))
-            .await?;
         // Hits with a UUID point id and no `_id` in the payload: documents with string ids.
-        let need: Vec<PointId> = res
-            .result
+        let need: Vec<PointId> = result
             .iter()
             .filter(|p| !p.payload.contains_key(ID_KEY))
             .filter_map(|p| p.id.clone())
@@ -139,10 +166,9 @@ impl Inner {
         let dense_us = t.elapsed().as_micros() as u64;
         let facets = facets
             .iter()
-            .map(|f| facet_of_hits(f, res.result.iter().map(|p| &p.payload)))
+            .map(|f| facet_of_hits(f, result.iter().map(|p| &p.payload)))
             .collect();
-        let hits = res
-            .result
+        let hits = result
             .into_iter()
             .map(|p| {
                 let named = match p.id.as_ref().and_then(|i| i.point_id_options.as_ref()) {
