@@ -41,6 +41,18 @@ impl MergeParams {
 /// a fifth to a sixth of the build's time.
 pub(super) const EXTEND_MAX_DELETED: f64 = 0.10;
 
+/// Whether a merged segment of `rows` rows, next to a largest segment of `largest` rows,
+/// gets SQ8 codes for its graph walk (rescored with its float32 vectors) in a collection
+/// that has none: a minor graph segment (under a tenth of the largest) is walked by every
+/// search right after the large one, with its vectors out of cache, and codes a quarter of
+/// their size cut that walk's cost.
+pub(crate) fn minor_codes(rows: usize, largest: usize, spec: &crate::segwrite::SegmentSpec) -> bool {
+    rows >= spec.flat_max
+        && rows * 10 < largest
+        && spec.build.kind == searchd_engine::IndexKind::Hnsw
+        && spec.build.quantization == searchd_engine::Quantization::None
+}
+
 /// Whether a merge may start its graph from this segment's (a graph index): see
 /// [`EXTEND_MAX_DELETED`].
 pub(super) fn extends_graph(first: SegStat, is_graph: bool) -> bool {

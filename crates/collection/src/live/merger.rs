@@ -261,7 +261,11 @@ impl LiveCollection {
             index: &v0.segments[i].index,
             rows: &base_rows,
         });
-        let spec = self.spec_now();
+        let mut spec = self.spec_now();
+        let largest = v0.segments.iter().map(|s| s.len()).max().unwrap_or(0);
+        if merge_policy::minor_codes(refs.len(), largest, &spec) {
+            spec.build.quantization = searchd_engine::Quantization::Sq8;
+        }
         let reused = if base.is_some() && refs.len() >= spec.flat_max {
             base_rows.len() as u64
         } else {
