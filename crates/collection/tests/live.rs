@@ -666,7 +666,8 @@ fn a_segment_with_a_few_deleted_rows_never_returns_them() {
 }
 
 /// Small segments join the minor graph segment, whose graph the merge extends (its links
-/// kept, its deleted rows' places refilled, the new rows inserted): one minor graph stays,
+/// kept, its deleted rows' places refilled, the new rows inserted) and walks on SQ8 codes:
+/// one minor graph stays,
 /// every alive document is found by its own vector, deleted ones never come back, and the
 /// collection equals the oracle, before and after a reopening.
 #[test]
@@ -732,6 +733,20 @@ fn small_segments_join_the_minor_graph_by_extending_it() {
     assert_eq!(sizes.len(), 2, "one large and one minor segment: {st}");
     assert!(sizes.contains(&58) && sizes.contains(&900), "{st}");
     live.commit().unwrap();
+    // The minor graph walks SQ8 codes (the collection has none); the large segment does not.
+    let mut seen = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let idx = e.unwrap().path().join("index");
+        if let Ok(index) = searchd_engine::Index::open(&idx, &LoadOptions::default()) {
+            match index.len() {
+                58 => assert!(index.info().codes_bytes > 0, "no codes in the minor graph"),
+                900 => assert_eq!(index.info().codes_bytes, 0, "codes in the large segment"),
+                _ => continue,
+            }
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 2, "the two segments' indexes");
     for reopened in [false, true] {
         let v = if reopened {
             std::sync::Arc::new(Collection::open(&dir, &LoadOptions::default()).unwrap())

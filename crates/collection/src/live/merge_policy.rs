@@ -46,7 +46,11 @@ pub(super) const EXTEND_MAX_DELETED: f64 = 0.10;
 /// that has none: a minor graph segment (under a tenth of the largest) is walked by every
 /// search right after the large one, with its vectors out of cache, and codes a quarter of
 /// their size cut that walk's cost.
-pub(crate) fn minor_codes(rows: usize, largest: usize, spec: &crate::segwrite::SegmentSpec) -> bool {
+pub(crate) fn minor_codes(
+    rows: usize,
+    largest: usize,
+    spec: &crate::segwrite::SegmentSpec,
+) -> bool {
     rows >= spec.flat_max
         && rows * 10 < largest
         && spec.build.kind == searchd_engine::IndexKind::Hnsw
