@@ -25,14 +25,12 @@ use searchd_engine::{build_index, extend_index, BuildConfig, Index, LoadOptions,
 
 const K: usize = 10;
 
+/// The rows scaled to unit length, as a cosine index stores them.
 fn unit_rows(v: &[f32], dim: usize) -> Vec<f32> {
     let mut out = v.to_vec();
-    for r in out.chunks_mut(dim) {
-        let n = r.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if n > 0.0 {
-            r.iter_mut().for_each(|x| *x /= n);
-        }
-    }
+    out.chunks_exact_mut(dim).for_each(|r| {
+        searchd_kernels::normalize(r);
+    });
     out
 }
 

@@ -81,6 +81,11 @@ fn every_row_finds_itself(index: &Index, rows: &[f32]) {
     );
 }
 
+/// [`extend_index`] of `rows` from `base` into `out`, without progress.
+fn extend(out: &Path, rows: &[f32], c: &BuildConfig, base: &Index, kept: &[u64]) {
+    extend_index(out, rows, DIM, c, base, kept, &|_, _| {}).unwrap();
+}
+
 fn build_base(dir: &Path, data: &[f32], n_base: usize, q: Quantization) -> Index {
     let out = dir.join("base");
     build_index(&out, &data[..n_base * DIM], DIM, &cfg(2, q), &|_, _| {}).unwrap();
@@ -97,16 +102,7 @@ fn an_extended_graph_holds_its_rows_and_keeps_the_recall_of_a_fresh_build() {
     for keep in [1.0, 0.95, 0.75] {
         let (kept, rows) = rows(&data, n_base, new, keep);
         let ext_dir = dir.path().join(format!("ext-{keep}"));
-        extend_index(
-            &ext_dir,
-            &rows,
-            DIM,
-            &cfg(2, Quantization::None),
-            &base,
-            &kept,
-            &|_, _| {},
-        )
-        .unwrap();
+        extend(&ext_dir, &rows, &cfg(2, Quantization::None), &base, &kept);
         let ext = Index::open(&ext_dir, &LoadOptions::default()).unwrap();
         assert_eq!(ext.len(), rows.len() / DIM);
         let full_dir = dir.path().join(format!("full-{keep}"));
@@ -148,30 +144,18 @@ fn a_base_with_almost_every_row_deleted_still_gives_a_connected_graph() {
     let base = build_base(dir.path(), &data, n_base, Quantization::None);
     let (kept, rows) = rows(&data, n_base, new, 0.02);
     let out = dir.path().join("ext");
-    extend_index(
-        &out,
-        &rows,
-        DIM,
-        &cfg(2, Quantization::None),
-        &base,
-        &kept,
-        &|_, _| {},
-    )
-    .unwrap();
+    extend(&out, &rows, &cfg(2, Quantization::None), &base, &kept);
     every_row_finds_itself(&Index::open(&out, &LoadOptions::default()).unwrap(), &rows);
     // Nothing new, nothing deleted: the same rows in a copy of the graph.
     let all: Vec<u64> = (0..n_base as u64).collect();
     let out = dir.path().join("copy");
-    extend_index(
+    extend(
         &out,
         &data[..n_base * DIM],
-        DIM,
         &cfg(2, Quantization::None),
         &base,
         &all,
-        &|_, _| {},
-    )
-    .unwrap();
+    );
     every_row_finds_itself(
         &Index::open(&out, &LoadOptions::default()).unwrap(),
         &data[..n_base * DIM],
@@ -188,16 +172,7 @@ fn one_thread_extends_deterministically_and_codes_are_written_for_the_new_index(
     let mut graphs = Vec::new();
     for run in 0..2 {
         let out = dir.path().join(format!("ext-{run}"));
-        extend_index(
-            &out,
-            &rows,
-            DIM,
-            &cfg(1, Quantization::Sq8),
-            &base,
-            &kept,
-            &|_, _| {},
-        )
-        .unwrap();
+        extend(&out, &rows, &cfg(1, Quantization::Sq8), &base, &kept);
         graphs.push(std::fs::read(out.join("graph.bin")).unwrap());
         let ext = Index::open(&out, &LoadOptions::default()).unwrap();
         assert!(
