@@ -695,10 +695,11 @@ pub fn build(
 /// Build a graph over `data` (n rows of `dim`) from an existing one instead of from
 /// nothing: row `i < kept.len()` of `data` is node `kept[i]` of `base` (same vector), the
 /// rows after them are new and inserted as in [`build`]. Base nodes not in `kept` (deleted
-/// rows) leave the graph: a kept node that linked to one picks its links again, with the
-/// selection heuristic, from its remaining links and the removed node's kept links (the
-/// repair of FreshDiskANN's delete consolidation), so the graph stays navigable around
-/// the hole. A kept node left without level-0 links is inserted again. The cost is the
+/// rows) leave the graph: a kept node that linked to one keeps its other links and fills
+/// each vacated slot with the nearest of the removed node's own kept links (in the spirit
+/// of FreshDiskANN's delete consolidation; re-selecting whole lists with the heuristic lost
+/// more recall), so the graph stays navigable around the hole. A kept node left without
+/// level-0 links is inserted again. The cost is the
 /// insertion of the new rows plus the repairs, against inserting every row. `base` must
 /// have `params.m` (the caller checks; links are copied as they are).
 pub(crate) fn extend(
@@ -754,29 +755,20 @@ pub(crate) fn extend(
             let mut buf2 = Vec::new();
             let mut orphan = false;
             for level in 0..=b.levels[i as usize] as usize {
+                // Keep the surviving links as they are; fill each slot a removed node
+                // vacated with the nearest of that node's own kept links.
                 let links = base.neighbors(level, old, &mut buf);
-                let removed = links.iter().any(|&o| new_of[o as usize] == u32::MAX);
                 let cap = if level == 0 { b.m0 } else { b.m };
-                let chosen: Vec<Neighbor> = if !removed {
-                    links
-                        .iter()
-                        .map(|&o| Neighbor {
-                            dist: 0.0,
-                            id: new_of[o as usize],
-                        })
-                        .collect()
-                } else {
-                    // Keep the surviving links as they are; fill each vacated slot with
-                    // the nearest of the removed neighbours' kept links.
-                    let me = b.rows.row(i);
-                    let mut chosen: Vec<Neighbor> = Vec::with_capacity(cap);
-                    let mut vacated = 0usize;
-                    for &o in links {
-                        match new_of[o as usize] {
-                            u32::MAX => vacated += 1,
-                            id => chosen.push(Neighbor { dist: 0.0, id }),
-                        }
+                let mut chosen: Vec<Neighbor> = Vec::with_capacity(cap);
+                let mut vacated = 0usize;
+                for &o in links {
+                    match new_of[o as usize] {
+                        u32::MAX => vacated += 1,
+                        id => chosen.push(Neighbor { dist: 0.0, id }),
                     }
+                }
+                if vacated > 0 {
+                    let me = b.rows.row(i);
                     let mut repl: Vec<Neighbor> = Vec::new();
                     for &o in links.iter().filter(|&&o| new_of[o as usize] == u32::MAX) {
                         for &o2 in base.neighbors(level, o, &mut buf2) {
@@ -796,8 +788,7 @@ pub(crate) fn extend(
                     repl.sort_unstable();
                     chosen.extend(repl.into_iter().take(vacated));
                     chosen.truncate(cap);
-                    chosen
-                };
+                }
                 if level == 0 && chosen.is_empty() && nk > 1 {
                     orphan = true;
                 }
