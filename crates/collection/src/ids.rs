@@ -68,6 +68,10 @@ pub(crate) fn write(path: &Path, ids: &[DocId]) -> Result<(u64, u32)> {
 pub(crate) struct IdMap {
     ids: Vec<DocId>,
     by_id: HashMap<DocId, u32>,
+    /// The rows in id order and each row's rank in it ([`searchd_fields::IdOrder`]), built on
+    /// the first sorted page that needs ids (a sort of the segment's ids: ~5 ms for 50,000,
+    /// a few hundred for 1M; 8 bytes a row) and kept while the segment is open.
+    order: std::sync::OnceLock<(Vec<u32>, Vec<u32>)>,
 }
 
 impl IdMap {
@@ -85,7 +89,11 @@ impl IdMap {
                 return Err(row);
             }
         }
-        Ok(IdMap { ids, by_id })
+        Ok(IdMap {
+            ids,
+            by_id,
+            order: std::sync::OnceLock::new(),
+        })
     }
 
     pub fn read(path: &Path) -> Result<IdMap> {
@@ -159,6 +167,13 @@ impl IdMap {
     }
     pub fn row(&self, id: &DocId) -> Option<u32> {
         self.by_id.get(id).copied()
+    }
+    /// The segment's ids in sort order (built once, on first use).
+    pub fn order(&self) -> searchd_fields::IdOrder<'_> {
+        let (rank, by_rank) = self
+            .order
+            .get_or_init(|| searchd_fields::IdOrder::build(&self.ids));
+        searchd_fields::IdOrder { rank, by_rank }
     }
 }
 

@@ -143,9 +143,18 @@ impl Collection {
                     .cloned()
                     .unwrap_or(searchd_docs::DocId::Int(row as u64))
             };
-            let got = self
-                .field_index(i)
-                .page(&m.per_segment[i], keys, after, want, &id_of);
+            let rows = &m.per_segment[i];
+            // Ids compare by rank when they matter: a sort on the id, or a tiebreak.
+            let order = (!rows.is_empty()).then(|| ids.order());
+            let got = self.field_index(i).page_with(
+                rows,
+                keys,
+                after,
+                want,
+                &id_of,
+                order,
+                searchd_fields::PagePlan::Auto,
+            );
             all.extend(got.into_iter().map(|(row, sort)| PageHit {
                 doc: DocRef {
                     segment: i as u32,

@@ -161,6 +161,9 @@ impl Segment {
                 }
             }
             let ids = ids::IdMap::read(&sdir.join("ids.bin"))?;
+            // The id order sorted pages compare ids by, built here (collection open, or the
+            // merger and refresh threads that open new segments) rather than by a request.
+            ids.order();
             let store_path = sdir.join("docs.bin");
             let store = searchd_docs::StoreReader::open(&store_path)?;
             let docs = meta.docs as usize;

@@ -91,8 +91,8 @@ pub use roaring::RoaringBitmap;
 pub use schema::{parse_datetime, FieldSpec, FieldType, FieldsConfig, Schema, Skipped};
 pub use searchd_docs::DocId;
 pub use sort::{
-    compare, parse_sort, top_buckets, top_distinct_buckets, Bucket, Order, PagePlan, SortBy,
-    SortKey, SortValue,
+    compare, parse_sort, top_buckets, top_distinct_buckets, Bucket, IdOrder, Order, PagePlan,
+    SortBy, SortKey, SortValue,
 };
 pub use value::TypedValue;
 pub use view::{typed_values, FilterView};

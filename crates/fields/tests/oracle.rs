@@ -693,11 +693,19 @@ proptest! {
                 .collect::<Result<Vec<_>, _>>()
                 .ok(),
         };
+        // The segment's id order (ids compared by rank, the id walk): the same pages.
+        let ids: Vec<DocId> = (0..n).map(id_of).collect();
+        let (rank, by_rank) = IdOrder::build(&ids);
+        let order = IdOrder { rank: &rank, by_rank: &by_rank };
         for _ in 0..3 {
             let scan = idx.page_with_plan(&rows, &sk, after.as_deref(), size, &id_of, PagePlan::Scan);
             for plan in [PagePlan::Walk, PagePlan::Auto] {
                 let got = idx.page_with_plan(&rows, &sk, after.as_deref(), size, &id_of, plan);
                 prop_assert_eq!(&got, &scan, "{:?} sort {} after {:?}", plan, sort_json, after);
+            }
+            for plan in [PagePlan::Scan, PagePlan::Walk, PagePlan::Auto] {
+                let got = idx.page_with(&rows, &sk, after.as_deref(), size, &id_of, Some(order), plan);
+                prop_assert_eq!(&got, &scan, "ranked {:?} sort {} after {:?}", plan, sort_json, after);
             }
             match scan.last() {
                 Some((_, v)) => after = Some(v.clone()),

@@ -2,8 +2,8 @@
 
 mod page;
 
-pub use page::PagePlan;
-use page::{cost, key_of_col, Cand, Req, RowSet, Walk};
+use page::{cost, key_of_col, Cand, IdKey, Req, RowSet, Walk};
+pub use page::{IdOrder, PagePlan};
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -440,6 +440,7 @@ fn k_rank(k: &K) -> u8 {
     }
 }
 
+#[inline]
 fn cmp_k(order: Order, a: &K, b: &K) -> Ordering {
     let o = match (a, b) {
         (K::Missing, K::Missing) => return Ordering::Equal,
@@ -462,13 +463,14 @@ fn cmp_k(order: Order, a: &K, b: &K) -> Ordering {
 
 /// Compares two entries; ids are fetched only when the keys tie up to an id position.
 /// `b_len` limits how many positions `b` has (a short cursor): positions beyond tie.
+#[inline]
 fn cmp_entries(
     keys: &[SortKey],
     implicit_id: bool,
     a: &[K],
-    a_id: &mut dyn FnMut() -> DocId,
+    a_id: &mut impl FnMut() -> IdKey,
     b: &[K],
-    b_id: Option<&DocId>,
+    b_id: Option<&IdKey>,
     b_len: usize,
 ) -> Ordering {
     for (i, key) in keys.iter().enumerate() {
@@ -606,18 +608,48 @@ impl FieldIndex {
         id_of: &dyn Fn(u32) -> DocId,
         plan: PagePlan,
     ) -> Vec<(u32, Vec<SortValue>)> {
+        self.page_with(rows, keys, after, size, id_of, None, plan)
+    }
+
+    /// [`FieldIndex::page_with_plan`] with the segment's [`IdOrder`] when the caller has one:
+    /// the same page, with ids compared by rank (never fetched for rows that do not enter the
+    /// page) and, for a first key on the id, a walk of the rows in id order (about
+    /// `size * docs / matching` rows visited) when that costs less than the scan.
+    #[allow(clippy::too_many_arguments)]
+    pub fn page_with(
+        &self,
+        rows: &RoaringBitmap,
+        keys: &[SortKey],
+        after: Option<&[SortValue]>,
+        size: usize,
+        id_of: &dyn Fn(u32) -> DocId,
+        order: Option<IdOrder>,
+        plan: PagePlan,
+    ) -> Vec<(u32, Vec<SortValue>)> {
         if size == 0 || rows.is_empty() {
             return Vec::new();
         }
-        let req = Req::new(self, keys, after, id_of);
+        let req = Req::new(self, keys, after, id_of, order);
         if req.cursor.as_ref().is_some_and(|c| c.len == 0) {
             // An empty cursor ties every row on its (empty) prefix: nothing is after it.
             return Vec::new();
         }
-        let walked = match (plan, Walk::of(req.cols.first().copied().flatten())) {
-            (PagePlan::Scan, _) | (_, None) => None,
-            (PagePlan::Walk, Some(w)) => self.walk(&req, &w, rows, size, None),
-            (PagePlan::Auto, Some(w)) => {
+        let by_id = keys.first().is_some_and(|k| k.by == SortBy::Id);
+        let walked = match (plan, order, Walk::of(req.cols.first().copied().flatten())) {
+            (PagePlan::Scan, _, _) => None,
+            (_, Some(o), _) if by_id => {
+                let scan = rows.len() as f64 * cost::ID_SCAN_NS;
+                let walk =
+                    size as f64 * f64::from(self.docs.max(1)) / rows.len() as f64 * cost::VISIT_NS;
+                if plan == PagePlan::Walk || walk < scan {
+                    Self::walk_ids(&req, o, rows, size)
+                } else {
+                    None
+                }
+            }
+            (_, _, None) => None,
+            (PagePlan::Walk, _, Some(w)) => self.walk(&req, &w, rows, size, None),
+            (PagePlan::Auto, _, Some(w)) => {
                 let (walk, scan) = self.walk_estimate(&req, &w, rows, size);
                 if walk < scan {
                     self.walk(&req, &w, rows, size, Some(scan))
@@ -629,20 +661,71 @@ impl FieldIndex {
         let page = walked.unwrap_or_else(|| req.top(rows.iter(), size, None));
         page.into_iter()
             .map(|c| {
+                let id = (req.id_of)(c.row);
                 let mut vals: Vec<SortValue> = keys
                     .iter()
                     .zip(&c.keys)
                     .map(|(key, k)| match key.by {
-                        SortBy::Id => SortValue::Id(c.id.clone()),
+                        SortBy::Id => SortValue::Id(id.clone()),
                         _ => self.to_value(*k, key),
                     })
                     .collect();
                 if req.implicit {
-                    vals.push(SortValue::Id(c.id));
+                    vals.push(SortValue::Id(id));
                 }
                 (c.row, vals)
             })
             .collect()
+    }
+
+    /// The page of a sort whose first key is the id: the rows of `rows` in id order from the
+    /// cursor on. Ids are unique, so the first key decides and the other keys only give the
+    /// sort values. `None` when the cursor has no id (nothing is after it; the scan says so).
+    fn walk_ids(req: &Req, o: IdOrder, rows: &RoaringBitmap, size: usize) -> Option<Vec<Cand>> {
+        let n = o.by_rank.len() as u64;
+        let desc = req.keys[0].order == Order::Desc;
+        // Ranks strictly after the cursor: `2r + 1 > key` ascending, `< key` descending.
+        let (lo, hi) = match &req.cursor {
+            None => (0, n),
+            Some(c) => match &c.id {
+                Some(IdKey::Rank(k)) if desc => (0, (k / 2).min(n)),
+                Some(IdKey::Rank(k)) => (k.div_ceil(2).min(n), n),
+                _ => return None,
+            },
+        };
+        let mut set = RowSet::new(rows);
+        let mut out = Vec::with_capacity(size.min(1 << 16));
+        let mut take = |r: u64| {
+            let row = o.by_rank[r as usize];
+            if set.contains(row) {
+                let keys = req
+                    .keys
+                    .iter()
+                    .zip(&req.cols)
+                    .map(|(key, col)| key_of_col(*col, row, key))
+                    .collect();
+                out.push(Cand {
+                    row,
+                    keys,
+                    id: IdKey::Rank(2 * r + 1),
+                });
+            }
+            out.len() >= size
+        };
+        if desc {
+            for r in (lo..hi).rev() {
+                if take(r) {
+                    break;
+                }
+            }
+        } else {
+            for r in lo..hi {
+                if take(r) {
+                    break;
+                }
+            }
+        }
+        Some(out)
     }
 
     /// The walk's first position in walk order: the first whose first key is not before the

@@ -31,6 +31,9 @@ pub(super) mod cost {
     /// One sort key of one row in a dense scan (consecutive rows share cache lines and the
     /// prefetcher streams the columns). Measured 25-35 ns.
     pub const DENSE_KEY_NS: f64 = 30.0;
+    /// One row of a scan sorted by the id with an [`super::IdOrder`]: its rank (a random
+    /// read) compared as an integer.
+    pub const ID_SCAN_NS: f64 = 10.0;
 
     /// The scan's cost per row and key: dense when the rows are on average at most 32 apart.
     pub fn scan_row_ns(rows: &RoaringBitmap, docs: u32) -> f64 {
@@ -42,11 +45,47 @@ pub(super) mod cost {
     }
 }
 
+/// A segment's ids in sort order, for [`FieldIndex::page_with`]: `rank[row]` is the row's
+/// position among the segment's ids in the order of [`DocId`]'s `Ord` (integers before
+/// strings, integers numerically, strings bytewise), and `by_rank` is its inverse. With it a
+/// page compares ids as integers (no id is fetched or compared as a string; a run of ten
+/// thousand rows tying on the sort keys used to cost a string id each) and an `id` sort walks
+/// the rows in id order instead of sorting the matching rows.
+#[derive(Clone, Copy, Debug)]
+pub struct IdOrder<'a> {
+    /// The rank of each row.
+    pub rank: &'a [u32],
+    /// The row at each rank.
+    pub by_rank: &'a [u32],
+}
+
+impl<'a> IdOrder<'a> {
+    /// The ranks and their inverse of `ids` (in row order).
+    pub fn build(ids: &[DocId]) -> (Vec<u32>, Vec<u32>) {
+        let mut by_rank: Vec<u32> = (0..ids.len() as u32).collect();
+        by_rank.sort_unstable_by(|&a, &b| ids[a as usize].cmp(&ids[b as usize]));
+        let mut rank = vec![0u32; ids.len()];
+        for (r, &row) in by_rank.iter().enumerate() {
+            rank[row as usize] = r as u32;
+        }
+        (rank, by_rank)
+    }
+}
+
+/// An id as a page compares it: the segment's id rank as `2 * rank + 1` when the page has an
+/// [`IdOrder`] (a cursor's id not in the segment sits between two ranks, at `2 * insertion
+/// point`), else the id itself. One request uses one kind throughout.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum IdKey {
+    Rank(u64),
+    Doc(DocId),
+}
+
 /// A `search_after` cursor as compact keys: one per sort key (`K::Id` at id keys), the id (of
 /// an `Id` key or the implicit tiebreaker) and how many positions it has.
 pub(super) struct Cursor {
     pub(super) keys: Vec<K>,
-    pub(super) id: Option<DocId>,
+    pub(super) id: Option<IdKey>,
     pub(super) len: usize,
 }
 
@@ -54,7 +93,7 @@ pub(super) struct Cursor {
 pub(super) struct Cand {
     pub(super) row: u32,
     pub(super) keys: Vec<K>,
-    pub(super) id: DocId,
+    pub(super) id: IdKey,
 }
 
 /// One page request: keys, their columns, the cursor and the id lookup.
@@ -64,6 +103,7 @@ pub(super) struct Req<'a> {
     pub(super) implicit: bool,
     pub(super) cursor: Option<Cursor>,
     pub(super) id_of: &'a dyn Fn(u32) -> DocId,
+    pub(super) order: Option<IdOrder<'a>>,
 }
 
 impl<'a> Req<'a> {
@@ -72,6 +112,7 @@ impl<'a> Req<'a> {
         keys: &'a [SortKey],
         after: Option<&[SortValue]>,
         id_of: &'a dyn Fn(u32) -> DocId,
+        order: Option<IdOrder<'a>>,
     ) -> Req<'a> {
         let implicit = !keys.iter().any(|k| k.by == SortBy::Id);
         let nk = keys.len();
@@ -90,7 +131,11 @@ impl<'a> Req<'a> {
                             SortValue::Str(s) => Some(DocId::Str(s.clone())),
                             SortValue::Int(n) if *n >= 0 => Some(DocId::Int(*n as u64)),
                             _ => None,
-                        };
+                        }
+                        .map(|d| match order {
+                            Some(o) => IdKey::Rank(cursor_rank(o, id_of, &d)),
+                            None => IdKey::Doc(d),
+                        });
                     }
                 }
             }
@@ -111,6 +156,15 @@ impl<'a> Req<'a> {
             implicit,
             cursor,
             id_of,
+            order,
+        }
+    }
+
+    /// The id key of `row` (see [`IdKey`]).
+    pub(super) fn id_key(&self, row: u32) -> IdKey {
+        match self.order {
+            Some(o) => IdKey::Rank(2 * u64::from(o.rank[row as usize]) + 1),
+            None => IdKey::Doc((self.id_of)(row)),
         }
     }
 
@@ -143,6 +197,15 @@ impl<'a> Req<'a> {
         let mut buf: Vec<Cand> = Vec::new();
         let mut thr: Option<Cand> = None;
         let mut scratch = vec![K::Missing; keys.len()];
+        // Most rows of a scan are decided by their first key alone: before the cursor's or
+        // after the page's current last row. The full comparison (other keys, the id) is for
+        // the rows that tie it.
+        let first = keys.first().zip(self.cols.first());
+        let cursor_first = self
+            .cursor
+            .as_ref()
+            .filter(|c| c.len > 0)
+            .and_then(|c| c.keys.first().copied());
         for row in rows {
             // The first key alone first: with `group` it may skip the row.
             let mut it = scratch.iter_mut().zip(keys).zip(&self.cols);
@@ -151,12 +214,23 @@ impl<'a> Req<'a> {
                 if group.is_some_and(|g| cmp_k(Order::Asc, s, &g) != Ordering::Equal) {
                     continue;
                 }
+                if let Some((key, _)) = first {
+                    if thr
+                        .as_ref()
+                        .is_some_and(|t| cmp_k(key.order, s, &t.keys[0]) == Ordering::Greater)
+                    {
+                        continue;
+                    }
+                    if cursor_first.is_some_and(|c| cmp_k(key.order, s, &c) == Ordering::Less) {
+                        continue;
+                    }
+                }
             }
             for ((s, key), col) in it {
                 *s = key_of_col(*col, row, key);
             }
-            let mut id: Option<DocId> = None;
-            let mut get_id = || id.get_or_insert_with(|| (self.id_of)(row)).clone();
+            let mut id: Option<IdKey> = None;
+            let mut get_id = || id.get_or_insert_with(|| self.id_key(row)).clone();
             if let Some(c) = &self.cursor {
                 if cmp_entries(
                     keys,
@@ -206,6 +280,14 @@ impl<'a> Req<'a> {
         buf.truncate(need);
         buf
     }
+}
+
+/// A cursor id's position among the segment's ids: `2 * rank + 1` when a row has it, else
+/// `2 * (ranks of smaller ids)`.
+fn cursor_rank(o: IdOrder, id_of: &dyn Fn(u32) -> DocId, d: &DocId) -> u64 {
+    let p = o.by_rank.partition_point(|&row| id_of(row) < *d);
+    let exact = o.by_rank.get(p).is_some_and(|&row| id_of(row) == *d);
+    2 * p as u64 + u64::from(exact)
 }
 
 /// A first-key column in value order: positions `0..len()` are the value-sorted entries of a
@@ -354,6 +436,7 @@ impl<'a> RowSet<'a> {
     }
 }
 
+#[inline]
 pub(super) fn key_of_col(col: Option<&Column>, row: u32, key: &SortKey) -> K {
     if !matches!(key.by, SortBy::Field(_)) {
         return if key.by == SortBy::Id { K::Id } else { K::Nil };
