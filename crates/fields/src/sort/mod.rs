@@ -775,7 +775,8 @@ impl FieldIndex {
             0.0
         };
         let visits = (first_run + size as f64 * entries / matching).min(left);
-        let mut walk = visits * cost::VISIT_NS + visits * matching / entries * nk * cost::KEY_NS;
+        let mut walk = visits * cost::VISIT_NS
+            + visits * matching / entries * nk * cost::random_key_ns(self.docs);
         if visits >= left {
             walk += (m - matching) * nk * cost::scan_row_ns(rows, self.docs);
         }
@@ -792,7 +793,7 @@ impl FieldIndex {
         size: usize,
         limit: Option<f64>,
     ) -> Option<Vec<Cand>> {
-        let per_row = cost::KEY_NS * req.keys.len().max(1) as f64;
+        let per_row = cost::random_key_ns(self.docs) * req.keys.len().max(1) as f64;
         let n = w.len();
         let desc = req.keys[0].order == Order::Desc;
         let at = |p: usize| if desc { n - 1 - p } else { p };

@@ -35,12 +35,25 @@ pub(super) mod cost {
     /// read) compared as an integer.
     pub const ID_SCAN_NS: f64 = 10.0;
 
+    /// Segments up to this many rows keep their sort columns in the core's caches (a few
+    /// hundred KiB a column), so a key met at random costs about what a dense one does.
+    pub const CACHED_ROWS: u32 = 65_536;
+
+    /// One sort key of one row met at random in a segment of `docs` rows.
+    pub fn random_key_ns(docs: u32) -> f64 {
+        if docs <= CACHED_ROWS {
+            DENSE_KEY_NS
+        } else {
+            KEY_NS
+        }
+    }
+
     /// The scan's cost per row and key: dense when the rows are on average at most 32 apart.
     pub fn scan_row_ns(rows: &RoaringBitmap, docs: u32) -> f64 {
         if rows.len() * 32 >= u64::from(docs) {
             DENSE_KEY_NS
         } else {
-            KEY_NS
+            random_key_ns(docs)
         }
     }
 }
@@ -87,6 +100,13 @@ pub(super) struct Cursor {
     pub(super) keys: Vec<K>,
     pub(super) id: Option<IdKey>,
     pub(super) len: usize,
+}
+
+/// What [`Req::top_one_key`] needs: the sort column and the cursor as integer codes.
+#[derive(Clone, Copy)]
+pub(super) struct OneKey<'a> {
+    col: &'a Column,
+    cursor: Option<(u128, Option<u64>)>,
 }
 
 /// A row that may enter the page, with its keys and id.
@@ -182,6 +202,90 @@ impl<'a> Req<'a> {
         )
     }
 
+    /// The plain integers [`Req::top_one_key`] orders by, when the request allows it: one sort
+    /// key on a field of this segment, the implicit id tiebreaker, the segment's id order, and
+    /// a cursor (if any) whose first value is of the column's kind. Gives the column and the
+    /// cursor as `(first key code, id key or None when the cursor stops at the first key)`.
+    fn one_key(&self) -> Option<OneKey<'a>> {
+        let (order, col) = match (self.keys, self.cols.as_slice(), self.order) {
+            ([k], [Some(c)], Some(_)) if self.implicit && matches!(k.by, SortBy::Field(_)) => {
+                (k.order, *c)
+            }
+            _ => return None,
+        };
+        let kind = match col {
+            Column::Int(_) => K::I(0),
+            Column::Float(_) => K::F(0.0),
+            Column::Keyword(_) => K::O(0),
+            Column::Bool(_) => K::B(false),
+        };
+        let cursor = match &self.cursor {
+            None => None,
+            Some(c) => {
+                let code = first_code(c.keys.first()?, order, Some(&kind))?;
+                let id = match (&c.id, c.len > 1) {
+                    (Some(IdKey::Rank(r)), true) => Some(*r),
+                    _ => None,
+                };
+                Some((code, id))
+            }
+        };
+        Some(OneKey { col, cursor })
+    }
+
+    /// [`Req::top`] for a [`Req::one_key`] request: rows compared as `(first key code, id
+    /// rank)` integer pairs (a few nanoseconds a row instead of the general comparison's
+    /// tens), and the sort keys of the `need` kept rows made at the end.
+    fn top_one_key(
+        &self,
+        f: OneKey,
+        rows: impl Iterator<Item = u32>,
+        need: usize,
+        group: Option<K>,
+    ) -> Vec<Cand> {
+        let key = &self.keys[0];
+        let Some(order) = self.order else {
+            return Vec::new();
+        };
+        let cap = need.saturating_mul(2).max(need.saturating_add(1024));
+        let mut buf: Vec<(u128, u64, u32)> = Vec::new();
+        let mut thr: Option<(u128, u64)> = None;
+        for row in rows {
+            let k = key_of_col(Some(f.col), row, key);
+            if group.is_some_and(|g| cmp_k(Order::Asc, &k, &g) != Ordering::Equal) {
+                continue;
+            }
+            let Some(code) = first_code(&k, key.order, None) else {
+                continue;
+            };
+            let id = 2 * u64::from(order.rank[row as usize]) + 1;
+            match f.cursor {
+                Some((c, Some(cid))) if (code, id) <= (c, cid) => continue,
+                Some((c, None)) if code <= c => continue,
+                _ => {}
+            }
+            if thr.is_some_and(|t| (code, id) >= t) {
+                continue;
+            }
+            buf.push((code, id, row));
+            if buf.len() >= cap {
+                buf.select_nth_unstable(need - 1);
+                buf.truncate(need);
+                let w = buf[need - 1];
+                thr = Some((w.0, w.1));
+            }
+        }
+        buf.sort_unstable();
+        buf.truncate(need);
+        buf.into_iter()
+            .map(|(_, id, row)| Cand {
+                row,
+                keys: vec![key_of_col(Some(f.col), row, key)],
+                id: IdKey::Rank(id),
+            })
+            .collect()
+    }
+
     /// The first `need` of `rows` strictly after the cursor, sorted: one pass with a bounded
     /// buffer. With `group`, rows whose first key is not `group` are skipped (the walk meets a
     /// multi-valued row at each of its values and takes it only at its sort value).
@@ -191,6 +295,10 @@ impl<'a> Req<'a> {
         need: usize,
         group: Option<K>,
     ) -> Vec<Cand> {
+        let rows = rows.into_iter();
+        if let Some(f) = self.one_key() {
+            return self.top_one_key(f, rows, need, group);
+        }
         let keys = self.keys;
         let full = keys.len() + usize::from(self.implicit);
         let cmp = |a: &Cand, b: &Cand| self.cmp(a, b);
@@ -198,14 +306,26 @@ impl<'a> Req<'a> {
         let mut thr: Option<Cand> = None;
         let mut scratch = vec![K::Missing; keys.len()];
         // Most rows of a scan are decided by their first key alone: before the cursor's or
-        // after the page's current last row. The full comparison (other keys, the id) is for
-        // the rows that tie it.
+        // after the page's current last row. That test compares integer codes of the first
+        // key (see [`first_code`]); the full comparison (other keys, the id) is for the rows
+        // that tie it.
         let first = keys.first().zip(self.cols.first());
-        let cursor_first = self
+        let order0 = first.map_or(Order::Asc, |(k, _)| k.order);
+        let kind0 = first.and_then(|(_, c)| {
+            c.map(|c| match c {
+                Column::Int(_) => K::I(0),
+                Column::Float(_) => K::F(0.0),
+                Column::Keyword(_) => K::O(0),
+                Column::Bool(_) => K::B(false),
+            })
+        });
+        let cursor_code = self
             .cursor
             .as_ref()
             .filter(|c| c.len > 0)
-            .and_then(|c| c.keys.first().copied());
+            .and_then(|c| c.keys.first())
+            .and_then(|k| first_code(k, order0, kind0.as_ref()));
+        let mut thr_code: Option<u128> = None;
         for row in rows {
             // The first key alone first: with `group` it may skip the row.
             let mut it = scratch.iter_mut().zip(keys).zip(&self.cols);
@@ -214,15 +334,11 @@ impl<'a> Req<'a> {
                 if group.is_some_and(|g| cmp_k(Order::Asc, s, &g) != Ordering::Equal) {
                     continue;
                 }
-                if let Some((key, _)) = first {
-                    if thr
-                        .as_ref()
-                        .is_some_and(|t| cmp_k(key.order, s, &t.keys[0]) == Ordering::Greater)
-                    {
-                        continue;
-                    }
-                    if cursor_first.is_some_and(|c| cmp_k(key.order, s, &c) == Ordering::Less) {
-                        continue;
+                if thr_code.is_some() || cursor_code.is_some() {
+                    if let Some(c) = first_code(s, order0, None) {
+                        if thr_code.is_some_and(|t| c > t) || cursor_code.is_some_and(|k| c < k) {
+                            continue;
+                        }
                     }
                 }
             }
@@ -274,12 +390,46 @@ impl<'a> Req<'a> {
                     keys: w.keys.clone(),
                     id: w.id.clone(),
                 });
+                thr_code = thr
+                    .as_ref()
+                    .and_then(|t| t.keys.first())
+                    .and_then(|k| first_code(k, order0, None));
             }
         }
         buf.sort_by(cmp);
         buf.truncate(need);
         buf
     }
+}
+
+/// An integer whose order is [`cmp_k`]'s for first keys of one column: values of the
+/// column's kind (integers, floats by total order, keyword ordinals, bools), reversed for
+/// `Desc`, and missing values after all of them both ways. `None` for id and score keys, and
+/// — when `like` (a key of the column) is given — for a key of another kind (a cursor's
+/// integer on a float column compares through [`cmp_k`]).
+#[inline]
+fn first_code(k: &K, order: Order, like: Option<&K>) -> Option<u128> {
+    let v = match k {
+        K::Missing => return Some(1 << 64),
+        K::I(x) => (*x as u64) ^ (1 << 63),
+        K::F(x) => {
+            let b = x.to_bits();
+            if b >> 63 == 1 {
+                !b
+            } else {
+                b | (1 << 63)
+            }
+        }
+        K::O(x) => *x,
+        K::B(b) => u64::from(*b),
+        K::Nil | K::Id => return None,
+    };
+    if let Some(l) = like {
+        if std::mem::discriminant(l) != std::mem::discriminant(k) {
+            return None;
+        }
+    }
+    Some(u128::from(if order == Order::Desc { !v } else { v }))
 }
 
 /// A cursor id's position among the segment's ids: `2 * rank + 1` when a row has it, else
