@@ -4,6 +4,14 @@
     bash bench/setup_venv.sh
     bench/.venv/bin/python bench/filtered_ann.py [--nq 1000] [--skip-rust]
 
+    # 1M x 384 synthetic (`searchd dataset synth`), qdrant-edge only, the filters tied to the
+    # queries, the 0.05% one, forced graph plans only from 4%:
+    bench/.venv/bin/python bench/filtered_ann.py --base DIR/base.npy --queries DIR/queries.npy \
+        --work bench/data/filtered-synth1m --name filtered-ann-synth1m-edge --dataset synth-1m \
+        --nq 200 --efs 32,64,128,256 --peer-efs 32,64,128,256,512 --skip-faiss \
+        --filters 50pct,10pct,1pct,0.1pct,0.05pct,and-20x20,near-1pct,far-1pct,far-10pct \
+        --forced-min-sel 0.04 --payload-members-only
+
 1. Runs `examples/filtered_bench.rs` (release): builds/opens the searchd HNSW index
    (m=16, ef_construction=200), draws the seeded filters (50%, 10%, 1%, 0.1% uniform rows,
    AND of two independent 20% sets), computes exact filtered top-10 by brute force, and
@@ -133,7 +141,7 @@ def run_faiss(base, queries, filters, efs, n):
     return rows, build_s
 
 
-def run_qdrant(base, queries, filters, parts, efs, n):
+def run_qdrant(base, queries, filters, parts, efs, n, members_only=False):
     import qdrant_edge as qe
 
     path = WORK / "qdrant-shard"
@@ -163,7 +171,8 @@ def run_qdrant(base, queries, filters, parts, efs, n):
     for s in range(0, n, B):
         pts = [
             qe.Point(id=i, vector=base[i].tolist(),
-                     payload={f"f_{k}": int(member[k][i]) for k in fields})
+                     payload={f"f_{k}": int(member[k][i]) for k in fields
+                              if not members_only or member[k][i]})
             for i in range(s, min(n, s + B))
         ]
         shard.update(qe.UpdateOperation.upsert_points(pts))
@@ -203,6 +212,7 @@ def best_at(rows, floor=0.95, key="qps"):
 
 
 def main():
+    global WORK
     ap = argparse.ArgumentParser()
     ap.add_argument("--nq", type=int, default=1000)
     ap.add_argument("--efs", default="16,32,64,128,256")
@@ -210,18 +220,33 @@ def main():
     ap.add_argument("--skip-rust", action="store_true")
     ap.add_argument("--skip-qdrant", action="store_true")
     ap.add_argument("--skip-faiss", action="store_true")
+    ap.add_argument("--base", default=str(DATA / "base.f16.npy"))
+    ap.add_argument("--queries", default=str(DATA / "queries.f16.npy"))
+    ap.add_argument("--work", default=str(WORK))
+    ap.add_argument("--name", default="filtered-ann-gcide", help="bench/results/NAME.{json,md}")
+    ap.add_argument("--dataset", default="dev-gcide-50k")
+    ap.add_argument("--filters", help="filtered_bench's --filters (default: its default set)")
+    ap.add_argument("--forced-min-sel", help="filtered_bench's --forced-min-sel")
+    ap.add_argument("--payload-members-only", action="store_true",
+                    help="qdrant: a point has a filter's field only when it passes (no 0 values, "
+                         "so no payload-index sub-graphs over the 99%% that fail)")
     args = ap.parse_args()
+    WORK = Path(args.work)
     run_dir = WORK / "run"
     if not args.skip_rust:
         cmd = ["cargo", "run", "--release", "-q", "-p", "searchd-engine", "--example",
-               "filtered_bench", "--", "--base", str(DATA / "base.f16.npy"),
-               "--queries", str(DATA / "queries.f16.npy"), "--index", str(WORK / "hnsw"),
+               "filtered_bench", "--", "--base", args.base,
+               "--queries", args.queries, "--index", str(WORK / "hnsw"),
                "--out", str(run_dir), "--nq", str(args.nq), "--efs", args.efs]
+        if args.filters:
+            cmd += ["--filters", args.filters]
+        if args.forced_min_sel:
+            cmd += ["--forced-min-sel", args.forced_min_sel]
         print(" ".join(cmd), flush=True)
         subprocess.run(cmd, cwd=ROOT, check=True)
     meta, res, queries, filters, parts = load_run(run_dir)
     n = meta["n"]
-    base = np.load(DATA / "base.f16.npy").astype(np.float32)
+    base = np.load(args.base).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
     base = np.ascontiguousarray(base)
     peer_efs = [int(x) for x in args.peer_efs.split(",")]
@@ -230,17 +255,18 @@ def main():
         r, builds["faiss-hnsw"] = run_faiss(base, queries, filters, peer_efs, n)
         peers += r
     if not args.skip_qdrant:
-        r, builds["qdrant-edge"] = run_qdrant(base, queries, filters, parts, peer_efs, n)
+        r, builds["qdrant-edge"] = run_qdrant(base, queries, filters, parts, peer_efs, n,
+                                              args.payload_members_only)
         peers += r
 
     ours = [r for r in res["runs"] if r["filter"] != "none"]
     unf = [r for r in res["runs"] if r["filter"] == "none"]
-    out = dict(dataset="dev-gcide-50k", n=n, nq=meta["nq"], k=K, searchd=res["runs"],
+    out = dict(dataset=args.dataset, n=n, payload_members_only=args.payload_members_only, nq=meta["nq"], k=K, searchd=res["runs"],
                peers=peers, peer_build_s=builds, index=res["index"])
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "filtered-ann-gcide.json").write_text(json.dumps(out, indent=1))
+    (HERE / "results" / f"{args.name}.json").write_text(json.dumps(out, indent=1))
 
-    md = ["# Filtered ANN, dev-gcide-50k (50k x 384, cosine), recall@10, one thread", "",
+    md = [f"# Filtered ANN, {args.dataset} ({n:,} x {base.shape[1]}, cosine), recall@10, one thread", "",
           f"{meta['nq']} queries; filters are seeded uniform row sets (and the AND of two "
           "independent 20% fields); exact filtered ground truth by brute force. "
           "searchd HNSW m=16 efc=200 (float32); qdrant-edge-py HNSW m=16 ef_construct=200 with "
@@ -287,7 +313,7 @@ def main():
                           f"{r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['cpu_qps']:.0f} | |")
         md.append("")
     text = "\n".join(md[:6] + summary + [""] + md[6:]) + "\n"
-    (HERE / "results" / "filtered-ann-gcide.md").write_text(text)
+    (HERE / "results" / f"{args.name}.md").write_text(text)
     print(text)
 
 

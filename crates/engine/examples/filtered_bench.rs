@@ -5,11 +5,15 @@
 //! cargo run --release -p searchd-engine --example filtered_bench -- \
 //!     --base base.f16.npy --queries queries.f16.npy --index DIR --out DIR \
 //!     [--nq 1000] [--efs 16,32,64,128,256] [--seed 7] [--quantization none|sq8|pq:M|binary]
+//!     [--filters NAME,...] [--forced-min-sel 0.04]
 //! ```
 //!
 //! Builds the index (HNSW m=16, ef_construction=200, cosine) into `--index` when it does
 //! not exist yet. Filters are seeded sets of external row ids: uniform random rows passing
-//! with probability 50%, 10%, 1%, 0.1%, and the AND of two independent 20% sets (~4%).
+//! with probability 50%, 10%, 1%, 0.1%, and the AND of two independent 20% sets (~4%);
+//! on request (`--filters`) also 20%, 30%, 0.05%, and sets tied to the queries: `near-1pct`
+//! (the 1% of rows most similar to some query) and `far-1pct` / `far-10pct` (the rows least
+//! similar to every query).
 //! Writes into `--out`:
 //! - `filter-NAME.u32`: the allowed rows, little-endian u32, ascending;
 //! - `gt-NAME.ids.i32` / `gt-NAME.scores.f32`: exact filtered top-10 per query (nq x 10,
@@ -43,6 +47,9 @@ struct Args {
     seed: u64,
     quantization: Quantization,
     filters: Option<Vec<String>>,
+    /// Forced graph plans only for filters passing at least this share (1M runs: a forced
+    /// walk through a 0.05% filter takes ~0.5 s a query).
+    forced_min_sel: f64,
 }
 
 fn parse_args() -> Args {
@@ -56,6 +63,7 @@ fn parse_args() -> Args {
         seed: 7,
         quantization: Quantization::None,
         filters: None,
+        forced_min_sel: 0.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -70,6 +78,7 @@ fn parse_args() -> Args {
             "--seed" => a.seed = v.parse().expect("--seed"),
             "--quantization" => a.quantization = Quantization::parse(&v).expect("--quantization"),
             "--filters" => a.filters = Some(v.split(',').map(String::from).collect()),
+            "--forced-min-sel" => a.forced_min_sel = v.parse().expect("--forced-min-sel"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -117,6 +126,18 @@ fn ground_truth(
                 }
             }
             best
+        })
+        .collect()
+}
+
+/// Each row's highest similarity to any of the queries.
+fn closeness(base: &[f32], dim: usize, queries: &[f32]) -> Vec<f32> {
+    base.par_chunks(dim)
+        .map(|r| {
+            queries
+                .chunks_exact(dim)
+                .map(|q| searchd_kernels::dot(q, r))
+                .fold(f32::NEG_INFINITY, f32::max)
         })
         .collect()
 }
@@ -265,13 +286,33 @@ fn main() {
     filters.push(("and-20x20".into(), 0.04, fa & fb));
     filters.push(("20pct".into(), 0.2, random_set(n, 0.2, a.seed + 6)));
     filters.push(("30pct".into(), 0.3, random_set(n, 0.3, a.seed + 7)));
+    filters.push(("0.05pct".into(), 0.0005, random_set(n, 0.0005, a.seed + 8)));
+    // Filters tied to where the queries are (on request): the rows nearest to some query
+    // (correlated: each query's neighbourhood passes) and the rows farthest from every query
+    // (anti-correlated: the graph around a query holds no passing row; what breaks graph
+    // filtering).
+    let wanted = |name: &str| a.filters.as_ref().is_some_and(|k| k.iter().any(|x| x == name));
+    if ["near-1pct", "far-1pct", "far-10pct"].iter().any(|f| wanted(f)) {
+        let t = Instant::now();
+        let close = closeness(&base, dim, &queries);
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by(|&x, &y| close[y as usize].total_cmp(&close[x as usize]));
+        let top = |p: f64| -> RoaringBitmap { order[..(n as f64 * p) as usize].iter().copied().collect() };
+        let bottom = |p: f64| -> RoaringBitmap {
+            order[n - (n as f64 * p) as usize..].iter().copied().collect()
+        };
+        filters.push(("near-1pct".into(), 0.01, top(0.01)));
+        filters.push(("far-1pct".into(), 0.01, bottom(0.01)));
+        filters.push(("far-10pct".into(), 0.1, bottom(0.1)));
+        eprintln!("query closeness of {n} rows in {:.1}s", t.elapsed().as_secs_f64());
+    }
     if let Some(keep) = &a.filters {
         filters.retain(|f| keep.contains(&f.0));
     }
 
     if a.filters.is_none() {
-        // The default set; 20% and 30% only on request (planner crossover runs).
-        filters.retain(|f| f.0 != "20pct" && f.0 != "30pct");
+        // The default set; the others only on request (planner crossover runs, 1M runs).
+        filters.retain(|f| !["20pct", "30pct", "0.05pct"].contains(&f.0.as_str()));
     }
     let mut manifest = Vec::new();
     let mut records = Vec::new();
@@ -317,6 +358,11 @@ fn main() {
             ("auto", None),
         ];
         for (label, plan) in plans {
+            if matches!(plan, Some(FilterPlan::Graph | FilterPlan::GraphTwoHop))
+                && *sel < a.forced_min_sel
+            {
+                continue;
+            }
             let efs: &[usize] = if plan == Some(FilterPlan::Exact) {
                 &[K]
             } else {
