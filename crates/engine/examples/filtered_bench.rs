@@ -291,20 +291,35 @@ fn main() {
     // (correlated: each query's neighbourhood passes) and the rows farthest from every query
     // (anti-correlated: the graph around a query holds no passing row; what breaks graph
     // filtering).
-    let wanted = |name: &str| a.filters.as_ref().is_some_and(|k| k.iter().any(|x| x == name));
-    if ["near-1pct", "far-1pct", "far-10pct"].iter().any(|f| wanted(f)) {
+    let wanted = |name: &str| {
+        a.filters
+            .as_ref()
+            .is_some_and(|k| k.iter().any(|x| x == name))
+    };
+    if ["near-1pct", "far-1pct", "far-10pct"]
+        .iter()
+        .any(|f| wanted(f))
+    {
         let t = Instant::now();
         let close = closeness(&base, dim, &queries);
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.sort_by(|&x, &y| close[y as usize].total_cmp(&close[x as usize]));
-        let top = |p: f64| -> RoaringBitmap { order[..(n as f64 * p) as usize].iter().copied().collect() };
+        let top = |p: f64| -> RoaringBitmap {
+            order[..(n as f64 * p) as usize].iter().copied().collect()
+        };
         let bottom = |p: f64| -> RoaringBitmap {
-            order[n - (n as f64 * p) as usize..].iter().copied().collect()
+            order[n - (n as f64 * p) as usize..]
+                .iter()
+                .copied()
+                .collect()
         };
         filters.push(("near-1pct".into(), 0.01, top(0.01)));
         filters.push(("far-1pct".into(), 0.01, bottom(0.01)));
         filters.push(("far-10pct".into(), 0.1, bottom(0.1)));
-        eprintln!("query closeness of {n} rows in {:.1}s", t.elapsed().as_secs_f64());
+        eprintln!(
+            "query closeness of {n} rows in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
     }
     if let Some(keep) = &a.filters {
         filters.retain(|f| keep.contains(&f.0));

@@ -223,7 +223,19 @@ impl FieldIndex {
     /// The exact set of rows matching `f`; `ids` maps an `ids` clause value to this segment's
     /// row (or `None` when the document is not in it).
     pub fn eval(&self, f: &Filter, ids: &dyn Fn(&DocId) -> Option<u32>) -> RoaringBitmap {
-        self.ev(&f.node, ids)
+        self.ev(&f.node, ids, NARROW_RATIO)
+    }
+
+    /// [`FieldIndex::eval`] with the `AND` row-by-row threshold given (`0.0`: test every
+    /// clause after the first row by row; infinity: never). For tests of both paths.
+    #[doc(hidden)]
+    pub fn eval_narrowing(
+        &self,
+        f: &Filter,
+        ids: &dyn Fn(&DocId) -> Option<u32>,
+        ratio: f64,
+    ) -> RoaringBitmap {
+        self.ev(&f.node, ids, ratio)
     }
 
     fn all(&self) -> RoaringBitmap {
@@ -232,7 +244,7 @@ impl FieldIndex {
         b
     }
 
-    fn ev(&self, node: &Node, ids: &dyn Fn(&DocId) -> Option<u32>) -> RoaringBitmap {
+    fn ev(&self, node: &Node, ids: &dyn Fn(&DocId) -> Option<u32>, ratio: f64) -> RoaringBitmap {
         match node {
             Node::All => self.all(),
             Node::None => RoaringBitmap::new(),
@@ -296,33 +308,53 @@ impl FieldIndex {
                 _ => RoaringBitmap::new(),
             },
             Node::IntRange(f, lo, hi) => match self.col(f) {
-                Some(Column::Int(col)) => rows_bitmap(int_slice(col, *lo, *hi)),
+                Some(c @ Column::Int(col)) => {
+                    let v = &col.sorted_values;
+                    let a = v.partition_point(|&x| x < *lo);
+                    let b = v.partition_point(|&x| x <= *hi).max(a);
+                    range_rows(c, &col.sorted_rows, a, b)
+                }
                 _ => RoaringBitmap::new(),
             },
             Node::FloatRange(f, lo, hi) => match self.col(f) {
-                Some(Column::Float(col)) => rows_bitmap(float_slice(col, *lo, *hi)),
+                Some(c @ Column::Float(col)) => {
+                    let (a, b) = float_bounds(col, *lo, *hi);
+                    range_rows(c, &col.sorted_rows, a, b)
+                }
                 _ => RoaringBitmap::new(),
             },
             Node::And(must, should, not, msm) => {
                 // Most selective required clause first; stop as soon as nothing is left.
+                // Once few rows are left, the other clauses are tested on those rows alone
+                // instead of being evaluated over the segment ([`FieldIndex::narrow`]).
                 let mut order: Vec<(f64, &Node)> = must.iter().map(|m| (self.est(m), m)).collect();
                 order.sort_by(|a, b| a.0.total_cmp(&b.0));
                 let mut acc: Option<RoaringBitmap> = None;
-                for (_, m) in order {
-                    let b = self.ev(m, ids);
+                for (est, m) in order {
                     acc = Some(match acc {
-                        None => b,
-                        Some(a) => a & b,
+                        None => self.ev(m, ids, ratio),
+                        Some(a) if Self::narrow(&a, est, m, ratio) => {
+                            keep(&a, |r| self.matches(m, r, ids))
+                        }
+                        Some(a) => a & self.ev(m, ids, ratio),
                     });
                     if acc.as_ref().is_some_and(RoaringBitmap::is_empty) {
                         return RoaringBitmap::new();
                     }
                 }
                 if *msm > 0 {
-                    let s = self.at_least(should, *msm, ids);
                     acc = Some(match acc {
-                        None => s,
-                        Some(a) => a & s,
+                        Some(a)
+                            if should
+                                .iter()
+                                .all(|m| Self::narrow(&a, self.est(m), m, ratio)) =>
+                        {
+                            keep(&a, |r| {
+                                should.iter().filter(|m| self.matches(m, r, ids)).count() >= *msm
+                            })
+                        }
+                        None => self.at_least(should, *msm, ids, ratio),
+                        Some(a) => a & self.at_least(should, *msm, ids, ratio),
                     });
                 }
                 let mut acc = acc.unwrap_or_else(|| self.all());
@@ -330,9 +362,72 @@ impl FieldIndex {
                     if acc.is_empty() {
                         break;
                     }
-                    acc -= self.ev(m, ids);
+                    if Self::narrow(&acc, self.est(m), m, ratio) {
+                        acc = keep(&acc, |r| !self.matches(m, r, ids));
+                    } else {
+                        acc -= self.ev(m, ids, ratio);
+                    }
                 }
                 acc
+            }
+        }
+    }
+
+    /// Whether to test `m` on the rows of `acc` one by one rather than evaluate it over the
+    /// segment: when it would make a set `ratio` ([`NARROW_RATIO`]) times larger than `acc` (a test
+    /// reads a row's values at random, ~50-100 ns on 1M rows; a set costs a few ns a row
+    /// and a bitmap operation). `ids` clauses are always evaluated: they are a handful of
+    /// lookups.
+    fn narrow(acc: &RoaringBitmap, est: f64, m: &Node, ratio: f64) -> bool {
+        !matches!(m, Node::Ids(_)) && (acc.len() as f64) * ratio < est
+    }
+
+    /// Whether row `r` matches `node`: [`FieldIndex::ev`] for one row (an array field matches
+    /// when one element does; a range needs one element within all its bounds).
+    fn matches(&self, node: &Node, r: u32, ids: &dyn Fn(&DocId) -> Option<u32>) -> bool {
+        match node {
+            Node::All => r < self.docs,
+            Node::None => false,
+            Node::Ids(v) => v.iter().filter_map(ids).any(|x| x == r),
+            Node::Exists(f) => self.col(f).is_some_and(|c| c.present().contains(r)),
+            Node::Keyword(f, vals) => match self.col(f) {
+                Some(Column::Keyword(k)) => k
+                    .row(r)
+                    .iter()
+                    .any(|&o| vals.iter().any(|v| k.dict[o as usize] == *v)),
+                _ => false,
+            },
+            Node::Int(f, vals) => match self.col(f) {
+                Some(Column::Int(c)) => c.row(r).iter().any(|x| vals.contains(x)),
+                _ => false,
+            },
+            Node::Float(f, vals) => match self.col(f) {
+                Some(Column::Float(c)) => c.row(r).iter().any(|x| vals.contains(x)),
+                _ => false,
+            },
+            Node::Bool(f, vals) => match self.col(f) {
+                Some(Column::Bool(b)) => {
+                    (vals.contains(&true) && b.t.contains(r))
+                        || (vals.contains(&false) && b.f.contains(r))
+                }
+                _ => false,
+            },
+            Node::IntRange(f, lo, hi) => match self.col(f) {
+                Some(Column::Int(c)) => c.row(r).iter().any(|x| lo <= x && x <= hi),
+                _ => false,
+            },
+            Node::FloatRange(f, lo, hi) => match self.col(f) {
+                Some(Column::Float(c)) => c.row(r).iter().any(|&x| {
+                    lo.is_none_or(|(l, inc)| if inc { x >= l } else { x > l })
+                        && hi.is_none_or(|(h, inc)| if inc { x <= h } else { x < h })
+                }),
+                _ => false,
+            },
+            Node::And(must, should, not, msm) => {
+                must.iter().all(|m| self.matches(m, r, ids))
+                    && (*msm == 0
+                        || should.iter().filter(|m| self.matches(m, r, ids)).count() >= *msm)
+                    && !not.iter().any(|m| self.matches(m, r, ids))
             }
         }
     }
@@ -343,18 +438,19 @@ impl FieldIndex {
         clauses: &[Node],
         m: usize,
         ids: &dyn Fn(&DocId) -> Option<u32>,
+        ratio: f64,
     ) -> RoaringBitmap {
         if m == 1 {
             let mut out = RoaringBitmap::new();
             for c in clauses {
-                out |= self.ev(c, ids);
+                out |= self.ev(c, ids, ratio);
             }
             return out;
         }
         // counts[j] = rows matching at least j+1 of the clauses seen so far.
         let mut counts: Vec<RoaringBitmap> = vec![RoaringBitmap::new(); m];
         for c in clauses {
-            let b = self.ev(c, ids);
+            let b = self.ev(c, ids, ratio);
             for j in (1..m).rev() {
                 let add = &counts[j - 1] & &b;
                 counts[j] |= add;
@@ -449,6 +545,49 @@ pub(crate) fn int_slice(col: &NumCol<i64>, lo: i64, hi: i64) -> &[u32] {
     &col.sorted_rows[a..b.max(a)]
 }
 
+/// The rows of `acc` for which `test` holds.
+fn keep(acc: &RoaringBitmap, test: impl Fn(u32) -> bool) -> RoaringBitmap {
+    acc.iter().filter(|&r| test(r)).collect()
+}
+
+/// How much larger than the rows left a clause's own set must be for an `AND` to test the
+/// clause row by row instead ([`FieldIndex::narrow`]).
+const NARROW_RATIO: f64 = 64.0;
+
+/// The rows of a range over a value-sorted column: `sorted_rows[a..b]`, or — when the column
+/// has one value per row and the range covers most of it — the rows with the field minus
+/// those outside the range (a range matching 80% of 1M rows marks 200k rows, not 800k).
+fn range_rows(col: &Column, sorted_rows: &[u32], a: usize, b: usize) -> RoaringBitmap {
+    let outside = a + (sorted_rows.len() - b);
+    if outside < b - a && !col.multi() {
+        let mut out = col.present().clone();
+        out -= rows_bitmap2(&sorted_rows[..a], &sorted_rows[b..]);
+        out
+    } else {
+        rows_bitmap(&sorted_rows[a..b])
+    }
+}
+
+/// The positions `a..b` of the values within the (value, inclusive) bounds.
+fn float_bounds(
+    col: &NumCol<f64>,
+    lo: Option<(f64, bool)>,
+    hi: Option<(f64, bool)>,
+) -> (usize, usize) {
+    let v = &col.sorted_values;
+    let a = match lo {
+        None => 0,
+        Some((x, true)) => v.partition_point(|&y| y < x),
+        Some((x, false)) => v.partition_point(|&y| y <= x),
+    };
+    let b = match hi {
+        None => v.len(),
+        Some((x, true)) => v.partition_point(|&y| y <= x),
+        Some((x, false)) => v.partition_point(|&y| y < x),
+    };
+    (a, b.max(a))
+}
+
 /// The rows of values within the (value, inclusive) bounds.
 pub(crate) fn float_slice(
     col: &NumCol<f64>,
@@ -474,15 +613,20 @@ pub(crate) fn float_slice(
 /// sort), which roaring then packs per 65,536-row chunk. Measured (`tests/perf.rs`,
 /// release): a range matching 920k of 1M rows took 23 ms sorted, 2.4 ms marked.
 fn rows_bitmap(rows: &[u32]) -> RoaringBitmap {
-    if rows.len() < 256 {
-        let mut v = rows.to_vec();
+    rows_bitmap2(rows, &[])
+}
+
+/// [`rows_bitmap`] of two slices.
+fn rows_bitmap2(a: &[u32], b: &[u32]) -> RoaringBitmap {
+    if a.len() + b.len() < 256 {
+        let mut v: Vec<u32> = a.iter().chain(b).copied().collect();
         v.sort_unstable();
         v.dedup();
         return RoaringBitmap::from_sorted_iter(v).unwrap();
     }
-    let max = rows.iter().copied().max().unwrap_or(0) as usize;
+    let max = a.iter().chain(b).copied().max().unwrap_or(0) as usize;
     let mut bits = vec![0u8; max / 8 + 1];
-    for &r in rows {
+    for &r in a.iter().chain(b) {
         bits[r as usize / 8] |= 1 << (r % 8);
     }
     RoaringBitmap::from_lsb0_bytes(0, &bits)

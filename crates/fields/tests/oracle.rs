@@ -450,6 +450,11 @@ proptest! {
             let got = idx.eval(&f, &ids);
             let want: Vec<u32> = (0..n).filter(|&r| oracle(tf, &docs[r as usize], r)).collect();
             prop_assert_eq!(got.iter().collect::<Vec<_>>(), want.clone(), "filter {}", fj);
+            // Both ways of an AND: every clause after the first tested row by row, or none.
+            for ratio in [0.0, f64::INFINITY] {
+                let g = idx.eval_narrowing(&f, &ids, ratio);
+                prop_assert_eq!(g.iter().collect::<Vec<_>>(), want.clone(), "filter {} ratio {}", fj, ratio);
+            }
             let est = idx.estimate(&f);
             prop_assert!(est <= u64::from(n));
             if is_exact_leaf(tf) {
