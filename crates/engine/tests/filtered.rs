@@ -408,3 +408,67 @@ fn filtered_searches_respect_the_deadline() {
         }
     }
 }
+
+#[test]
+fn an_anti_correlated_filter_is_answered_exactly() {
+    // 60,000 rows: a 20% filter is above every exact threshold, so the planner walks the
+    // passing subgraph. A filter passing the 20% of rows least similar to the query holds no
+    // row near it: the walk hands over to the exact scan (on this small set its budget runs
+    // out too; the pass-rate floor itself is tested in `hnsw::pass_rate_tests`, and at 1M in
+    // `bench/results/filtered-ann-synth1m-edge.md`). A uniform 20% filter keeps its walk.
+    let dir = tempfile::tempdir().unwrap();
+    let (n, dim) = (60_000usize, 8usize);
+    let base = common::clustered(n + 1, dim, 20, 5);
+    let (base, q) = base.split_at(n * dim);
+    let cfg = BuildConfig {
+        hnsw: HnswParams {
+            m: 8,
+            ef_construction: 32,
+            seed: 1,
+        },
+        threads: 1,
+        ..BuildConfig::default()
+    };
+    let out = dir.path().join("anti");
+    build_index(&out, base, dim, &cfg, &|_, _| {}).unwrap();
+    let idx = open(&out);
+    let unit = |v: &[f32]| {
+        let l = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        v.iter().map(|x| x / l).collect::<Vec<f32>>()
+    };
+    let qu = unit(q);
+    let mut by_sim: Vec<(f32, u32)> = base
+        .chunks_exact(dim)
+        .enumerate()
+        .map(|(i, r)| (unit(r).iter().zip(&qu).map(|(a, b)| a * b).sum(), i as u32))
+        .collect();
+    by_sim.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let far: RoaringBitmap = by_sim[..n / 5].iter().map(|x| x.1).collect();
+    let p = SearchParams {
+        allow: Some(&far),
+        ..SearchParams::new(K, 32)
+    };
+    assert_eq!(idx.filter_plan(&p), FilterPlan::GraphTwoHop);
+    let (hits, used) = idx.search_with_plan(q, &p).unwrap();
+    assert_eq!(used, FilterPlan::Exact, "the walk should have handed over");
+    // The exact answer: the K most similar of the far rows.
+    let mut want: Vec<u32> = by_sim[n / 5 - K..n / 5].iter().map(|x| x.1).collect();
+    let mut got: Vec<u32> = hits.iter().map(|h| h.id as u32).collect();
+    want.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, want);
+
+    let uniform: RoaringBitmap = (0..n as u32).step_by(5).collect();
+    let p = SearchParams {
+        allow: Some(&uniform),
+        ..SearchParams::new(K, 32)
+    };
+    let (hits, used) = idx.search_with_plan(q, &p).unwrap();
+    assert_eq!(
+        used,
+        FilterPlan::GraphTwoHop,
+        "a uniform filter keeps its walk"
+    );
+    assert_eq!(hits.len(), K);
+    assert!(hits.iter().all(|h| h.id % 5 == 0));
+}

@@ -312,6 +312,15 @@ impl Index {
             } else {
                 self.allowed_rows(p).unwrap_or(n).min(p.k)
             },
+            // Automatic walks of the passing subgraph only: a broader filter's exact scan
+            // would cost too much to fall back to.
+            min_pass_rate: match (
+                auto && plan == FilterPlan::GraphTwoHop,
+                self.allowed_rows(p),
+            ) {
+                (true, Some(s)) => s as f64 / n.max(1) as f64 / params::ANTI_CORRELATION,
+                _ => 0.0,
+            },
         };
         let exact = || {
             self.exact_filtered(&q, p, &pass)
@@ -348,6 +357,7 @@ impl Index {
                     filter: walk.filter,
                     two_hop: plan == FilterPlan::GraphTwoHop,
                     budget: walk.budget,
+                    min_pass_rate: walk.min_pass_rate,
                 };
                 match hnsw::search(
                     &g,

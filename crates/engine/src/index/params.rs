@@ -100,7 +100,15 @@ pub const EXACT_MIN_ROWS: usize = 8192;
 /// Measured on 1M synthetic 384-d vectors (`bench/results/filtered-ann-synth1m.md`): at 1%
 /// (10,117 rows) two-hop reached recall@10 only 0.41-0.60 (ef 64-256) and the full graph
 /// walk 0.97 at 32 ms, against 5.5 ms and recall 1.0 for the exact scan.
-pub const EXACT_MAX_SELECTIVITY: f64 = 0.02;
+/// Raised from 2% to 5% in session 26: on the same 1M set (`filtered-ann-synth1m-edge.md`),
+/// the AND of two 20% filters (4.0%, 40,142 rows) took 9.3 ms exactly (recall 1.0) against
+/// 19 ms for the automatic two-hop walk at recall 0.957 (ef 128); at 10% two-hop wins (1.9 ms
+/// at 0.951 vs 19 ms).
+pub const EXACT_MAX_SELECTIVITY: f64 = 0.05;
+/// Planner: an automatic walk is redone by the exact scan when, after
+/// [`crate::hnsw::MIN_PASS_TESTS`] filter tests, fewer than `selectivity /
+/// ANTI_CORRELATION` passed ([`crate::hnsw::SearchCtx::min_pass_rate`]).
+pub const ANTI_CORRELATION: f64 = 8.0;
 /// Automatic two-hop walks widen their list to `ef * min(TWO_HOP_MAX_BOOST,
 /// GRAPH_MIN_SELECTIVITY / selectivity)`: at 1M and 10% passing, two-hop gave recall@10
 /// 0.885 / 0.946 / 0.971 at ef 64 / 128 / 256, so the request's ef alone loses recall.
@@ -179,4 +187,7 @@ pub(super) struct Walk<F> {
     pub budget: usize,
     /// A walk that finds fewer rows than this is redone by the exact scan.
     pub want: usize,
+    /// [`hnsw::SearchCtx::min_pass_rate`]: a walk through a filter passing far fewer rows
+    /// around the query than overall is redone by the exact scan.
+    pub min_pass_rate: f64,
 }

@@ -95,6 +95,7 @@ impl Index {
             filter: walk.filter.as_ref(),
             two_hop: walk.plan == FilterPlan::GraphTwoHop,
             budget: walk.budget,
+            min_pass_rate: walk.min_pass_rate,
         };
         hnsw::search(
             g,

@@ -90,6 +90,7 @@ impl Index {
                     filter: Some(pass),
                     budget: usize::MAX,
                     want: 0,
+                    min_pass_rate: 0.0,
                 };
                 let found = match &self.structure {
                     Structure::Hnsw {
