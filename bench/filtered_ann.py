@@ -141,12 +141,10 @@ def run_faiss(base, queries, filters, efs, n):
     return rows, build_s
 
 
-def run_qdrant(base, queries, filters, parts, efs, n, members_only=False):
+def run_qdrant(base, queries, filters, parts, efs, n, members_only=False, reuse=False):
     import qdrant_edge as qe
 
     path = WORK / "qdrant-shard"
-    if path.exists():
-        shutil.rmtree(path)
     hnsw = qe.HnswIndexConfig(m=16, ef_construct=200, full_scan_threshold=10000,
                               max_indexing_threads=2)
     cfg = qe.EdgeConfig(
@@ -155,30 +153,43 @@ def run_qdrant(base, queries, filters, parts, efs, n, members_only=False):
         max_search_threads=1,
         wal_enabled=False,
     )
-    shard = qe.EdgeShard.create(str(path), cfg)
     fields = {name.replace(".", "_"): f["rows"] for name, f in filters.items() if name != "and-20x20"}
     fields["and_a"] = parts["a"]
     fields["and_b"] = parts["b"]
-    member = {}
-    for key, rows in fields.items():
-        m = np.zeros(n, dtype=np.int64)
-        m[rows] = 1
-        member[key] = m
-    t = time.time()
-    for key in fields:
-        shard.update(qe.UpdateOperation.create_field_index(f"f_{key}", qe.PayloadSchemaType.Integer))
-    B = 1000
-    for s in range(0, n, B):
-        pts = [
-            qe.Point(id=i, vector=base[i].tolist(),
-                     payload={f"f_{k}": int(member[k][i]) for k in fields
-                              if not members_only or member[k][i]})
-            for i in range(s, min(n, s + B))
-        ]
-        shard.update(qe.UpdateOperation.upsert_points(pts))
-    shard.optimize()
-    build_s = time.time() - t
-    print(f"qdrant: built in {build_s:.1f}s", flush=True)
+    stamp = path / "searchd-filters.json"
+    want_stamp = {k: [int(len(v)), int(np.asarray(v, dtype=np.int64).sum())] for k, v in fields.items()}
+    want_stamp["members_only"] = bool(members_only)
+    if reuse and stamp.exists() and json.loads(stamp.read_text()) == want_stamp:
+        # The shard a previous run built from the same filters (same rows: counts and sums).
+        shard = qe.EdgeShard.load(str(path))
+        build_s = None
+        print("qdrant: reusing the shard built by an earlier run", flush=True)
+    else:
+        if path.exists():
+            shutil.rmtree(path)
+        shard = qe.EdgeShard.create(str(path), cfg)
+        member = {}
+        for key, rows in fields.items():
+            m = np.zeros(n, dtype=np.int64)
+            m[rows] = 1
+            member[key] = m
+        t = time.time()
+        for key in fields:
+            shard.update(qe.UpdateOperation.create_field_index(f"f_{key}", qe.PayloadSchemaType.Integer))
+        B = 1000
+        for s in range(0, n, B):
+            pts = [
+                qe.Point(id=i, vector=base[i].tolist(),
+                         payload={f"f_{k}": int(member[k][i]) for k in fields
+                                  if not members_only or member[k][i]})
+                for i in range(s, min(n, s + B))
+            ]
+            shard.update(qe.UpdateOperation.upsert_points(pts))
+        shard.optimize()
+        shard.flush()
+        build_s = time.time() - t
+        stamp.write_text(json.dumps(want_stamp))
+        print(f"qdrant: built in {build_s:.1f}s", flush=True)
 
     def cond(key):
         return qe.FieldCondition(key=f"f_{key}", match=qe.MatchValue(1))
@@ -227,6 +238,9 @@ def main():
     ap.add_argument("--dataset", default="dev-gcide-50k")
     ap.add_argument("--filters", help="filtered_bench's --filters (default: its default set)")
     ap.add_argument("--forced-min-sel", help="filtered_bench's --forced-min-sel")
+    ap.add_argument("--reuse-qdrant", action="store_true",
+                    help="search the qdrant shard an earlier run built from the same filters "
+                         "(its build time is then not measured)")
     ap.add_argument("--payload-members-only", action="store_true",
                     help="qdrant: a point has a filter's field only when it passes (no 0 values, "
                          "so no payload-index sub-graphs over the 99%% that fail)")
@@ -256,7 +270,7 @@ def main():
         peers += r
     if not args.skip_qdrant:
         r, builds["qdrant-edge"] = run_qdrant(base, queries, filters, parts, peer_efs, n,
-                                              args.payload_members_only)
+                                              args.payload_members_only, args.reuse_qdrant)
         peers += r
 
     ours = [r for r in res["runs"] if r["filter"] != "none"]
