@@ -107,15 +107,22 @@ pub(crate) struct SearchCtx<F: Fn(u32) -> bool, S: Scorer> {
     pub min_pass_rate: f64,
 }
 
-/// Filter tests a walk makes before [`SearchCtx::min_pass_rate`] is checked (a uniform
-/// filter passing 10% gives ~51 passes in 512 tests; the check fires below a fraction of
-/// that).
+/// Filter tests a walk makes before [`SearchCtx::min_pass_rate`] is checked, once: these
+/// first tests are the query's neighbourhood (a uniform filter passing 10% gives ~51
+/// passes in 512; the check fires below a fraction of that). Checked once only because a
+/// walk that found a way into the passing rows' region then sees most of them pass, which
+/// says nothing about whether that region is near the query.
 pub(crate) const MIN_PASS_TESTS: usize = 512;
 
-/// Whether `passed` of `tests` is below the context's floor (once enough were made).
+/// Whether the first [`MIN_PASS_TESTS`] tests (`tests`, `passed` so far) fell below the
+/// floor; `checked` makes it a one-time decision.
 #[inline]
-fn too_few_pass(min_rate: f64, tests: usize, passed: usize) -> bool {
-    min_rate > 0.0 && tests >= MIN_PASS_TESTS && (passed as f64) < min_rate * tests as f64
+fn too_few_pass(min_rate: f64, tests: usize, passed: usize, checked: &mut bool) -> bool {
+    if *checked || min_rate <= 0.0 || tests < MIN_PASS_TESTS {
+        return false;
+    }
+    *checked = true;
+    (passed as f64) < min_rate * tests as f64
 }
 
 impl<F: Fn(u32) -> bool, S: Scorer> SearchCtx<F, S> {
@@ -194,7 +201,7 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     };
     let mut steps = 0u32;
     let mut work = 0usize;
-    let (mut tests, mut passed) = (0usize, 0usize);
+    let (mut tests, mut passed, mut checked) = (0usize, 0usize, false);
     while let Some(std::cmp::Reverse(c)) = candidates.pop() {
         if c.dist > bound {
             break;
@@ -203,7 +210,7 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
         if steps.is_multiple_of(DEADLINE_EVERY) {
             ctx.check_deadline()?;
         }
-        if too_few_pass(ctx.min_pass_rate, tests, passed) {
+        if too_few_pass(ctx.min_pass_rate, tests, passed, &mut checked) {
             return Ok(None);
         }
         let nbrs = links.neighbors(level, c.id, &mut buf);
@@ -280,7 +287,7 @@ pub(crate) fn search_layer_two_hop<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     let mut steps = 0u32;
     let mut work = 0usize;
     let mut tests = 0usize;
-    let mut passed = 0usize;
+    let (mut passed, mut checked) = (0usize, false);
     let lines = prefetch_lines();
     while let Some(std::cmp::Reverse(c)) = candidates.pop() {
         if c.dist > bound {
@@ -290,7 +297,7 @@ pub(crate) fn search_layer_two_hop<L: Links, F: Fn(u32) -> bool, S: Scorer>(
         if steps.is_multiple_of(DEADLINE_EVERY) {
             ctx.check_deadline()?;
         }
-        if too_few_pass(ctx.min_pass_rate, tests, passed) {
+        if too_few_pass(ctx.min_pass_rate, tests, passed, &mut checked) {
             return Ok(None);
         }
         let nbrs = links.neighbors(0, c.id, &mut buf);
