@@ -312,13 +312,14 @@ impl Index {
             } else {
                 self.allowed_rows(p).unwrap_or(n).min(p.k)
             },
-            // Automatic walks of the passing subgraph only: a broader filter's exact scan
-            // would cost too much to fall back to.
-            min_pass_rate: match (
-                auto && plan == FilterPlan::GraphTwoHop,
-                self.allowed_rows(p),
-            ) {
-                (true, Some(s)) => s as f64 / n.max(1) as f64 / params::ANTI_CORRELATION,
+            // Automatic walks through filters under GRAPH_MIN_SELECTIVITY only: a broader
+            // filter's exact scan would cost too much to fall back to.
+            min_pass_rate: match (auto, plan, self.allowed_rows(p)) {
+                (true, FilterPlan::GraphTwoHop | FilterPlan::Graph, Some(s))
+                    if (s as f64) < params::GRAPH_MIN_SELECTIVITY * n as f64 =>
+                {
+                    s as f64 / n.max(1) as f64 / params::ANTI_CORRELATION
+                }
                 _ => 0.0,
             },
         };

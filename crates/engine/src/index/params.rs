@@ -100,11 +100,17 @@ pub const EXACT_MIN_ROWS: usize = 8192;
 /// Measured on 1M synthetic 384-d vectors (`bench/results/filtered-ann-synth1m.md`): at 1%
 /// (10,117 rows) two-hop reached recall@10 only 0.41-0.60 (ef 64-256) and the full graph
 /// walk 0.97 at 32 ms, against 5.5 ms and recall 1.0 for the exact scan.
-/// Raised from 2% to 5% in session 26: on the same 1M set (`filtered-ann-synth1m-edge.md`),
-/// the AND of two 20% filters (4.0%, 40,142 rows) took 9.3 ms exactly (recall 1.0) against
-/// 19 ms for the automatic two-hop walk at recall 0.957 (ef 128); at 10% two-hop wins (1.9 ms
-/// at 0.951 vs 19 ms).
-pub const EXACT_MAX_SELECTIVITY: f64 = 0.05;
+/// Raised from 2% to 3% in session 26: on the same 1M set (`filtered-ann-synth1m-edge-run2.md`)
+/// the exact scan of a 4% filter (40,142 rows) took 10.1 ms (recall 1.0) and the full graph
+/// walk 4.4 ms (ef 64, recall 0.955), the walk's cost growing as the filter narrows.
+pub const EXACT_MAX_SELECTIVITY: f64 = 0.03;
+/// Planner: an index of at least this many rows walks the whole graph
+/// ([`FilterPlan::Graph`]) for every filter above the exact threshold, never two-hop. At 1M
+/// (`filtered-ann-synth1m-edge-run2.md`) the full walk beat the automatic two-hop walk at
+/// 10% (0.959 recall at 0.86 ms against 0.951 at 2.4 ms) and at 4% (0.955 at 4.4 ms against
+/// 0.911 at 7.1 ms); at 50k two-hop won at 20% (the table of [`Index::filter_plan`]). Where
+/// between 50k and 1M the crossover lies was not measured: 250,000 is a guess.
+pub const GRAPH_ALWAYS_ROWS: usize = 250_000;
 /// Planner: an automatic walk is redone by the exact scan when, after
 /// [`crate::hnsw::MIN_PASS_TESTS`] filter tests, fewer than `selectivity /
 /// ANTI_CORRELATION` passed ([`crate::hnsw::SearchCtx::min_pass_rate`]).

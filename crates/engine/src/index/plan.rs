@@ -4,7 +4,7 @@
 use crate::format::IndexKind;
 use crate::index::params::{
     FilterPlan, SearchParams, EXACT_MAX_SELECTIVITY, EXACT_MIN_ROWS, EXACT_ROWS_PER_EF,
-    GRAPH_MIN_SELECTIVITY, MAX_EF_WALK, NEAR_UNFILTERED, TWO_HOP_MAX_BOOST,
+    GRAPH_ALWAYS_ROWS, GRAPH_MIN_SELECTIVITY, MAX_EF_WALK, NEAR_UNFILTERED, TWO_HOP_MAX_BOOST,
 };
 use crate::index::Index;
 
@@ -87,7 +87,7 @@ impl Index {
         {
             return FilterPlan::Exact;
         }
-        if s as f64 >= GRAPH_MIN_SELECTIVITY * n as f64 {
+        if s as f64 >= GRAPH_MIN_SELECTIVITY * n as f64 || n >= GRAPH_ALWAYS_ROWS {
             FilterPlan::Graph
         } else {
             FilterPlan::GraphTwoHop
