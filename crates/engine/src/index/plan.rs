@@ -25,7 +25,8 @@ impl Index {
     /// `allow` holding at least [`NEAR_UNFILTERED`] of the rows without `filter`: `Graph`;
     /// `s <= max(EXACT_MIN_ROWS, EXACT_ROWS_PER_EF * max(ef, k), EXACT_MAX_SELECTIVITY * n)`:
     /// `Exact`;
-    /// `s / n >= GRAPH_MIN_SELECTIVITY`: `Graph`; otherwise `GraphTwoHop`. A `filter`
+    /// `s / n >= GRAPH_MIN_SELECTIVITY` or `n >= GRAPH_ALWAYS_ROWS`: `Graph`; otherwise
+    /// `GraphTwoHop`. A `filter`
     /// without `allow` (unknown selectivity) is `Graph`. Flat indexes always scan
     /// (`Exact`), IVF-PQ has no two-hop (`Graph`).
     ///
