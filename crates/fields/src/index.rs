@@ -594,18 +594,8 @@ pub(crate) fn float_slice(
     lo: Option<(f64, bool)>,
     hi: Option<(f64, bool)>,
 ) -> &[u32] {
-    let v = &col.sorted_values;
-    let a = match lo {
-        None => 0,
-        Some((x, true)) => v.partition_point(|&y| y < x),
-        Some((x, false)) => v.partition_point(|&y| y <= x),
-    };
-    let b = match hi {
-        None => v.len(),
-        Some((x, true)) => v.partition_point(|&y| y <= x),
-        Some((x, false)) => v.partition_point(|&y| y < x),
-    };
-    &col.sorted_rows[a..b.max(a)]
+    let (a, b) = float_bounds(col, lo, hi);
+    &col.sorted_rows[a..b]
 }
 
 /// The set of `rows` (unsorted, maybe repeated: a value-sorted column's row slice). Small
