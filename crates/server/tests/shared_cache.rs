@@ -284,7 +284,10 @@ async fn the_redis_tier_works_alone() {
     let (_, how, first) = post(&sa, &q).await;
     assert_eq!(how, "miss");
     let v = until_shared(&sa, &q).await;
-    assert_eq!(v, first);
+    // The same answer. Not the same bytes: the first reply's store is fire-and-forget, so
+    // under load a later miss can compute (other timings) and store the entry first.
+    assert_eq!(v["hits"], first["hits"], "{v} vs {first}");
+    assert_eq!(v["mode"], first["mode"]);
     let st = get_json(&client(), &format!("{}/stats", a.url)).await;
     assert_eq!(st["cache"]["enabled"], json!(false), "{st}");
     assert_eq!(st["cache"]["shared"]["enabled"], json!(true), "{st}");
