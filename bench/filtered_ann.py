@@ -141,10 +141,10 @@ def run_faiss(base, queries, filters, efs, n):
     return rows, build_s
 
 
-def run_qdrant(base, queries, filters, parts, efs, n, members_only=False, reuse=False):
+def run_qdrant(base, queries, filters, parts, efs, n, work, members_only=False, reuse=False):
     import qdrant_edge as qe
 
-    path = WORK / "qdrant-shard"
+    path = work / "qdrant-shard"
     hnsw = qe.HnswIndexConfig(m=16, ef_construct=200, full_scan_threshold=10000,
                               max_indexing_threads=2)
     cfg = qe.EdgeConfig(
@@ -223,7 +223,6 @@ def best_at(rows, floor=0.95, key="qps"):
 
 
 def main():
-    global WORK
     ap = argparse.ArgumentParser()
     ap.add_argument("--nq", type=int, default=1000)
     ap.add_argument("--efs", default="16,32,64,128,256")
@@ -245,12 +244,12 @@ def main():
                     help="qdrant: a point has a filter's field only when it passes (no 0 values, "
                          "so no payload-index sub-graphs over the 99%% that fail)")
     args = ap.parse_args()
-    WORK = Path(args.work)
-    run_dir = WORK / "run"
+    work = Path(args.work)
+    run_dir = work / "run"
     if not args.skip_rust:
         cmd = ["cargo", "run", "--release", "-q", "-p", "searchd-engine", "--example",
                "filtered_bench", "--", "--base", args.base,
-               "--queries", args.queries, "--index", str(WORK / "hnsw"),
+               "--queries", args.queries, "--index", str(work / "hnsw"),
                "--out", str(run_dir), "--nq", str(args.nq), "--efs", args.efs]
         if args.filters:
             cmd += ["--filters", args.filters]
@@ -269,7 +268,7 @@ def main():
         r, builds["faiss-hnsw"] = run_faiss(base, queries, filters, peer_efs, n)
         peers += r
     if not args.skip_qdrant:
-        r, builds["qdrant-edge"] = run_qdrant(base, queries, filters, parts, peer_efs, n,
+        r, builds["qdrant-edge"] = run_qdrant(base, queries, filters, parts, peer_efs, n, work,
                                               args.payload_members_only, args.reuse_qdrant)
         peers += r
 

@@ -68,9 +68,9 @@ pub(crate) fn write(path: &Path, ids: &[DocId]) -> Result<(u64, u32)> {
 pub(crate) struct IdMap {
     ids: Vec<DocId>,
     by_id: HashMap<DocId, u32>,
-    /// The rows in id order and each row's rank in it ([`searchd_fields::IdOrder`]), built on
-    /// the first sorted page that needs ids (a sort of the segment's ids: ~5 ms for 50,000,
-    /// a few hundred for 1M; 8 bytes a row) and kept while the segment is open.
+    /// The rows in id order and each row's rank in it ([`searchd_fields::IdOrder`]): a sort of
+    /// the segment's ids, 8 bytes a row, built when the segment opens (`Segment::open`; on
+    /// first use for a bare index's row-number ids) and kept while it is open.
     order: std::sync::OnceLock<(Vec<u32>, Vec<u32>)>,
 }
 

@@ -145,14 +145,13 @@ impl Collection {
             };
             let rows = &m.per_segment[i];
             // Ids compare by rank when they matter: a sort on the id, or a tiebreak.
-            let order = (!rows.is_empty()).then(|| ids.order());
             let got = self.field_index(i).page_with(
                 rows,
                 keys,
                 after,
                 want,
                 &id_of,
-                order,
+                Some(ids.order()),
                 searchd_fields::PagePlan::Auto,
             );
             all.extend(got.into_iter().map(|(row, sort)| PageHit {

@@ -287,7 +287,8 @@ pub(crate) fn search_layer_two_hop<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     let mut steps = 0u32;
     let mut work = 0usize;
     let mut tests = 0usize;
-    let (mut passed, mut checked) = (0usize, false);
+    // Every node scored passed the filter: `work` is also the walk's passing count.
+    let mut checked = false;
     let lines = prefetch_lines();
     while let Some(std::cmp::Reverse(c)) = candidates.pop() {
         if c.dist > bound {
@@ -297,7 +298,7 @@ pub(crate) fn search_layer_two_hop<L: Links, F: Fn(u32) -> bool, S: Scorer>(
         if steps.is_multiple_of(DEADLINE_EVERY) {
             ctx.check_deadline()?;
         }
-        if too_few_pass(ctx.min_pass_rate, tests, passed, &mut checked) {
+        if too_few_pass(ctx.min_pass_rate, tests, work, &mut checked) {
             return Ok(None);
         }
         let nbrs = links.neighbors(0, c.id, &mut buf);
@@ -340,7 +341,6 @@ pub(crate) fn search_layer_two_hop<L: Links, F: Fn(u32) -> bool, S: Scorer>(
             }
         }
         work += fresh.len();
-        passed += fresh.len();
         if work + tests / 16 > ctx.budget {
             return Ok(None);
         }

@@ -309,9 +309,7 @@ impl FieldIndex {
             },
             Node::IntRange(f, lo, hi) => match self.col(f) {
                 Some(c @ Column::Int(col)) => {
-                    let v = &col.sorted_values;
-                    let a = v.partition_point(|&x| x < *lo);
-                    let b = v.partition_point(|&x| x <= *hi).max(a);
+                    let (a, b) = int_bounds(col, *lo, *hi);
                     range_rows(c, &col.sorted_rows, a, b)
                 }
                 _ => RoaringBitmap::new(),
@@ -535,14 +533,18 @@ fn distinct<T>(sorted: &[T], eq: impl Fn(&T, &T) -> bool) -> u64 {
     n
 }
 
+/// The positions `a..b` of the values in `lo..=hi`.
+fn int_bounds(col: &NumCol<i64>, lo: i64, hi: i64) -> (usize, usize) {
+    let v = &col.sorted_values;
+    let a = v.partition_point(|&x| x < lo);
+    let b = v.partition_point(|&x| x <= hi);
+    (a, b.max(a))
+}
+
 /// The rows of values in `lo..=hi`.
 pub(crate) fn int_slice(col: &NumCol<i64>, lo: i64, hi: i64) -> &[u32] {
-    if lo > hi {
-        return &[];
-    }
-    let a = col.sorted_values.partition_point(|&v| v < lo);
-    let b = col.sorted_values.partition_point(|&v| v <= hi);
-    &col.sorted_rows[a..b.max(a)]
+    let (a, b) = int_bounds(col, lo, hi);
+    &col.sorted_rows[a..b]
 }
 
 /// The rows of `acc` for which `test` holds.

@@ -298,11 +298,12 @@ impl Index {
                     .is_none_or(|a| a.contains(ext.map_or(i, |e| e[i as usize])))
         };
         let auto = p.plan.is_none();
+        let allowed = self.allowed_rows(p);
         let walk = Walk {
             plan,
             filter: (plan != FilterPlan::Unfiltered).then_some(&pass),
             budget: if auto && plan != FilterPlan::Unfiltered {
-                self.allowed_rows(p).unwrap_or(n).max(p.k)
+                allowed.unwrap_or(n).max(p.k)
             } else {
                 usize::MAX
             },
@@ -310,11 +311,11 @@ impl Index {
             want: if plan == FilterPlan::Unfiltered || !auto {
                 0
             } else {
-                self.allowed_rows(p).unwrap_or(n).min(p.k)
+                allowed.unwrap_or(n).min(p.k)
             },
             // Automatic walks through filters under GRAPH_MIN_SELECTIVITY only: a broader
             // filter's exact scan would cost too much to fall back to.
-            min_pass_rate: match (auto, plan, self.allowed_rows(p)) {
+            min_pass_rate: match (auto, plan, allowed) {
                 (true, FilterPlan::GraphTwoHop | FilterPlan::Graph, Some(s))
                     if (s as f64) < params::GRAPH_MIN_SELECTIVITY * n as f64 =>
                 {

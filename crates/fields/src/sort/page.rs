@@ -213,12 +213,7 @@ impl<'a> Req<'a> {
             }
             _ => return None,
         };
-        let kind = match col {
-            Column::Int(_) => K::I(0),
-            Column::Float(_) => K::F(0.0),
-            Column::Keyword(_) => K::O(0),
-            Column::Bool(_) => K::B(false),
-        };
+        let kind = kind_of(col);
         let cursor = match &self.cursor {
             None => None,
             Some(c) => {
@@ -311,14 +306,7 @@ impl<'a> Req<'a> {
         // that tie it.
         let first = keys.first().zip(self.cols.first());
         let order0 = first.map_or(Order::Asc, |(k, _)| k.order);
-        let kind0 = first.and_then(|(_, c)| {
-            c.map(|c| match c {
-                Column::Int(_) => K::I(0),
-                Column::Float(_) => K::F(0.0),
-                Column::Keyword(_) => K::O(0),
-                Column::Bool(_) => K::B(false),
-            })
-        });
+        let kind0 = first.and_then(|(_, c)| c.map(kind_of));
         let cursor_code = self
             .cursor
             .as_ref()
@@ -430,6 +418,16 @@ fn first_code(k: &K, order: Order, like: Option<&K>) -> Option<u128> {
         }
     }
     Some(u128::from(if order == Order::Desc { !v } else { v }))
+}
+
+/// A key of `col`'s kind (its value is meaningless), for [`first_code`]'s `like`.
+fn kind_of(col: &Column) -> K {
+    match col {
+        Column::Int(_) => K::I(0),
+        Column::Float(_) => K::F(0.0),
+        Column::Keyword(_) => K::O(0),
+        Column::Bool(_) => K::B(false),
+    }
 }
 
 /// A cursor id's position among the segment's ids: `2 * rank + 1` when a row has it, else
