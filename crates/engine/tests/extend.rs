@@ -99,17 +99,25 @@ fn build_base(dir: &Path, data: &[f32], n_base: usize, q: Quantization, threads:
     Index::open(&out, &LoadOptions::default()).unwrap()
 }
 
-#[test]
-fn an_extended_graph_holds_its_rows_and_keeps_the_recall_of_a_fresh_build() {
+/// Extends and builds with `threads`; per kept share of the base: (share, recall
+/// extended, recall built, own vector extended, own vector built).
+fn extended_vs_built(threads: usize) -> Vec<(f64, f64, f64, f64, f64)> {
     let (n_base, new, nq) = (4000, 600, 100);
     let data = common::clustered(n_base + new + nq, DIM, 40, 5);
     let queries = &data[(n_base + new) * DIM..];
     let dir = tempfile::tempdir().unwrap();
-    let base = build_base(dir.path(), &data, n_base, Quantization::None, 2);
+    let base = build_base(dir.path(), &data, n_base, Quantization::None, threads);
+    let mut out = Vec::new();
     for keep in [1.0, 0.95, 0.75] {
         let (kept, rows) = rows(&data, n_base, new, keep);
         let ext_dir = dir.path().join(format!("ext-{keep}"));
-        extend(&ext_dir, &rows, &cfg(2, Quantization::None), &base, &kept);
+        extend(
+            &ext_dir,
+            &rows,
+            &cfg(threads, Quantization::None),
+            &base,
+            &kept,
+        );
         let ext = Index::open(&ext_dir, &LoadOptions::default()).unwrap();
         assert_eq!(ext.len(), rows.len() / DIM);
         let full_dir = dir.path().join(format!("full-{keep}"));
@@ -117,27 +125,50 @@ fn an_extended_graph_holds_its_rows_and_keeps_the_recall_of_a_fresh_build() {
             &full_dir,
             &rows,
             DIM,
-            &cfg(2, Quantization::None),
+            &cfg(threads, Quantization::None),
             &|_, _| {},
         )
         .unwrap();
         let full = Index::open(&full_dir, &LoadOptions::default()).unwrap();
-        let (re, rf) = (
+        out.push((
+            keep,
             recall(&ext, &rows, queries, 64),
             recall(&full, &rows, queries, 64),
-        );
+            found_by_own_vector(&ext, &rows),
+            found_by_own_vector(&full, &rows),
+        ));
+    }
+    out
+}
+
+/// One thread: the graphs, and so these figures, do not depend on the machine's load, so
+/// the extended graph is held close to the fresh build.
+#[test]
+fn an_extended_graph_holds_its_rows_and_keeps_the_recall_of_a_fresh_build() {
+    for (keep, re, rf, fe, ff) in extended_vs_built(1) {
         assert!(
             re >= 0.93 && re >= rf - 0.03,
             "keep {keep}: extended {re} vs built {rf}"
-        );
-        let (fe, ff) = (
-            found_by_own_vector(&ext, &rows),
-            found_by_own_vector(&full, &rows),
         );
         assert!(
             fe >= 0.995 && fe >= ff - 0.003,
             "keep {keep}: own vector finds {fe} vs {ff}"
         );
+    }
+}
+
+/// Two threads: insert order depends on scheduling, and under a loaded CI one run in
+/// many left 29 of 4,600 rows unreachable by their own vector (0.9937; the fresh build
+/// 0.9983, typical runs 0.998-1.0). The bounds here catch a broken concurrent extend,
+/// not that scatter.
+#[test]
+fn a_concurrent_extend_keeps_its_rows_reachable() {
+    for (keep, re, rf, fe, _) in extended_vs_built(2) {
+        assert!(
+            re >= 0.93 && re >= rf - 0.05,
+            "keep {keep}: extended {re} vs built {rf}"
+        );
+        assert!(fe >= 0.985, "keep {keep}: own vector finds {fe}");
     }
 }
 
