@@ -59,7 +59,7 @@ fn recall(index: &Index, rows: &[f32], queries: &[f32], ef: usize) -> f64 {
 
 /// The share of rows whose own vector finds that row first (or a row with the same
 /// score). Not 1 even for a fresh build: a node every neighbour pruned from its list has
-/// no way in (7 of 4,000 in the first test's fresh build).
+/// no way in (a few in 4,000 in a two-thread build).
 fn found_by_own_vector(index: &Index, rows: &[f32]) -> f64 {
     let n = rows.len() / DIM;
     let found = rows
