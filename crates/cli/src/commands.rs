@@ -235,13 +235,22 @@ pub struct BuildArgs {
     /// Output index directory (written to a temporary name, then renamed).
     #[arg(long)]
     pub out: PathBuf,
-    /// Index kind: hnsw, flat (exact) or ivfpq (coarse lists with PQ residual codes and
-    /// float32 rescoring; needs --quantization pq:M; searches probe `ef` lists).
+    /// Index kind: hnsw, flat (exact), ivfpq (coarse lists with PQ residual codes and
+    /// float32 rescoring; needs --quantization pq:M; searches probe `ef` lists) or
+    /// partitioned (balanced k-means partitions, one HNSW graph each; searches probe the
+    /// `nprobe` nearest, walking each with `ef`).
     #[arg(long, default_value = "hnsw")]
     pub index: String,
     /// ivfpq: number of coarse lists (0 = about 4 sqrt(n), a power of two).
     #[arg(long, default_value_t = 0)]
     pub nlist: usize,
+    /// partitioned: number of partitions (0 = one per 4,096 rows).
+    #[arg(long, default_value_t = 0)]
+    pub partitions: usize,
+    /// partitioned: most further partitions a row near a boundary is copied into (its
+    /// centroid at most 10% farther than its own partition's).
+    #[arg(long, default_value_t = 0)]
+    pub overlap: usize,
     /// cosine, ip or l2.
     #[arg(long, default_value = "cosine", value_parser = util::parse_metric)]
     pub metric: Metric,
@@ -349,8 +358,21 @@ pub fn build(a: &BuildArgs) -> CmdResult {
     remove_dead_tmp_dirs(&a.out);
     clean_up_on_interrupt(&a.out);
     let kind = IndexKind::parse(&a.index).ok_or_else(|| {
-        CliError::Input(format!("unknown --index {:?} (hnsw, flat, ivfpq)", a.index))
+        CliError::Input(format!(
+            "unknown --index {:?} (hnsw, flat, ivfpq, partitioned)",
+            a.index
+        ))
     })?;
+    if kind != IndexKind::Partitioned && (a.partitions != 0 || a.overlap != 0) {
+        return Err(CliError::Input(
+            "--partitions and --overlap apply to --index partitioned".into(),
+        ));
+    }
+    if kind == IndexKind::Partitioned && a.nlist != 0 {
+        return Err(CliError::Input(
+            "--nlist applies to --index ivfpq; a partitioned index takes --partitions".into(),
+        ));
+    }
     let quantization = parse_quantization(&a.quantization)?;
     let base = load_vectors(&a.base, "train")?;
     let cfg = BuildConfig {
@@ -364,7 +386,12 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         threads: a.threads,
         force: a.force,
         quantization,
-        nlist: a.nlist,
+        nlist: if kind == IndexKind::Partitioned {
+            a.partitions
+        } else {
+            a.nlist
+        },
+        overlap: a.overlap,
     };
     let pb = bar(base.n() as u64, "build");
     let report = build_index(&a.out, base.as_slice(), base.dim(), &cfg, &|d, _| {
@@ -515,6 +542,9 @@ pub struct EvalArgs {
     /// Rescore the best X*k candidates with float32 vectors (quantized indexes only).
     #[arg(long)]
     pub oversample: Option<f32>,
+    /// Partitions probed per search (partitioned indexes only; default: the index's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub nprobe: Option<u32>,
     /// Seconds of each timed measurement (single thread, then all threads), per ef.
     #[arg(long, default_value_t = 1.0)]
     pub min_seconds: f64,
@@ -636,6 +666,11 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
             )));
         }
     }
+    if a.nprobe.is_some() && index.info().kind != IndexKind::Partitioned {
+        return Err(CliError::Input(
+            "--nprobe applies to partitioned indexes (ivfpq probes `--ef` lists)".into(),
+        ));
+    }
     let queries = load_vectors(queries_path, "test")?;
     check_gt_meta(gt_path, index.metric(), index.len())?;
     let gt = searchd_vecio::read_ids(gt_path)?;
@@ -710,6 +745,7 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         threads: a.threads,
         min_seconds: a.min_seconds,
         oversample: a.oversample,
+        nprobe: a.nprobe.map(|n| n as usize),
     };
     let rows = eval::evaluate_checked(
         &index,

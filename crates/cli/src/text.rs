@@ -381,6 +381,7 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
         force: true,
         quantization,
         nlist: a.nlist,
+        overlap: 0,
     };
     cfg.checkpoint_every = a.checkpoint_every;
     cfg.batch = a.batch;

@@ -7,7 +7,7 @@ use searchd_kernels::Metric;
 
 use crate::error::{Error, Result};
 use crate::files::codes::{self, Quantization};
-use crate::files::{graph, ids, lists, vectors};
+use crate::files::{graph, ids, lists, parts, vectors};
 use crate::format::{DirWriter, IndexKind, Manifest, Params, MANIFEST_FORMAT};
 use crate::hnsw::{self, HnswParams};
 use crate::index::Index;
@@ -27,8 +27,11 @@ pub struct BuildConfig {
     pub force: bool,
     /// Compressed codes stored beside the float32 vectors (HNSW; IVF-PQ requires PQ).
     pub quantization: Quantization,
-    /// IVF-PQ: number of coarse lists (0 = [`crate::ivf::default_nlist`]).
+    /// IVF-PQ: number of coarse lists (0 = [`crate::ivf::default_nlist`]); partitioned:
+    /// number of partitions (0 = [`crate::partition::default_partitions`]).
     pub nlist: usize,
+    /// Partitioned: most further partitions a boundary row is copied into (0 = none).
+    pub overlap: usize,
 }
 
 impl Default for BuildConfig {
@@ -41,6 +44,7 @@ impl Default for BuildConfig {
             force: false,
             quantization: Quantization::None,
             nlist: 0,
+            overlap: 0,
         }
     }
 }
@@ -213,6 +217,9 @@ fn build_index_from(
             ),
         });
     }
+    if cfg.kind == IndexKind::Partitioned {
+        return build_partitioned(out, data, dim, cfg, progress);
+    }
     let n = data.len() / dim;
     let mut writer = DirWriter::create(out, cfg.force)?;
     let normalized;
@@ -231,7 +238,7 @@ fn build_index_from(
     let mut permuted: Vec<f32> = Vec::new();
     let mut ivf_parts = None;
     let params = match cfg.kind {
-        IndexKind::Flat => Params::default(),
+        IndexKind::Flat | IndexKind::Partitioned => Params::default(),
         IndexKind::IvfPq => {
             let t = Instant::now();
             let pool = build_pool(cfg.threads)?;
@@ -344,6 +351,125 @@ fn build_index_from(
         total_seconds: start.elapsed().as_secs_f64(),
         bytes,
     })
+}
+
+/// A partitioned index ([`crate::partition`]): `partitions.bin`, the float32 vectors of
+/// every row (for exact scans and lookups) and one HNSW index per partition under `parts/`.
+fn build_partitioned(
+    out: &Path,
+    data: &[f32],
+    dim: usize,
+    cfg: &BuildConfig,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<BuildReport> {
+    let start = Instant::now();
+    let n = data.len() / dim;
+    let k = if cfg.nlist == 0 {
+        crate::partition::default_partitions(n)
+    } else {
+        cfg.nlist
+    };
+    let mut writer = DirWriter::create(out, cfg.force)?;
+    let mut data = data.to_vec();
+    if cfg.metric == Metric::Cosine {
+        data.chunks_exact_mut(dim).for_each(|r| {
+            searchd_kernels::normalize(r);
+        });
+    }
+    let pool = build_pool(cfg.threads)?;
+    let assignment = pool.install(|| {
+        crate::partition::assign_balanced(
+            &data,
+            dim,
+            k,
+            cfg.overlap,
+            crate::ivf::DEFAULT_ITERS,
+            cfg.hnsw.seed,
+        )
+    })?;
+    let total: u64 = assignment.parts.iter().map(|p| p.len() as u64).sum();
+    let mut done = 0u64;
+    let part_cfg = BuildConfig {
+        kind: IndexKind::Hnsw,
+        force: true,
+        nlist: 0,
+        overlap: 0,
+        ..cfg.clone()
+    };
+    let mut part_quantization = None;
+    for (p, members) in assignment.parts.iter().enumerate() {
+        let rows = data_in_order(&data, dim, members);
+        let dir = crate::files::parts::part_dir(writer.path(), p);
+        build_index(&dir, &rows, dim, &part_cfg, &|d, _| {
+            progress(done + d, total)
+        })?;
+        if part_quantization.is_none() {
+            part_quantization = Manifest::read(&dir)?.params.quantization;
+        }
+        done += members.len() as u64;
+        progress(done, total);
+    }
+    let graph_seconds = start.elapsed().as_secs_f64();
+    let mut offsets = Vec::with_capacity(k + 1);
+    offsets.push(0u32);
+    for m in &assignment.parts {
+        offsets.push(offsets[offsets.len() - 1] + m.len() as u32);
+    }
+    let members = assignment.parts.concat();
+    parts::write(
+        &mut writer,
+        n,
+        dim,
+        &assignment.centroids,
+        &offsets,
+        &members,
+    )?;
+    vectors::write(&mut writer, &data, dim)?;
+    let params = Params {
+        m: Some(cfg.hnsw.m),
+        ef_construction: Some(cfg.hnsw.ef_construction),
+        iters: Some(crate::ivf::DEFAULT_ITERS),
+        seed: Some(cfg.hnsw.seed),
+        threads: Some(cfg.threads),
+        partitions: Some(k),
+        overlap: Some(cfg.overlap),
+        copies: Some(assignment.copies),
+        nprobe: Some(crate::partition::DEFAULT_NPROBE.min(k)),
+        part_quantization,
+        ..Params::default()
+    };
+    writer.commit(Manifest {
+        format: MANIFEST_FORMAT.into(),
+        format_version: crate::format::FORMAT_VERSION,
+        kind: IndexKind::Partitioned,
+        metric: cfg.metric,
+        dim,
+        n,
+        params,
+        files: Vec::new(),
+        created_by: concat!("searchd ", env!("CARGO_PKG_VERSION")).into(),
+    })?;
+    Ok(BuildReport {
+        n,
+        dim,
+        graph_seconds,
+        total_seconds: start.elapsed().as_secs_f64(),
+        bytes: dir_bytes(out),
+    })
+}
+
+/// Bytes of the files under `dir`, recursively.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
 }
 
 /// The build's worker threads (0 = one per core).

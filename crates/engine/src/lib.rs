@@ -23,6 +23,7 @@ mod heap;
 pub mod hnsw;
 mod index;
 pub mod ivf;
+pub mod partition;
 pub mod pq;
 mod prefetch;
 pub mod sq8;

@@ -27,6 +27,7 @@ fn cfg(threads: usize, quantization: Quantization) -> BuildConfig {
         force: true,
         quantization,
         nlist: 0,
+        overlap: 0,
     }
 }
 

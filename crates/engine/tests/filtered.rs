@@ -39,6 +39,7 @@ fn build(dir: &Path, name: &str, base: &[f32], kind: IndexKind, q: Quantization)
         force: false,
         quantization: q,
         nlist: if kind == IndexKind::IvfPq { 32 } else { 0 },
+        overlap: 0,
     };
     build_index(&out, base, DIM, &cfg, &|_, _| {}).unwrap();
     out

@@ -107,6 +107,7 @@ fn write_fixtures() {
             force: true,
             quantization,
             nlist,
+            overlap: 0,
         };
         build_index(&dir, &data, DIM, &cfg, &|_, _| {}).expect("build");
         let index = Index::open(&dir, &LoadOptions::default()).expect("open");

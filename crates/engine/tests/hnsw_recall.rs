@@ -37,6 +37,7 @@ fn recall_with(
         force: false,
         quantization,
         nlist: 0,
+        overlap: 0,
     };
     build_index(&out, base, dim, &cfg, &|_, _| {}).unwrap();
     let index = Index::open(&out, &LoadOptions::default()).unwrap();

@@ -35,6 +35,7 @@ fn build(dir: &Path, name: &str, base: &[f32], metric: Metric, q: Quantization) 
         force: false,
         quantization: q,
         nlist: 0,
+        overlap: 0,
     };
     build_index(&out, base, DIM, &cfg, &|_, _| {}).unwrap();
     out

@@ -133,6 +133,7 @@ pub fn run(a: &DemoArgs) -> CmdResult {
         threads: 0,
         min_seconds: 0.3,
         oversample: None,
+        nprobe: None,
     };
     println!(
         "{:>6} {:>10} {:>11} {:>9} {:>9} {:>13}",

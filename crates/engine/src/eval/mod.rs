@@ -84,6 +84,8 @@ pub struct EvalConfig {
     pub min_seconds: f64,
     /// Quantized indexes: rescore `oversample * k` candidates (`None`: the index default).
     pub oversample: Option<f32>,
+    /// Partitioned indexes: partitions probed (`None`: the index default).
+    pub nprobe: Option<usize>,
 }
 
 impl Default for EvalConfig {
@@ -94,6 +96,7 @@ impl Default for EvalConfig {
             threads: 0,
             min_seconds: 1.0,
             oversample: None,
+            nprobe: None,
         }
     }
 }
@@ -163,6 +166,7 @@ pub fn evaluate_checked(
     for &ef in &cfg.efs {
         let mut params = SearchParams::new(cfg.k, ef);
         params.oversample = cfg.oversample;
+        params.nprobe = cfg.nprobe;
         // Recall (and warm-up: one full pass touches what the timed passes will touch).
         let found: Vec<Vec<u64>> = pool.install(|| {
             prepared

@@ -8,6 +8,7 @@
 //! | `ids.bin` | [`ids`] | [`ids::write`] | [`ids::IdMap::open`] |
 //! | `codes.bin` | [`codes`] | [`codes::write`], [`codes::write_residuals`] | [`codes::Codes::open`] |
 //! | `ivf.bin` | [`lists`] | [`lists::write`] | [`lists::ListsFile::open`] |
+//! | `partitions.bin` | [`parts`] | [`parts::write`] | [`parts::PartsFile::open`] |
 //!
 //! The directory around them (the 64-byte header every file starts with, the manifest, the
 //! atomic writer) is [`crate::format`]. Adding a code kind touches [`codes`] and
@@ -18,6 +19,7 @@ pub mod codes;
 pub mod graph;
 pub mod ids;
 pub mod lists;
+pub mod parts;
 pub mod vectors;
 
 use std::path::{Path, PathBuf};

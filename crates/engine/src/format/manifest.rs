@@ -23,15 +23,20 @@ pub enum IndexKind {
     /// Inverted file of coarse k-means lists with product-quantized residuals
     /// ([`crate::ivf`]); `ef` of a search is the number of lists probed.
     IvfPq,
+    /// Balanced k-means partitions, one HNSW graph each ([`crate::partition`]); a search
+    /// probes the `nprobe` nearest partitions.
+    Partitioned,
 }
 
 impl IndexKind {
-    /// The name in manifests and on the command line: `flat`, `hnsw`, `ivfpq`.
+    /// The name in manifests and on the command line: `flat`, `hnsw`, `ivfpq`,
+    /// `partitioned`.
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::Flat => "flat",
             IndexKind::Hnsw => "hnsw",
             IndexKind::IvfPq => "ivfpq",
+            IndexKind::Partitioned => "partitioned",
         }
     }
     /// Parse a name written by [`IndexKind::name`].
@@ -40,6 +45,7 @@ impl IndexKind {
             "flat" => Some(IndexKind::Flat),
             "hnsw" => Some(IndexKind::Hnsw),
             "ivfpq" => Some(IndexKind::IvfPq),
+            "partitioned" => Some(IndexKind::Partitioned),
             _ => None,
         }
     }
@@ -128,6 +134,21 @@ pub struct Params {
     /// HNSW level generator / coarse k-means seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Partitioned: partitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<usize>,
+    /// Partitioned: most further partitions a boundary row is copied into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<usize>,
+    /// Partitioned: rows placed in more than one partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<usize>,
+    /// Partitioned: partitions a search probes unless it asks otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nprobe: Option<usize>,
+    /// Partitioned: the codes of each partition's graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_quantization: Option<CodesParams>,
     /// Build threads (0 = one per core).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,

@@ -10,6 +10,9 @@
 //!                     stored row (quantized indexes; layout in `build::write_codes`)
 //! DIR/ivf.bin         64-byte header + coarse centroids, list offsets and row ids in list
 //!                     order (ivfpq kind; see `ivf`)
+//! DIR/partitions.bin  64-byte header + centroids, member offsets and each partition's rows
+//!                     (partitioned kind; see `partition`)
+//! DIR/parts/pNNNNN/   partition NNNNN's own HNSW index directory (partitioned kind)
 //! ```
 //! Every binary file starts with a 64-byte header: 8-byte magic, u32 format version, u32
 //! header length, then six little-endian u64 fields whose meaning depends on the file.
@@ -49,6 +52,8 @@ pub const IDS_MAGIC: [u8; 8] = *b"SRCHDIDS";
 pub const CODES_MAGIC: [u8; 8] = *b"SRCHDCOD";
 /// `ivf.bin` of IVF-PQ indexes.
 pub const IVF_MAGIC: [u8; 8] = *b"SRCHDIVF";
+/// `partitions.bin` of partitioned indexes.
+pub const PARTS_MAGIC: [u8; 8] = *b"SRCHDPRT";
 /// `codes.bin` header field 2: the kind of codes.
 pub const CODES_SQ8: u64 = 1;
 /// Product-quantization codes (header field 3: m).
@@ -143,6 +148,12 @@ pub struct DirWriter {
 }
 
 impl DirWriter {
+    /// The temporary directory being written (renamed to `out` on commit): where an index
+    /// of several directories puts the others.
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
     /// Start writing `out`. Fails if `out` exists and `force` is false.
     pub fn create(out: &Path, force: bool) -> Result<DirWriter> {
         if out.exists() && !force {

@@ -7,6 +7,7 @@
 //! here.
 
 mod params;
+mod partitioned;
 mod plan;
 mod quantized;
 mod scan;
@@ -26,6 +27,7 @@ use crate::files::codes::Codes;
 use crate::files::graph::GraphFile;
 use crate::files::ids::IdMap;
 use crate::files::lists::ListsFile;
+use crate::files::parts::PartsFile;
 use crate::files::vectors::Vectors;
 use crate::format::{self, CodeKind, IndexKind, Manifest, HEADER_LEN};
 use crate::heap::Neighbor;
@@ -56,6 +58,14 @@ enum Structure {
     },
     /// Probe the nearest lists of `ivf.bin`, scoring PQ residual codes.
     IvfPq { lists: ListsFile, codes: Codes },
+    /// Route to the nearest partitions of `partitions.bin` and search their graphs
+    /// (`parts[p]` is partition `p`'s index, its rows `routing.members(p)`).
+    Partitioned {
+        routing: PartsFile,
+        parts: Vec<Index>,
+        /// Partitions probed when the search does not say (the manifest's `nprobe`).
+        nprobe: usize,
+    },
 }
 
 impl std::fmt::Debug for Index {
@@ -72,7 +82,14 @@ impl Index {
         let mpath = dir.join(format::MANIFEST);
         let (kind, metric, n, dim) = (manifest.kind, manifest.metric, manifest.n, manifest.dim);
         let quantization = manifest.params.quantization.as_ref();
-        let vectors = Vectors::open(dir, &manifest, opts, quantization.is_some())?;
+        // A partitioned index searches its partitions' vectors: its own are for exact
+        // scans and lookups, and may stay on disk.
+        let vectors = Vectors::open(
+            dir,
+            &manifest,
+            opts,
+            quantization.is_some() || kind == IndexKind::Partitioned,
+        )?;
         let structure = match (kind, quantization) {
             (IndexKind::Flat, None) => Structure::Flat,
             (IndexKind::Flat, Some(q)) => {
@@ -91,6 +108,45 @@ impl Index {
                 lists: ListsFile::open(dir, &manifest, opts)?,
                 codes: Codes::open(dir, &manifest, q, opts)?,
             },
+            (IndexKind::Partitioned, None) => {
+                let routing = PartsFile::open(dir, &manifest, opts)?;
+                let parts = (0..routing.partitions())
+                    .map(|p| Index::open(&crate::files::parts::part_dir(dir, p), opts))
+                    .collect::<Result<Vec<_>>>()?;
+                for (p, part) in parts.iter().enumerate() {
+                    let want = routing.members(p).len();
+                    if part.len() != want || part.dim() != dim || part.metric() != metric {
+                        return Err(Error::format(
+                            &mpath,
+                            format!(
+                                "partition {p} holds {} x {} ({}), the routing says {want} x {dim} ({})",
+                                part.len(),
+                                part.dim(),
+                                part.metric().name(),
+                                metric.name()
+                            ),
+                        ));
+                    }
+                }
+                let nprobe = manifest
+                    .params
+                    .nprobe
+                    .unwrap_or(crate::partition::DEFAULT_NPROBE);
+                Structure::Partitioned {
+                    routing,
+                    parts,
+                    nprobe,
+                }
+            }
+            (IndexKind::Partitioned, Some(q)) => {
+                return Err(Error::format(
+                    &mpath,
+                    format!(
+                        "{} codes on a partitioned index (its partitions hold the codes)",
+                        q.kind.name()
+                    ),
+                ))
+            }
             (IndexKind::IvfPq, q) => {
                 return Err(Error::format(
                     &mpath,
@@ -114,6 +170,14 @@ impl Index {
                 codes.as_ref().map_or(0, |c| c.len_bytes()),
             ),
             Structure::IvfPq { lists, codes } => (lists.len_bytes(), codes.len_bytes()),
+            Structure::Partitioned { routing, parts, .. } => (
+                routing.len_bytes()
+                    + parts
+                        .iter()
+                        .map(|p| p.info.graph_bytes + p.info.vector_bytes)
+                        .sum::<u64>(),
+                parts.iter().map(|p| p.info.codes_bytes).sum(),
+            ),
         };
         let graph_bytes = graph_bytes + ids.as_ref().map_or(0, |i| i.len_bytes());
         let info = IndexInfo {
@@ -340,6 +404,23 @@ impl Index {
                     Some(hits) => Ok((hits, plan)),
                     None => exact(),
                 };
+            }
+            Structure::Partitioned {
+                routing,
+                parts,
+                nprobe,
+            } => {
+                let filtered = plan != FilterPlan::Unfiltered;
+                let nprobe = p.nprobe.unwrap_or(*nprobe);
+                let hits = self.search_partitions(
+                    routing,
+                    parts,
+                    &q,
+                    p,
+                    nprobe,
+                    filtered.then_some(&pass),
+                )?;
+                return Ok((hits, plan));
             }
             Structure::IvfPq { lists, codes } => {
                 return match self.search_ivf(&lists.view(), codes, &q, p, &walk)? {

@@ -158,6 +158,9 @@ pub struct SearchParams<'a> {
     /// for two-hop); `Unfiltered` with a filter runs `Graph`, so a filtered search never
     /// returns a non-matching row. Forced graph plans never fall back to exact.
     pub plan: Option<FilterPlan>,
+    /// Partitioned indexes: partitions probed (`None` = the index's default, its manifest's
+    /// `nprobe`). Ignored by other kinds.
+    pub nprobe: Option<usize>,
 }
 
 impl SearchParams<'_> {
@@ -171,6 +174,7 @@ impl SearchParams<'_> {
             oversample: None,
             allow: None,
             plan: None,
+            nprobe: None,
         }
     }
 }

@@ -100,6 +100,11 @@ impl Index {
                     Structure::IvfPq { lists, codes } => {
                         self.search_ivf(&lists.view(), codes, q, p, &walk)?
                     }
+                    // Every partition, each scanning its own passing rows.
+                    Structure::Partitioned { routing, parts, .. } => {
+                        let all = routing.partitions();
+                        return self.search_partitions(routing, parts, q, p, all, Some(pass));
+                    }
                     Structure::Flat | Structure::Hnsw { codes: None, .. } => {
                         return Err(SearchError::NoVectors)
                     }

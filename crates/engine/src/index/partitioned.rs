@@ -1,0 +1,62 @@
+//! Searches of a partitioned index ([`crate::partition`]): route to the nearest partitions,
+//! search each one's graph with its share of the filter, merge.
+
+use roaring::RoaringBitmap;
+
+use crate::error::SearchError;
+use crate::files::parts::PartsFile;
+use crate::index::{Hit, Index, SearchParams};
+
+impl Index {
+    /// The best `p.k` rows of the `nprobe` partitions nearest `q` (prepared). `pass`
+    /// (rows of this index) is the filter, when there is one: each partition gets the
+    /// rows of its own that pass as an allow set, and plans its search from it (a
+    /// partition with none is skipped). A row copied into several partitions counts once.
+    pub(super) fn search_partitions(
+        &self,
+        routing: &PartsFile,
+        parts: &[Index],
+        q: &[f32],
+        p: &SearchParams<'_>,
+        nprobe: usize,
+        pass: Option<&dyn Fn(u32) -> bool>,
+    ) -> Result<Vec<Hit>, SearchError> {
+        let probes = crate::partition::route(routing.centroids(), self.info.dim, q, nprobe);
+        let mut found: Vec<Hit> = Vec::with_capacity(p.k * probes.len());
+        for part in probes {
+            if p.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Err(SearchError::DeadlineExceeded);
+            }
+            let members = routing.members(part as usize);
+            let allow: Option<RoaringBitmap> = pass.map(|pass| {
+                RoaringBitmap::from_sorted_iter(
+                    members
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &row)| pass(row))
+                        .map(|(local, _)| local as u32),
+                )
+                .expect("ascending")
+            });
+            if allow.as_ref().is_some_and(|a| a.is_empty()) {
+                continue;
+            }
+            let sub = SearchParams {
+                filter: None,
+                allow: allow.as_ref(),
+                nprobe: None,
+                ..*p
+            };
+            let hits = parts[part as usize].search(q, &sub)?;
+            found.extend(hits.into_iter().map(|h| Hit {
+                id: members[h.id as usize] as u64,
+                score: h.score,
+            }));
+        }
+        found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        let mut seen = std::collections::HashSet::with_capacity(found.len());
+        found.retain(|h| seen.insert(h.id));
+        found.truncate(p.k);
+        Ok(found)
+    }
+}

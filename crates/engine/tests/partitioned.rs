@@ -1,0 +1,235 @@
+//! Partitioned indexes ([`searchd_engine::partition`]): recall against exact search,
+//! determinism with one thread, balance, filters (allow sets) and the manifest's checks.
+
+mod common;
+
+use std::path::Path;
+
+use searchd_engine::{
+    build_index, eval, exact, partition, BuildConfig, FilterPlan, HnswParams, Index, IndexKind,
+    LoadOptions, Metric, Quantization, SearchParams,
+};
+
+const DIM: usize = 32;
+
+fn cfg(k: usize, overlap: usize, threads: usize) -> BuildConfig {
+    BuildConfig {
+        kind: IndexKind::Partitioned,
+        metric: Metric::Cosine,
+        hnsw: HnswParams {
+            m: 16,
+            ef_construction: 100,
+            seed: 3,
+        },
+        threads,
+        force: true,
+        quantization: Quantization::None,
+        nlist: k,
+        overlap,
+    }
+}
+
+fn normalized(data: &[f32]) -> Vec<f32> {
+    let mut v = data.to_vec();
+    v.chunks_exact_mut(DIM).for_each(|r| {
+        searchd_kernels::normalize(r);
+    });
+    v
+}
+
+/// Mean recall@10 of `index` over `queries`, against the exact top 10 of the rows `allow`
+/// lets through (all rows without it).
+fn recall(
+    index: &Index,
+    base: &[f32],
+    queries: &[f32],
+    p: &SearchParams<'_>,
+    allow: Option<&roaring::RoaringBitmap>,
+) -> f64 {
+    let base = normalized(base);
+    let queries = normalized(queries);
+    let mut total = 0.0;
+    let nq = queries.len() / DIM;
+    for q in queries.chunks_exact(DIM) {
+        let truth: Vec<i64> = match allow {
+            None => exact::knn(Metric::Cosine, &base, q, DIM, 10, &|_| {})[0]
+                .iter()
+                .map(|n| n.id as i64)
+                .collect(),
+            Some(a) => {
+                let rows: Vec<u32> = a.iter().collect();
+                let sub: Vec<f32> = rows
+                    .iter()
+                    .flat_map(|&r| base[r as usize * DIM..(r as usize + 1) * DIM].to_vec())
+                    .collect();
+                exact::knn(Metric::Cosine, &sub, q, DIM, 10, &|_| {})[0]
+                    .iter()
+                    .map(|n| rows[n.id as usize] as i64)
+                    .collect()
+            }
+        };
+        let hits = index.search(q, p).unwrap();
+        if let Some(a) = allow {
+            assert!(
+                hits.iter().all(|h| a.contains(h.id as u32)),
+                "a hit fails the filter"
+            );
+        }
+        let mut ids: Vec<u64> = hits.iter().map(|h| h.id).collect();
+        let before = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), before, "a row twice in the hits");
+        total += eval::recall_at(index, q, &truth, &ids, 10).unwrap();
+    }
+    total / nq as f64
+}
+
+fn build(dir: &Path, data: &[f32], c: &BuildConfig) -> Index {
+    build_index(dir, data, DIM, c, &|_, _| {}).unwrap();
+    Index::open(dir, &LoadOptions::default()).unwrap()
+}
+
+#[test]
+fn probing_more_partitions_finds_the_exact_neighbours() {
+    let (n, nq, k) = (4000, 50, 16);
+    let data = common::clustered(n + nq, DIM, 40, 5);
+    let (base, queries) = data.split_at(n * DIM);
+    let dir = tempfile::tempdir().unwrap();
+    let index = build(&dir.path().join("p"), base, &cfg(k, 1, 2));
+    assert_eq!(index.info().kind, IndexKind::Partitioned);
+    assert_eq!(index.len(), n);
+    let at = |nprobe: usize| {
+        let p = SearchParams {
+            nprobe: Some(nprobe),
+            ..SearchParams::new(10, 64)
+        };
+        recall(&index, base, queries, &p, None)
+    };
+    let (r2, r8, all) = (at(2), at(8), at(k));
+    assert!(all >= 0.99, "every partition probed: recall {all}");
+    assert!(r8 >= 0.9 && r8 >= r2, "nprobe 2: {r2}, 8: {r8}");
+    // A row's own vector finds it wherever it went.
+    let p = SearchParams {
+        nprobe: Some(2),
+        ..SearchParams::new(1, 32)
+    };
+    let found = base
+        .chunks_exact(DIM)
+        .enumerate()
+        .filter(|(i, r)| index.search(r, &p).unwrap()[0].id == *i as u64)
+        .count();
+    assert!(
+        found as f64 >= 0.99 * n as f64,
+        "{found} of {n} rows find themselves"
+    );
+}
+
+#[test]
+fn one_thread_builds_the_same_files_and_partitions_stay_balanced() {
+    let n = 3000;
+    let data = common::clustered(n, DIM, 6, 9);
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(12, 1, 1);
+    let a = build(&dir.path().join("a"), &data, &c);
+    let b = build(&dir.path().join("b"), &data, &c);
+    for name in [
+        "partitions.bin",
+        "vectors.bin",
+        "parts/p00000/graph.bin",
+        "parts/p00011/ids.bin",
+    ] {
+        let read = |i: &Index| std::fs::read(i.info().path.join(name)).unwrap();
+        assert!(read(&a) == read(&b), "{name} differs between two builds");
+    }
+    let params = &a.info().params;
+    assert_eq!(params["partitions"], 12);
+    assert_eq!(params["overlap"], 1);
+    // Sizes from the partitions' own manifests: balanced within the cap, copies counted.
+    let sizes: Vec<usize> = (0..12)
+        .map(|p| {
+            let m: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(a.info().path.join(format!("parts/p{p:05}/manifest.json"))).unwrap(),
+            )
+            .unwrap();
+            m["n"].as_u64().unwrap() as usize
+        })
+        .collect();
+    let copies = params["copies"].as_u64().unwrap() as usize;
+    assert_eq!(sizes.iter().sum::<usize>(), n + copies);
+    let (_, med, max) = partition::size_spread(&sizes);
+    assert!(max as f64 <= 2.0 * med as f64, "sizes {sizes:?}");
+}
+
+#[test]
+fn filters_reach_every_probed_partition_and_only_passing_rows_come_back() {
+    let (n, nq) = (4000, 40);
+    let data = common::clustered(n + nq, DIM, 40, 6);
+    let (base, queries) = data.split_at(n * DIM);
+    let dir = tempfile::tempdir().unwrap();
+    let index = build(&dir.path().join("p"), base, &cfg(16, 1, 2));
+    for share in [2, 10, 50] {
+        // Every `100 / share`-th row passes.
+        let allow: roaring::RoaringBitmap = (0..n as u32)
+            .filter(|r| (r * share as u32) % 100 < share as u32)
+            .collect();
+        let p = SearchParams {
+            allow: Some(&allow),
+            nprobe: Some(16),
+            ..SearchParams::new(10, 64)
+        };
+        let r = recall(&index, base, queries, &p, Some(&allow));
+        assert!(r >= 0.95, "{share}% passing: recall {r}");
+        // On this small set the planner scans the passing rows exactly; a forced graph
+        // walk goes through the partitions, each walking its own graph with its rows.
+        let p = SearchParams {
+            plan: Some(FilterPlan::Graph),
+            ..SearchParams::new(10, 128)
+        };
+        let p = SearchParams {
+            allow: Some(&allow),
+            nprobe: Some(16),
+            ..p
+        };
+        let r = recall(&index, base, queries, &p, Some(&allow));
+        assert!(r >= 0.9, "{share}% passing, through the graphs: recall {r}");
+    }
+    // An empty allow set: nothing.
+    let none = roaring::RoaringBitmap::new();
+    let p = SearchParams {
+        allow: Some(&none),
+        ..SearchParams::new(10, 64)
+    };
+    assert!(index.search(&queries[..DIM], &p).unwrap().is_empty());
+}
+
+#[test]
+fn a_partition_that_does_not_match_its_routing_is_refused() {
+    let n = 2000;
+    let data = common::clustered(n, DIM, 8, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("p");
+    build(&good, &data, &cfg(8, 0, 1));
+    // Swap two partitions of different sizes: the routing no longer matches.
+    let size = |p: usize| {
+        let m: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(good.join(format!("parts/p{p:05}/manifest.json"))).unwrap(),
+        )
+        .unwrap();
+        m["n"].as_u64().unwrap()
+    };
+    let other = (1..8).find(|&p| size(p) != size(0)).expect("sizes differ");
+    let (a, b) = (
+        good.join("parts/p00000"),
+        good.join(format!("parts/p{other:05}")),
+    );
+    let tmp = good.join("parts/tmp");
+    std::fs::rename(&a, &tmp).unwrap();
+    std::fs::rename(&b, &a).unwrap();
+    std::fs::rename(&tmp, &b).unwrap();
+    let err = Index::open(&good, &LoadOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("partition 0 holds"), "{err}");
+    // A missing partition directory names its path.
+    std::fs::remove_dir_all(&a).unwrap();
+    let err = Index::open(&good, &LoadOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("p00000"), "{err}");
+}
