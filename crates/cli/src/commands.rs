@@ -487,6 +487,11 @@ pub struct OpenArgs {
     /// Skip the CRC32 check of every file at open.
     #[arg(long)]
     pub no_verify: bool,
+    /// Partitioned indexes: bytes the resident partitions and routing may take (e.g.
+    /// 512MiB); partitions load on demand, least recently used dropped. Default: all
+    /// resident.
+    #[arg(long, value_name = "BYTES", value_parser = crate::flags::serve::parse_bytes)]
+    pub memory_budget: Option<u64>,
 }
 
 impl OpenArgs {
@@ -496,6 +501,7 @@ impl OpenArgs {
             populate: self.populate,
             lock: self.lock,
             verify: !self.no_verify,
+            memory_budget: self.memory_budget,
             ..LoadOptions::with_parts(
                 VectorPlacement::parse(&self.vectors).unwrap_or_default(),
                 part(&self.graph),
@@ -769,10 +775,27 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         },
     )?;
     let process = util::process_memory();
+    let partitions = index.partition_stats();
+    if let Some(s) = &partitions {
+        println!(
+            "partitions: {} of {} resident ({:.1} MiB{}), {} loads (mean {:.2} ms, max {:.1} ms), {} evictions, {} probes skipped",
+            s.resident,
+            s.partitions,
+            s.resident_bytes as f64 / (1 << 20) as f64,
+            s.budget_bytes
+                .map_or(String::new(), |b| format!(" of a {:.1} MiB budget", b as f64 / (1 << 20) as f64)),
+            s.loads,
+            1e3 * s.load_seconds / s.loads.max(1) as f64,
+            1e3 * s.max_load_seconds,
+            s.evictions,
+            s.skipped_probes
+        );
+    }
     if let Some(path) = &a.json {
         let doc = serde_json::json!({
             "schema": "searchd.eval.v1",
             "index": info,
+            "partitions": partitions,
             "k": a.k,
             "queries": queries.n(),
             "threads": rows.first().map(|r| r.threads),

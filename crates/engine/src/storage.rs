@@ -118,6 +118,11 @@ pub struct LoadOptions {
     pub lock: bool,
     /// Check every file's CRC32 against the manifest (reads every byte once).
     pub verify: bool,
+    /// Partitioned indexes: bytes their resident partitions (and routing) may take; the
+    /// graph manager ([`crate::partition::store`]) loads partitions on demand and drops the
+    /// least recently used ones to stay within it. `None`: every partition resident.
+    /// Ignored by other kinds.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for LoadOptions {
@@ -139,6 +144,7 @@ impl LoadOptions {
             populate: false,
             lock: false,
             verify: true,
+            memory_budget: None,
         }
     }
 

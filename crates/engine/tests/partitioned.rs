@@ -233,3 +233,137 @@ fn a_partition_that_does_not_match_its_routing_is_refused() {
     let err = Index::open(&good, &LoadOptions::default()).unwrap_err();
     assert!(err.to_string().contains("p00000"), "{err}");
 }
+
+/// The largest partition's resident bytes (its manifest's files) plus the routing file.
+fn least_budget(dir: &Path, k: usize) -> u64 {
+    let files = |p: &Path| -> u64 {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(p.join("manifest.json")).unwrap()).unwrap();
+        m["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let routing = std::fs::metadata(dir.join("partitions.bin")).unwrap().len();
+    routing
+        + (0..k)
+            .map(|p| files(&dir.join(format!("parts/p{p:05}"))))
+            .max()
+            .unwrap()
+}
+
+#[test]
+fn under_a_tiny_budget_partitions_load_on_demand_and_answers_do_not_change() {
+    let (n, nq, k) = (4000, 40, 16);
+    let data = common::clustered(n + nq, DIM, 40, 5);
+    let (base, queries) = data.split_at(n * DIM);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p");
+    let all = build(&path, base, &cfg(k, 1, 2));
+    let need = least_budget(&path, k);
+    // A budget below the routing plus the largest partition is refused, naming the need.
+    let small = LoadOptions {
+        memory_budget: Some(need - 1),
+        ..LoadOptions::default()
+    };
+    let err = Index::open(&path, &small).unwrap_err().to_string();
+    assert!(err.contains(&format!("needs at least {need}")), "{err}");
+    // Room for about two partitions: most probes miss.
+    let budget = need * 2;
+    let lazy = Index::open(
+        &path,
+        &LoadOptions {
+            memory_budget: Some(budget),
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    let s = lazy.partition_stats().unwrap();
+    assert_eq!((s.resident, s.loads), (0, 0), "nothing resident at open");
+    let p = SearchParams {
+        nprobe: Some(4),
+        ..SearchParams::new(10, 64)
+    };
+    for q in queries.chunks_exact(DIM) {
+        assert_eq!(lazy.search(q, &p).unwrap(), all.search(q, &p).unwrap());
+    }
+    let s = lazy.partition_stats().unwrap();
+    assert!(s.loads > 4 && s.evictions > 0, "{s:?}");
+    assert!(s.resident_bytes <= budget, "{s:?}");
+    assert_eq!(s.skipped_probes, 0);
+    assert_eq!(all.partition_stats().unwrap().resident, k);
+}
+
+#[test]
+fn concurrent_misses_of_one_partition_load_it_once() {
+    let n = 3000;
+    let data = common::clustered(n, DIM, 8, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p");
+    build(&path, &data, &cfg(8, 0, 1));
+    let index = Index::open(
+        &path,
+        &LoadOptions {
+            memory_budget: Some(least_budget(&path, 8) * 8),
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    let q = &data[..DIM];
+    let p = SearchParams {
+        nprobe: Some(1),
+        ..SearchParams::new(5, 32)
+    };
+    let barrier = std::sync::Barrier::new(8);
+    let answers: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    index.search(q, &p).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(answers.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(answers[0][0].id, 0, "row 0 finds itself");
+    let s = index.partition_stats().unwrap();
+    assert_eq!((s.loads, s.resident, s.evictions), (1, 1, 0), "{s:?}");
+}
+
+#[test]
+fn a_search_past_its_deadline_on_cold_partitions_is_not_answered_empty() {
+    let n = 3000;
+    let data = common::clustered(n, DIM, 8, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p");
+    build(&path, &data, &cfg(8, 0, 1));
+    let index = Index::open(
+        &path,
+        &LoadOptions {
+            memory_budget: Some(least_budget(&path, 8) * 8),
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    let p = SearchParams {
+        nprobe: Some(8),
+        deadline: Some(std::time::Instant::now()),
+        ..SearchParams::new(5, 32)
+    };
+    // Every probe is cold and the deadline has passed: a skipped probe is counted, and a
+    // search that got no probe at all fails rather than answering "nothing".
+    match index.search(&data[..DIM], &p) {
+        Err(e) => assert_eq!(e, searchd_engine::SearchError::DeadlineExceeded),
+        Ok(hits) => assert!(!hits.is_empty()),
+    }
+    // Without a deadline the same search waits for its loads and answers fully.
+    let p = SearchParams {
+        deadline: None,
+        ..p
+    };
+    assert_eq!(index.search(&data[..DIM], &p).unwrap()[0].id, 0);
+}

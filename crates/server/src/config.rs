@@ -213,6 +213,10 @@ pub struct ServeSettings {
     /// Skip the checksum pass over the index files at load (faster start).
     pub no_verify: bool,
 
+    /// Partitioned indexes: bytes each one's resident partitions and routing may take
+    /// ([`searchd_engine::LoadOptions::memory_budget`]); `None`: every partition resident.
+    pub memory_budget: Option<u64>,
+
     /// Serve collections without taking writes (writes get 409 `conflict`). A second
     /// process serving a collection that another one writes is read-only by itself.
     pub read_only: bool,
@@ -338,6 +342,7 @@ impl Default for ServeSettings {
             codes: None,
             oversample: None,
             populate: false,
+            memory_budget: None,
             no_verify: false,
             read_only: false,
             fsync: "none".to_string(),
@@ -758,6 +763,7 @@ impl ServerConfig {
             populate: args.populate,
             lock: false,
             verify: !args.no_verify,
+            memory_budget: args.memory_budget,
             ..LoadOptions::with_parts(args.vectors, args.graph, args.codes)
         };
         cfg.queries = args.queries.clone().map(QuerySource::Path);

@@ -313,6 +313,13 @@ pub struct ServeArgs {
     #[arg(help_heading = "Memory placement", long)]
     pub no_verify: bool,
 
+    /// Partitioned indexes: bytes each one's resident partitions and routing may take
+    /// (e.g. 2GiB). Partitions load on demand and the least recently used are dropped to
+    /// stay within it; a budget that cannot hold the routing and the largest partition is
+    /// refused at start with the bytes it needs. Default: every partition resident.
+    #[arg(help_heading = "Memory placement", long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub memory_budget: Option<u64>,
+
     /// Serve collections without taking writes (writes get 409 `conflict`). A second
     /// process serving a collection that another one writes is read-only by itself.
     #[arg(help_heading = "Live writes", long)]
@@ -546,6 +553,7 @@ impl ServeArgs {
             oversample: self.oversample,
             populate: self.populate,
             no_verify: self.no_verify,
+            memory_budget: self.memory_budget,
             read_only: self.read_only,
             fsync: self.fsync.clone(),
             refresh_ms: self.refresh_ms,

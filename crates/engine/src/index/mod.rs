@@ -32,6 +32,7 @@ use crate::files::vectors::Vectors;
 use crate::format::{self, CodeKind, IndexKind, Manifest, HEADER_LEN};
 use crate::heap::Neighbor;
 use crate::hnsw::{self, SearchCtx};
+use crate::partition::store::PartStore;
 use crate::storage::LoadOptions;
 use params::Walk;
 
@@ -62,7 +63,7 @@ enum Structure {
     /// (`parts[p]` is partition `p`'s index, its rows `routing.members(p)`).
     Partitioned {
         routing: PartsFile,
-        parts: Vec<Index>,
+        store: std::sync::Arc<PartStore>,
         /// Partitions probed when the search does not say (the manifest's `nprobe`).
         nprobe: usize,
     },
@@ -110,31 +111,48 @@ impl Index {
             },
             (IndexKind::Partitioned, None) => {
                 let routing = PartsFile::open(dir, &manifest, opts)?;
-                let parts = (0..routing.partitions())
-                    .map(|p| Index::open(&crate::files::parts::part_dir(dir, p), opts))
-                    .collect::<Result<Vec<_>>>()?;
-                for (p, part) in parts.iter().enumerate() {
+                let dirs: Vec<_> = (0..routing.partitions())
+                    .map(|p| crate::files::parts::part_dir(dir, p))
+                    .collect();
+                // Each partition's manifest matches its routing (the partitions themselves
+                // may open later, under a memory budget).
+                for (p, pdir) in dirs.iter().enumerate() {
+                    let m = Manifest::read(pdir)?;
                     let want = routing.members(p).len();
-                    if part.len() != want || part.dim() != dim || part.metric() != metric {
+                    if m.n != want
+                        || m.dim != dim
+                        || m.metric != metric
+                        || m.kind != IndexKind::Hnsw
+                    {
                         return Err(Error::format(
                             &mpath,
                             format!(
-                                "partition {p} holds {} x {} ({}), the routing says {want} x {dim} ({})",
-                                part.len(),
-                                part.dim(),
-                                part.metric().name(),
+                                "partition {p} holds a {} index of {} x {} ({}), the routing \
+                                 says hnsw of {want} x {dim} ({})",
+                                m.kind.name(),
+                                m.n,
+                                m.dim,
+                                m.metric.name(),
                                 metric.name()
                             ),
                         ));
                     }
                 }
+                let resident_vectors = if vectors.in_memory().is_some()
+                    && opts.vectors == crate::storage::VectorPlacement::Ram
+                {
+                    (HEADER_LEN + 4 * n * dim) as u64
+                } else {
+                    0
+                };
+                let store = PartStore::open(dirs, opts, routing.len_bytes() + resident_vectors)?;
                 let nprobe = manifest
                     .params
                     .nprobe
                     .unwrap_or(crate::partition::DEFAULT_NPROBE);
                 Structure::Partitioned {
                     routing,
-                    parts,
+                    store: std::sync::Arc::new(store),
                     nprobe,
                 }
             }
@@ -170,14 +188,8 @@ impl Index {
                 codes.as_ref().map_or(0, |c| c.len_bytes()),
             ),
             Structure::IvfPq { lists, codes } => (lists.len_bytes(), codes.len_bytes()),
-            Structure::Partitioned { routing, parts, .. } => (
-                routing.len_bytes()
-                    + parts
-                        .iter()
-                        .map(|p| p.info.graph_bytes + p.info.vector_bytes)
-                        .sum::<u64>(),
-                parts.iter().map(|p| p.info.codes_bytes).sum(),
-            ),
+            // The partitions' bytes are in `Index::partition_stats` (they come and go).
+            Structure::Partitioned { routing, .. } => (routing.len_bytes(), 0),
         };
         let graph_bytes = graph_bytes + ids.as_ref().map_or(0, |i| i.len_bytes());
         let info = IndexInfo {
@@ -226,6 +238,15 @@ impl Index {
     pub(crate) fn graph_view(&self) -> Option<crate::hnsw::GraphView<'_>> {
         match &self.structure {
             Structure::Hnsw { graph, .. } => Some(graph.view()),
+            _ => None,
+        }
+    }
+
+    /// A partitioned index's graph manager: resident partitions and bytes, loads,
+    /// evictions, skipped probes. `None` for other kinds.
+    pub fn partition_stats(&self) -> Option<crate::partition::store::PartitionStats> {
+        match &self.structure {
+            Structure::Partitioned { store, .. } => Some(store.stats()),
             _ => None,
         }
     }
@@ -407,14 +428,14 @@ impl Index {
             }
             Structure::Partitioned {
                 routing,
-                parts,
+                store,
                 nprobe,
             } => {
                 let filtered = plan != FilterPlan::Unfiltered;
                 let nprobe = p.nprobe.unwrap_or(*nprobe);
                 let hits = self.search_partitions(
                     routing,
-                    parts,
+                    store,
                     &q,
                     p,
                     nprobe,

@@ -4,8 +4,11 @@
 use roaring::RoaringBitmap;
 
 use crate::error::SearchError;
+use std::sync::Arc;
+
 use crate::files::parts::PartsFile;
 use crate::index::{Hit, Index, SearchParams};
+use crate::partition::store::PartStore;
 
 impl Index {
     /// The best `p.k` rows of the `nprobe` partitions nearest `q` (prepared). `pass`
@@ -15,14 +18,18 @@ impl Index {
     pub(super) fn search_partitions(
         &self,
         routing: &PartsFile,
-        parts: &[Index],
+        store: &Arc<PartStore>,
         q: &[f32],
         p: &SearchParams<'_>,
         nprobe: usize,
         pass: Option<&dyn Fn(u32) -> bool>,
     ) -> Result<Vec<Hit>, SearchError> {
         let probes = crate::partition::route(routing.centroids(), self.info.dim, q, nprobe);
+        // Every cold probe starts loading now, in the background, while the resident
+        // ones are searched.
+        probes.iter().for_each(|&part| store.request(part as usize));
         let mut found: Vec<Hit> = Vec::with_capacity(p.k * probes.len());
+        let mut answered = 0;
         for part in probes {
             if p.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err(SearchError::DeadlineExceeded);
@@ -47,11 +54,20 @@ impl Index {
                 nprobe: None,
                 ..*p
             };
-            let hits = parts[part as usize].search(q, &sub)?;
+            let Some(index) = store.wait(part as usize, p.deadline)? else {
+                continue;
+            };
+            answered += 1;
+            let hits = index.search(q, &sub)?;
             found.extend(hits.into_iter().map(|h| Hit {
                 id: members[h.id as usize] as u64,
                 score: h.score,
             }));
+        }
+        if answered == 0 && p.deadline.is_some() {
+            // Not one probe was resident by the deadline: no answer, rather than an empty
+            // one that looks like "nothing matches".
+            return Err(SearchError::DeadlineExceeded);
         }
         found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
         let mut seen = std::collections::HashSet::with_capacity(found.len());

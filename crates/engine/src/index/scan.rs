@@ -101,9 +101,9 @@ impl Index {
                         self.search_ivf(&lists.view(), codes, q, p, &walk)?
                     }
                     // Every partition, each scanning its own passing rows.
-                    Structure::Partitioned { routing, parts, .. } => {
+                    Structure::Partitioned { routing, store, .. } => {
                         let all = routing.partitions();
-                        return self.search_partitions(routing, parts, q, p, all, Some(pass));
+                        return self.search_partitions(routing, store, q, p, all, Some(pass));
                     }
                     Structure::Flat | Structure::Hnsw { codes: None, .. } => {
                         return Err(SearchError::NoVectors)

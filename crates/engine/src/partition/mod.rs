@@ -18,6 +18,8 @@
 //!   search the `nprobe` nearest partitions' graphs (each with its share of the filter as
 //!   an allow set), merge by score and drop the copies overlap made.
 
+pub mod store;
+
 use rayon::prelude::*;
 use searchd_kernels::Metric;
 
