@@ -98,6 +98,8 @@ struct Found {
     plan: Option<FilterPlan>,
     /// Per segment, when explaining a dense search.
     segments: Vec<SegmentRun>,
+    /// Probes skipped by partitioned segments (a degraded answer).
+    skipped_probes: u64,
 }
 
 impl Searcher<'_> {
@@ -111,17 +113,17 @@ impl Searcher<'_> {
 
     fn dense(&self, query: &[f32], k: usize, exclude: Option<DocRef>) -> Result<Found, QueryError> {
         let t = Instant::now();
+        // Always traced (a few words per segment): a degraded answer is reported whether or
+        // not the request asked to explain.
         let mut segments = Vec::new();
         let (hits, plan) = self
             .coll
-            .search_traced(
-                query,
-                &self.params(k),
-                exclude,
-                self.allow,
-                self.explain.then_some(&mut segments),
-            )
+            .search_traced(query, &self.params(k), exclude, self.allow, Some(&mut segments))
             .map_err(|e| storage_error(&e))?;
+        let skipped_probes = segments.iter().map(|s| s.skipped_probes as u64).sum();
+        if !self.explain {
+            segments.clear();
+        }
         Ok(Found {
             hits,
             stages: StageTimes {
@@ -131,6 +133,7 @@ impl Searcher<'_> {
             lexical_truncated: false,
             plan,
             segments,
+            skipped_probes,
         })
     }
 
@@ -170,6 +173,7 @@ impl Searcher<'_> {
                     lexical_truncated: r.truncated,
                     plan: None,
                     segments: Vec::new(),
+                    skipped_probes: 0,
                 })
             }
             QueryInput::Hybrid {
@@ -201,6 +205,7 @@ impl Searcher<'_> {
                     lexical_truncated: r.truncated,
                     plan: None,
                     segments: Vec::new(),
+                    skipped_probes: 0,
                 })
             }
         }
@@ -304,6 +309,7 @@ impl Collection {
                 .collect(),
             matched: allow.as_ref().map(|m| m.len()),
             facets,
+            probes_skipped: found.skipped_probes,
         })
     }
 

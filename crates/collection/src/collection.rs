@@ -76,6 +76,9 @@ pub struct SegmentRun {
     pub plan: Option<searchd_engine::FilterPlan>,
     /// Wall-clock microseconds of its search.
     pub micros: u64,
+    /// Partitioned indexes: probes skipped because their partition was still loading at
+    /// the deadline.
+    pub skipped_probes: usize,
 }
 
 /// An open collection (or bare index): its segments and which of their rows are alive, as of one log sequence number.
@@ -624,12 +627,17 @@ impl Collection {
                         candidates: 0,
                         plan: None,
                         micros: 0,
+                        skipped_probes: 0,
                     });
                 }
                 continue;
             }
             let started = trace.is_some().then(std::time::Instant::now);
-            let (hits, used) = seg.index.search_with_plan(query, &p)?;
+            let searchd_engine::Searched {
+                hits,
+                plan: used,
+                skipped_probes,
+            } = seg.index.search_detailed(query, &p)?;
             if allow.is_some() && plan.is_none() {
                 plan = Some(used);
             }
@@ -640,6 +648,7 @@ impl Collection {
                     // Deleted rows make a segment's search a filtered one too.
                     plan: (p.allow.is_some() || dead.is_some()).then_some(used),
                     micros: started.map_or(0, |s| s.elapsed().as_micros() as u64),
+                    skipped_probes,
                 });
             }
             all.extend(hits.into_iter().map(|h| DocHit {
@@ -692,6 +701,17 @@ impl Collection {
                     "rows": s.len(),
                     "deleted": l.as_ref().map_or(0, |b| s.len() as u64 - b.len()),
                     "bytes": info.bytes,
+                    // Bytes of each part's files, and where each index part lives.
+                    "memory": {
+                        "vectors": info.vector_bytes,
+                        "graph": info.graph_bytes,
+                        "codes": info.codes_bytes,
+                        "placement": info.placement,
+                        "docs": s.store.as_ref().map_or(0, |st| st.bytes()),
+                        "lexical": s.lexical.as_ref().map_or(0, |l| l.bytes()),
+                        "fields": s.fields.as_ref().map_or(0, |f| f.bytes()),
+                        "partitions": s.index.partition_stats(),
+                    },
                 })
             })
             .collect();

@@ -225,6 +225,10 @@ pub struct SearchOutput {
     /// What each segment contributed, when the request asked to explain (empty otherwise,
     /// and from backends without segments).
     pub segments: Vec<SegmentExplain>,
+    /// Partitioned indexes under a memory budget: probes skipped because their partition
+    /// was still loading at the deadline. Not 0: a degraded answer, from the partitions
+    /// that were resident.
+    pub probes_skipped: u64,
 }
 
 /// One segment's part in a search (`"explain": true`).

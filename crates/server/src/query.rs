@@ -172,6 +172,8 @@ pub(crate) struct Answer {
     pub facets: Vec<FacetOutput>,
     /// Present when the search asked for `"explain": true`.
     pub explain: Option<Explained>,
+    /// Probes a partitioned index skipped at the deadline (not 0: `"degraded": true`).
+    pub probes_skipped: u64,
 }
 
 pub(crate) fn backend_error(app: &App, e: BackendError) -> ApiError {
@@ -508,6 +510,7 @@ pub(crate) async fn perform_search(
         plan: out.plan,
         matched: out.matched,
         facets: out.facets,
+        probes_skipped: out.probes_skipped,
         explain: spec.common.explain.then_some(Explained {
             k,
             ef: spec.ef,
@@ -640,6 +643,9 @@ where
         }
     }
     match compute().await.and_then(|b| fits(b, max)) {
+        // A degraded answer (partitions skipped at the deadline) is not kept: the next
+        // request may find them resident.
+        Ok(b) if degraded(&b) => tagged(b, "miss"),
         Ok(b) => {
             // A swap while computing makes the answer belong to the older generation,
             // which its key already names: it can never be served for the new one.
@@ -653,6 +659,15 @@ where
         }
         Err(e) => e.into_response(),
     }
+}
+
+/// Whether a search reply says `"degraded":true` (written by `native::reply` before its
+/// `explain` and `warnings`, never inside a hit: document fields are escaped JSON values,
+/// so the bare key cannot appear at the top level otherwise; a hit that contains the text
+/// only costs a cache miss).
+fn degraded(body: &[u8]) -> bool {
+    const KEY: &[u8] = b",\"degraded\":true,";
+    memchr::memmem::find(body, KEY).is_some()
 }
 
 /// A 200 JSON reply with its `x-searchd-cache` header.

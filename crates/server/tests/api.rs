@@ -736,6 +736,49 @@ async fn quantized_index_served_from_disk_or_codes_alone() {
     }
 }
 
+/// A partitioned index under a memory budget serves like any other: hits found through
+/// partitions loaded on demand, and `/stats` shows the graph manager's work per segment.
+#[tokio::test]
+async fn partitioned_index_served_under_a_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("part");
+    let cfg = searchd_engine::BuildConfig {
+        kind: searchd_engine::IndexKind::Partitioned,
+        threads: 1,
+        nlist: 8,
+        overlap: 1,
+        ..Default::default()
+    };
+    let base = data(2000, DIM, 12);
+    searchd_engine::build_index(&out, &base, DIM, &cfg, &|_, _| {}).unwrap();
+    let opts = searchd_engine::LoadOptions {
+        memory_budget: Some(64 << 20),
+        ..Default::default()
+    };
+    let index = std::sync::Arc::new(searchd_engine::Index::open(&out, &opts).unwrap());
+    let mut cfg =
+        searchd_server::ServerConfig::new(searchd_server::IndexSource::Loaded(index.clone()));
+    cfg.threads = 1;
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    for row in [0usize, 777, 1999] {
+        let body = serde_json::json!({ "vector": &base[row * DIM..(row + 1) * DIM], "k": 3 });
+        let (st, _, v) = post(&c, &url(&s, "/search"), &body.to_string()).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(ids(&v)[0], row as u64, "row {row} finds itself: {v}");
+        assert!(v.get("degraded").is_none(), "no deadline pressure here: {v}");
+    }
+    let stats = get_json(&c, &url(&s, "/stats")).await;
+    let seg = &stats["collections"]["default"]["segment_details"][0];
+    assert_eq!(seg["kind"], "partitioned", "{stats}");
+    let parts = &seg["memory"]["partitions"];
+    assert_eq!(parts["partitions"], 8, "{stats}");
+    assert!(parts["loads"].as_u64().unwrap() >= 1, "{stats}");
+    assert_eq!(parts["budget_bytes"], 64 << 20, "{stats}");
+    contract::assert_validated(&s.url, 3);
+    s.stop().await.unwrap();
+}
+
 /// Every operation of the OpenAPI document reaches a handler of the router (no fallback
 /// 404 "no route for" or 405), and its reply matches the document: the document-to-router
 /// half of the check `router.rs` makes from the router's side. Writes are sent to a

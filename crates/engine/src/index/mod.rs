@@ -18,7 +18,7 @@ use std::path::Path;
 use searchd_kernels::Metric;
 
 pub use params::{
-    FilterPlan, Hit, IndexInfo, SearchParams, MAX_K, MAX_OVERSAMPLE, NEAR_UNFILTERED,
+    FilterPlan, Hit, IndexInfo, SearchParams, Searched, MAX_K, MAX_OVERSAMPLE, NEAR_UNFILTERED,
 };
 
 use crate::distance::{F32Scorer, Rows};
@@ -145,7 +145,12 @@ impl Index {
                 } else {
                     0
                 };
-                let store = PartStore::open(dirs, opts, routing.len_bytes() + resident_vectors)?;
+                let store = PartStore::open(
+                    dirs,
+                    opts,
+                    routing.len_bytes() + resident_vectors,
+                    manifest.params.part_quantization.is_some(),
+                )?;
                 let nprobe = manifest
                     .params
                     .nprobe
@@ -363,6 +368,29 @@ impl Index {
         query: &[f32],
         p: &SearchParams<'_>,
     ) -> std::result::Result<(Vec<Hit>, FilterPlan), SearchError> {
+        self.search_detailed(query, p).map(|s| (s.hits, s.plan))
+    }
+
+    /// [`Index::search`] with what it did: the plan, and the probes a partitioned index
+    /// skipped because their partitions were still loading at the deadline (a degraded
+    /// answer, from the partitions that were resident).
+    pub fn search_detailed(
+        &self,
+        query: &[f32],
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<Searched, SearchError> {
+        self.search_inner(query, p).map(|(hits, plan, skipped_probes)| Searched {
+            hits,
+            plan,
+            skipped_probes,
+        })
+    }
+
+    fn search_inner(
+        &self,
+        query: &[f32],
+        p: &SearchParams<'_>,
+    ) -> std::result::Result<(Vec<Hit>, FilterPlan, usize), SearchError> {
         if p.k == 0 || p.k > MAX_K {
             return Err(SearchError::BadK {
                 got: p.k,
@@ -372,7 +400,7 @@ impl Index {
         let q = self.prepare_query(query)?;
         let plan = self.filter_plan(p);
         if plan != FilterPlan::Unfiltered && p.allow.is_some_and(|a| a.is_empty()) {
-            return Ok((Vec::new(), plan));
+            return Ok((Vec::new(), plan, 0));
         }
         let n = self.info.n;
         let ext: Option<&[u32]> = self.ids.as_ref().map(|ids| ids.order());
@@ -411,7 +439,7 @@ impl Index {
         };
         let exact = || {
             self.exact_filtered(&q, p, &pass)
-                .map(|h| (h, FilterPlan::Exact))
+                .map(|h| (h, FilterPlan::Exact, 0))
         };
         if plan == FilterPlan::Exact && self.vectors.opened() {
             return exact();
@@ -422,7 +450,7 @@ impl Index {
                 codes: Some(codes),
             } => {
                 return match self.search_codes(&graph.view(), codes, &q, p, &walk)? {
-                    Some(hits) => Ok((hits, plan)),
+                    Some(hits) => Ok((hits, plan, 0)),
                     None => exact(),
                 };
             }
@@ -433,7 +461,7 @@ impl Index {
             } => {
                 let filtered = plan != FilterPlan::Unfiltered;
                 let nprobe = p.nprobe.unwrap_or(*nprobe);
-                let hits = self.search_partitions(
+                let (hits, skipped) = self.search_partitions(
                     routing,
                     store,
                     &q,
@@ -441,11 +469,11 @@ impl Index {
                     nprobe,
                     filtered.then_some(&pass),
                 )?;
-                return Ok((hits, plan));
+                return Ok((hits, plan, skipped));
             }
             Structure::IvfPq { lists, codes } => {
                 return match self.search_ivf(&lists.view(), codes, &q, p, &walk)? {
-                    Some(hits) => Ok((hits, plan)),
+                    Some(hits) => Ok((hits, plan, 0)),
                     None => exact(),
                 };
             }
@@ -483,6 +511,6 @@ impl Index {
                 crate::exact::scan_one(self.metric, rows.data, rows.dim, &q, p.k, None, p.deadline)?
             }
         };
-        Ok((self.hits(found), plan))
+        Ok((self.hits(found), plan, 0))
     }
 }

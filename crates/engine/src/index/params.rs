@@ -179,6 +179,18 @@ impl SearchParams<'_> {
     }
 }
 
+/// What one search did ([`crate::Index::search_detailed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Searched {
+    /// The hits, best first.
+    pub hits: Vec<Hit>,
+    /// The plan that produced them.
+    pub plan: FilterPlan,
+    /// Partitioned indexes: probes skipped because their partition was still loading at
+    /// the deadline (0: a full answer).
+    pub skipped_probes: usize,
+}
+
 /// One result: the row id in the base file and a higher-is-better score.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Hit {

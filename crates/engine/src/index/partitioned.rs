@@ -23,13 +23,13 @@ impl Index {
         p: &SearchParams<'_>,
         nprobe: usize,
         pass: Option<&dyn Fn(u32) -> bool>,
-    ) -> Result<Vec<Hit>, SearchError> {
+    ) -> Result<(Vec<Hit>, usize), SearchError> {
         let probes = crate::partition::route(routing.centroids(), self.info.dim, q, nprobe);
         // Every cold probe starts loading now, in the background, while the resident
         // ones are searched.
         probes.iter().for_each(|&part| store.request(part as usize));
         let mut found: Vec<Hit> = Vec::with_capacity(p.k * probes.len());
-        let mut answered = 0;
+        let (mut answered, mut skipped) = (0, 0);
         for part in probes {
             if p.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err(SearchError::DeadlineExceeded);
@@ -55,6 +55,7 @@ impl Index {
                 ..*p
             };
             let Some(index) = store.wait(part as usize, p.deadline)? else {
+                skipped += 1;
                 continue;
             };
             answered += 1;
@@ -73,6 +74,6 @@ impl Index {
         let mut seen = std::collections::HashSet::with_capacity(found.len());
         found.retain(|h| seen.insert(h.id));
         found.truncate(p.k);
-        Ok(found)
+        Ok((found, skipped))
     }
 }

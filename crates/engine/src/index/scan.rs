@@ -103,7 +103,9 @@ impl Index {
                     // Every partition, each scanning its own passing rows.
                     Structure::Partitioned { routing, store, .. } => {
                         let all = routing.partitions();
-                        return self.search_partitions(routing, store, q, p, all, Some(pass));
+                        return self
+                            .search_partitions(routing, store, q, p, all, Some(pass))
+                            .map(|(hits, _)| hits);
                     }
                     Structure::Flat | Structure::Hnsw { codes: None, .. } => {
                         return Err(SearchError::NoVectors)

@@ -82,18 +82,31 @@ impl PartStore {
     /// partitions, counted against the budget. Without a budget every partition is opened
     /// now; with one, a budget that cannot hold the routing and the largest partition is
     /// refused, naming the bytes it needs.
-    pub fn open(dirs: Vec<PathBuf>, opts: &LoadOptions, routing_bytes: u64) -> Result<PartStore> {
+    pub fn open(
+        dirs: Vec<PathBuf>,
+        opts: &LoadOptions,
+        routing_bytes: u64,
+        quantized_parts: bool,
+    ) -> Result<PartStore> {
         let mut part_opts = LoadOptions {
             memory_budget: None,
             ..*opts
         };
-        if opts.memory_budget.is_some() {
+        let budget = opts.memory_budget.is_some();
+        if budget {
             part_opts.graph = Placement::Ram;
             part_opts.codes = Placement::Ram;
-            if opts.vectors.in_memory().is_some() {
-                part_opts.vectors = VectorPlacement::Ram;
-            }
         }
+        // `--vectors` places the index's own vectors. A partition walks its float32
+        // vectors unless it has codes, so those stay in memory; with codes they follow
+        // `--vectors` (disk: read to rescore).
+        part_opts.vectors = match (opts.vectors.in_memory(), quantized_parts, budget) {
+            (Some(_), _, true) => VectorPlacement::Ram,
+            (Some(_), _, false) => opts.vectors,
+            (None, false, true) => VectorPlacement::Ram,
+            (None, false, false) => VectorPlacement::Mmap,
+            (None, true, _) => opts.vectors,
+        };
         let slots = (0..dirs.len())
             .map(|_| Slot {
                 state: Mutex::new(State::Cold),

@@ -241,6 +241,13 @@ pub struct SearchReply {
     pub facets: BTreeMap<String, Facet>,
     #[schema(required = false)]
     pub explain: Explain,
+    /// Present (true) when a partitioned index under `--memory-budget` skipped probes whose
+    /// partitions were still loading at the deadline: the hits come from the resident ones.
+    #[schema(required = false)]
+    pub degraded: bool,
+    /// How many probes were skipped (with `degraded`).
+    #[schema(required = false)]
+    pub probes_skipped: u64,
     #[schema(required = false)]
     pub warnings: Vec<String>,
 }
