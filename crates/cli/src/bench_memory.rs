@@ -51,6 +51,9 @@ pub struct MemoryArgs {
     /// Quantized indexes: rescore the best X*k candidates.
     #[arg(long)]
     pub oversample: Option<f32>,
+    /// Partitioned indexes: partitions probed per search (default: the index's).
+    #[arg(long)]
+    pub nprobe: Option<u32>,
     /// A run that takes longer than this is killed and reported as timed out (a cap far
     /// below the working set can make every query a disk read).
     #[arg(long, default_value_t = 600)]
@@ -254,6 +257,10 @@ struct Row {
     /// Last lines the child wrote to stderr, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Partitioned indexes: the graph manager's loads, evictions and resident bytes at
+    /// the end of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partitions: Option<serde_json::Value>,
 }
 
 fn parse_limit(s: &str) -> Result<Option<u64>, CliError> {
@@ -367,6 +374,8 @@ pub fn run(a: &MemoryArgs) -> CmdResult {
             "ef": a.ef,
             "k": a.k,
             "oversample": a.oversample,
+            "nprobe": a.nprobe,
+            "memory_budget": a.open.memory_budget,
             "min_seconds": a.min_seconds,
             "cgroup": { "version": version, "parent": parent },
             "page_cache_dropped": dropped_all,
@@ -435,6 +444,12 @@ fn run_one(
     if let Some(x) = a.oversample {
         cmd.args(["--oversample", &x.to_string()]);
     }
+    if let Some(x) = a.nprobe {
+        cmd.args(["--nprobe", &x.to_string()]);
+    }
+    if let Some(b) = a.open.memory_budget {
+        cmd.args(["--memory-budget", &b.to_string()]);
+    }
     let t = Instant::now();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -502,5 +517,9 @@ fn run_one(
         minor_faults: proc_u64("minor_faults"),
         seconds,
         error,
+        partitions: doc
+            .as_ref()
+            .map(|d| d["partitions"].clone())
+            .filter(|p| !p.is_null()),
     })
 }

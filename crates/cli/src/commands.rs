@@ -394,7 +394,9 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         overlap: a.overlap,
     };
     let pb = bar(base.n() as u64, "build");
-    let report = build_index(&a.out, base.as_slice(), base.dim(), &cfg, &|d, _| {
+    // A partitioned build counts rows of its partitions (copies included).
+    let report = build_index(&a.out, base.as_slice(), base.dim(), &cfg, &|d, total| {
+        pb.set_length(total);
         pb.set_position(d)
     })
     .map_err(|e| {
@@ -548,9 +550,10 @@ pub struct EvalArgs {
     /// Rescore the best X*k candidates with float32 vectors (quantized indexes only).
     #[arg(long)]
     pub oversample: Option<f32>,
-    /// Partitions probed per search (partitioned indexes only; default: the index's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub nprobe: Option<u32>,
+    /// Comma-separated partitions probed per search, each swept over every --ef
+    /// (partitioned indexes only; default: the index's).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub nprobe: Vec<u32>,
     /// Seconds of each timed measurement (single thread, then all threads), per ef.
     #[arg(long, default_value_t = 1.0)]
     pub min_seconds: f64,
@@ -672,7 +675,7 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
             )));
         }
     }
-    if a.nprobe.is_some() && index.info().kind != IndexKind::Partitioned {
+    if !a.nprobe.is_empty() && index.info().kind != IndexKind::Partitioned {
         return Err(CliError::Input(
             "--nprobe applies to partitioned indexes (ivfpq probes `--ef` lists)".into(),
         ));
@@ -745,35 +748,46 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         "qps(all thr)"
     );
     let fmt = |r: Option<f64>| r.map_or("-".to_string(), |v| format!("{v:.4}"));
-    let cfg = eval::EvalConfig {
-        k: a.k,
-        efs: a.ef.iter().map(|&e| e as usize).collect(),
-        threads: a.threads,
-        min_seconds: a.min_seconds,
-        oversample: a.oversample,
-        nprobe: a.nprobe.map(|n| n as usize),
+    let nprobes: Vec<Option<usize>> = if a.nprobe.is_empty() {
+        vec![None]
+    } else {
+        a.nprobe.iter().map(|&n| Some(n as usize)).collect()
     };
-    let rows = eval::evaluate_checked(
-        &index,
-        checker.as_ref().unwrap_or(&index),
-        queries.as_slice(),
-        &gt.data,
-        gt.k,
-        &cfg,
-        |r| {
-            println!(
-                "{:>6} {:>9} {:>9} {:>9} {:>11.0} {:>9.0} {:>9.0} {:>12.0}",
-                r.ef,
-                fmt(r.recall_at_1),
-                fmt(r.recall_at_10),
-                fmt(r.recall_at_100),
-                r.qps_1thread,
-                r.p50_us,
-                r.p99_us,
-                r.qps_all_threads
-            );
-        },
-    )?;
+    let mut rows = Vec::new();
+    for nprobe in nprobes {
+        if let Some(n) = nprobe {
+            println!("nprobe {n}:");
+        }
+        let cfg = eval::EvalConfig {
+            k: a.k,
+            efs: a.ef.iter().map(|&e| e as usize).collect(),
+            threads: a.threads,
+            min_seconds: a.min_seconds,
+            oversample: a.oversample,
+            nprobe,
+        };
+        rows.extend(eval::evaluate_checked(
+            &index,
+            checker.as_ref().unwrap_or(&index),
+            queries.as_slice(),
+            &gt.data,
+            gt.k,
+            &cfg,
+            |r| {
+                println!(
+                    "{:>6} {:>9} {:>9} {:>9} {:>11.0} {:>9.0} {:>9.0} {:>12.0}",
+                    r.ef,
+                    fmt(r.recall_at_1),
+                    fmt(r.recall_at_10),
+                    fmt(r.recall_at_100),
+                    r.qps_1thread,
+                    r.p50_us,
+                    r.p99_us,
+                    r.qps_all_threads
+                );
+            },
+        )?);
+    }
     let process = util::process_memory();
     let partitions = index.partition_stats();
     if let Some(s) = &partitions {

@@ -83,6 +83,7 @@ struct Searcher<'a> {
     k: usize,
     ef: usize,
     oversample: Option<f32>,
+    nprobe: Option<usize>,
     deadline: Instant,
     /// The filter's matching documents, when there is a filter.
     allow: Option<&'a Matches>,
@@ -108,6 +109,7 @@ impl Searcher<'_> {
         let mut params = SearchParams::new(k, self.ef.max(k));
         params.deadline = Some(self.deadline);
         params.oversample = self.oversample;
+        params.nprobe = self.nprobe;
         params
     }
 
@@ -118,7 +120,13 @@ impl Searcher<'_> {
         let mut segments = Vec::new();
         let (hits, plan) = self
             .coll
-            .search_traced(query, &self.params(k), exclude, self.allow, Some(&mut segments))
+            .search_traced(
+                query,
+                &self.params(k),
+                exclude,
+                self.allow,
+                Some(&mut segments),
+            )
             .map_err(|e| storage_error(&e))?;
         let skipped_probes = segments.iter().map(|s| s.skipped_probes as u64).sum();
         if !self.explain {
@@ -266,6 +274,7 @@ impl Collection {
             k,
             ef,
             oversample,
+            nprobe,
             fields,
             filter,
             facets,
@@ -281,6 +290,7 @@ impl Collection {
             k,
             ef,
             oversample,
+            nprobe,
             deadline,
             allow: allow.as_ref(),
             explain,
@@ -309,7 +319,7 @@ impl Collection {
                 .collect(),
             matched: allow.as_ref().map(|m| m.len()),
             facets,
-            probes_skipped: found.skipped_probes,
+            skipped_probes: found.skipped_probes,
         })
     }
 

@@ -24,6 +24,8 @@ pub struct Search {
     pub ef: usize,
     /// Oversampling factor passed to the index's search parameters (`None`: the index's default).
     pub oversample: Option<f32>,
+    /// Partitioned indexes: partitions probed (`None`: the index's default).
+    pub nprobe: Option<usize>,
     /// The stored fields each hit returns.
     pub fields: FieldsWanted,
     /// The filter (CONTRACTS.md "Filter language"), parsed and checked by the server
@@ -228,7 +230,7 @@ pub struct SearchOutput {
     /// Partitioned indexes under a memory budget: probes skipped because their partition
     /// was still loading at the deadline. Not 0: a degraded answer, from the partitions
     /// that were resident.
-    pub probes_skipped: u64,
+    pub skipped_probes: u64,
 }
 
 /// One segment's part in a search (`"explain": true`).

@@ -37,10 +37,11 @@ pub use format::{IndexKind, DEFAULT_OVERSAMPLE};
 pub use heap::Neighbor;
 pub use hnsw::HnswParams;
 pub use index::{
-    FilterPlan, Hit, Index, IndexInfo, SearchParams, Searched, MAX_K, MAX_OVERSAMPLE, NEAR_UNFILTERED,
+    FilterPlan, Hit, Index, IndexInfo, SearchParams, Searched, MAX_K, MAX_OVERSAMPLE,
+    NEAR_UNFILTERED,
 };
+pub use partition::store::PartitionStats;
 /// The bitmap type of [`SearchParams::allow`], re-exported so every crate uses one version.
 pub use roaring;
 pub use searchd_kernels::Metric;
-pub use partition::store::PartitionStats;
 pub use storage::{LoadOptions, PartPlacement, Placement, VectorPlacement};

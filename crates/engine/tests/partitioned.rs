@@ -297,6 +297,59 @@ fn under_a_tiny_budget_partitions_load_on_demand_and_answers_do_not_change() {
 }
 
 #[test]
+fn loads_in_flight_keep_to_the_budget_under_concurrent_searches() {
+    let (n, nq, k) = (4000, 48, 16);
+    let data = common::clustered(n + nq, DIM, 40, 11);
+    let (base, queries) = data.split_at(n * DIM);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p");
+    let all = build(&path, base, &cfg(k, 1, 2));
+    let need = least_budget(&path, k);
+    let routing = std::fs::metadata(path.join("partitions.bin"))
+        .unwrap()
+        .len();
+    // Room for about three partitions while four searches each probe all sixteen: the
+    // old one-thread-per-miss loader read them all at once, far past the budget.
+    let budget = need * 3;
+    let lazy = std::sync::Arc::new(
+        Index::open(
+            &path,
+            &LoadOptions {
+                memory_budget: Some(budget),
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let p = SearchParams {
+        nprobe: Some(k),
+        ..SearchParams::new(10, 64)
+    };
+    let expected: Vec<_> = queries
+        .chunks_exact(DIM)
+        .map(|q| all.search(q, &p).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (lazy, expected, p) = (&lazy, &expected, &p);
+            s.spawn(move || {
+                for (i, q) in queries.chunks_exact(DIM).enumerate().skip(t).step_by(4) {
+                    assert_eq!(lazy.search(q, p).unwrap(), expected[i], "query {i}");
+                }
+            });
+        }
+    });
+    let s = lazy.partition_stats().unwrap();
+    assert!(s.loads >= k as u64 && s.evictions > 0, "{s:?}");
+    assert!(
+        s.peak_bytes <= budget - routing,
+        "peak {} over the partitions' budget {}: {s:?}",
+        s.peak_bytes,
+        budget - routing
+    );
+}
+
+#[test]
 fn concurrent_misses_of_one_partition_load_it_once() {
     let n = 3000;
     let data = common::clustered(n, DIM, 8, 4);

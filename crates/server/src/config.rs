@@ -213,6 +213,10 @@ pub struct ServeSettings {
     /// Skip the checksum pass over the index files at load (faster start).
     pub no_verify: bool,
 
+    /// Partitioned indexes: partitions probed by searches that do not say (`None`: the
+    /// index's default).
+    pub nprobe: Option<usize>,
+
     /// Partitioned indexes: bytes each one's resident partitions and routing may take
     /// ([`searchd_engine::LoadOptions::memory_budget`]); `None`: every partition resident.
     pub memory_budget: Option<u64>,
@@ -343,6 +347,7 @@ impl Default for ServeSettings {
             oversample: None,
             populate: false,
             memory_budget: None,
+            nprobe: None,
             no_verify: false,
             read_only: false,
             fsync: "none".to_string(),
@@ -416,6 +421,9 @@ pub struct ServerConfig {
     pub ef: usize,
     /// Quantized indexes: `oversample` of every search (`None`: the index's default).
     pub oversample: Option<f32>,
+    /// Partitioned indexes: `nprobe` of searches that do not give one (`None`: the
+    /// index's default).
+    pub nprobe: Option<usize>,
     /// Search threads.
     pub threads: usize,
     /// Searches admitted at once.
@@ -580,6 +588,7 @@ impl ServerConfig {
             queries: None,
             ef: DEFAULT_EF,
             oversample: None,
+            nprobe: None,
             threads,
             max_inflight: INFLIGHT_PER_THREAD * threads,
             queue: QUEUE_PER_THREAD * threads,
@@ -777,6 +786,7 @@ impl ServerConfig {
             }
         }
         cfg.oversample = args.oversample;
+        cfg.nprobe = args.nprobe;
         cfg.threads = threads;
         cfg.max_inflight = max_inflight;
         cfg.queue = args.queue.unwrap_or(QUEUE_PER_THREAD * threads);

@@ -272,6 +272,7 @@ where
         cfg: state::Settings {
             ef: config.ef,
             oversample: config.oversample,
+            nprobe: config.nprobe,
             timeout: config.timeout,
             body_limit: config.body_limit,
             read_timeout: config.read_timeout,

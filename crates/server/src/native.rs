@@ -410,11 +410,11 @@ pub(crate) fn answer_json(a: &Answer, took_us: u64) -> Vec<u8> {
         out.extend_from_slice(b",\"facets\":");
         write_facets(&mut out, &a.facets);
     }
-    if a.probes_skipped > 0 {
+    if a.skipped_probes > 0 {
         // Partitions still loading at the deadline were skipped: the answer comes from the
         // resident ones.
         out.extend_from_slice(
-            format!(",\"degraded\":true,\"probes_skipped\":{}", a.probes_skipped).as_bytes(),
+            format!(",\"degraded\":true,\"skipped_probes\":{}", a.skipped_probes).as_bytes(),
         );
     }
     if let Some(e) = explain_json(a) {

@@ -89,7 +89,10 @@ pub(crate) struct SearchSpec {
 /// Body keys every search route accepts with the same meaning (the native search body and
 /// Elasticsearch's `_search`): parsed once, by [`CommonOptions::parse`], and acted on once,
 /// in [`perform_search`]. A new search option is added here and nowhere else.
-pub(crate) const COMMON_KEYS: &[&str] = &["rerank", "explain"];
+pub(crate) const COMMON_KEYS: &[&str] = &["rerank", "explain", "nprobe"];
+
+/// Largest `nprobe` a search may ask for (a partitioned index clamps it to its partitions).
+pub(crate) const MAX_NPROBE: u64 = 65_536;
 
 /// The keys of `rerank`.
 pub(crate) const RERANK_KEYS: &[&str] = &["top"];
@@ -101,6 +104,9 @@ pub(crate) struct CommonOptions {
     pub rerank: Option<usize>,
     /// `"explain": true`: the reply carries the plan, per-stage times and per-segment counts.
     pub explain: bool,
+    /// `"nprobe": N`: partitions a partitioned index probes (`None`: `serve --nprobe`, else
+    /// the index's own default). Other indexes ignore it.
+    pub nprobe: Option<usize>,
 }
 
 impl CommonOptions {
@@ -131,7 +137,15 @@ impl CommonOptions {
                 )))
             }
         };
-        Ok(CommonOptions { rerank, explain })
+        let nprobe = match get("nprobe") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(int_in("nprobe", v, 1, MAX_NPROBE)?),
+        };
+        Ok(CommonOptions {
+            rerank,
+            explain,
+            nprobe,
+        })
     }
 
     /// Checks of the options against the rest of the request that need no backend.
@@ -173,7 +187,7 @@ pub(crate) struct Answer {
     /// Present when the search asked for `"explain": true`.
     pub explain: Option<Explained>,
     /// Probes a partitioned index skipped at the deadline (not 0: `"degraded": true`).
-    pub probes_skipped: u64,
+    pub skipped_probes: u64,
 }
 
 pub(crate) fn backend_error(app: &App, e: BackendError) -> ApiError {
@@ -429,6 +443,7 @@ pub(crate) async fn perform_search(
                 k,
                 ef: spec.ef,
                 oversample: app.cfg.oversample,
+                nprobe: spec.common.nprobe.or(app.cfg.nprobe),
                 fields,
                 filter: parse_optional_filter(&**backend, spec.filter.as_ref(), "filter")?,
                 facets: spec.facets,
@@ -510,7 +525,7 @@ pub(crate) async fn perform_search(
         plan: out.plan,
         matched: out.matched,
         facets: out.facets,
-        probes_skipped: out.probes_skipped,
+        skipped_probes: out.skipped_probes,
         explain: spec.common.explain.then_some(Explained {
             k,
             ef: spec.ef,

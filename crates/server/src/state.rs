@@ -24,6 +24,7 @@ pub(crate) struct Arrival(pub Instant);
 pub(crate) struct Settings {
     pub ef: usize,
     pub oversample: Option<f32>,
+    pub nprobe: Option<usize>,
     pub timeout: Duration,
     pub body_limit: usize,
     pub read_timeout: Duration,

@@ -766,11 +766,41 @@ async fn partitioned_index_served_under_a_memory_budget() {
         let (st, _, v) = post(&c, &url(&s, "/search"), &body.to_string()).await;
         assert_eq!(st, 200, "{v}");
         assert_eq!(ids(&v)[0], row as u64, "row {row} finds itself: {v}");
-        assert!(v.get("degraded").is_none(), "no deadline pressure here: {v}");
+        assert!(
+            v.get("degraded").is_none(),
+            "no deadline pressure here: {v}"
+        );
+    }
+    // `nprobe` in the body: every partition probed finds each row; a bad value is a 400.
+    for row in [5usize, 1500] {
+        let body = serde_json::json!({
+            "vector": &base[row * DIM..(row + 1) * DIM], "k": 3, "nprobe": 8
+        });
+        let (st, _, v) = post(&c, &url(&s, "/search"), &body.to_string()).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(
+            ids(&v)[0],
+            row as u64,
+            "row {row} with every partition probed: {v}"
+        );
+    }
+    for bad in [
+        serde_json::json!(0),
+        serde_json::json!("8"),
+        serde_json::json!(1 << 20),
+    ] {
+        let body = serde_json::json!({ "vector": &base[..DIM], "k": 3, "nprobe": bad });
+        let (st, _, v) = post(&c, &url(&s, "/search"), &body.to_string()).await;
+        assert_eq!(st, 400, "nprobe {bad}: {v}");
+        assert!(v.to_string().contains("nprobe"), "{v}");
     }
     let stats = get_json(&c, &url(&s, "/stats")).await;
     let seg = &stats["collections"]["default"]["segment_details"][0];
     assert_eq!(seg["kind"], "partitioned", "{stats}");
+    assert_eq!(
+        seg["memory"]["partitions"]["resident"], 8,
+        "nprobe 8 loaded all (the budget holds them): {stats}"
+    );
     let parts = &seg["memory"]["partitions"];
     assert_eq!(parts["partitions"], 8, "{stats}");
     assert!(parts["loads"].as_u64().unwrap() >= 1, "{stats}");

@@ -305,6 +305,11 @@ pub struct ServeArgs {
     #[arg(help_heading = "Search", long, value_name = "X")]
     pub oversample: Option<f32>,
 
+    /// Partitioned indexes: partitions probed by searches whose body has no `nprobe`
+    /// (default: the value recorded in the index, 16).
+    #[arg(help_heading = "Search", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub nprobe: Option<u32>,
+
     /// Pre-fault every mapped page at load so the first queries do not pay page faults.
     #[arg(help_heading = "Memory placement", long)]
     pub populate: bool,
@@ -554,6 +559,7 @@ impl ServeArgs {
             populate: self.populate,
             no_verify: self.no_verify,
             memory_budget: self.memory_budget,
+            nprobe: self.nprobe.map(|n| n as usize),
             read_only: self.read_only,
             fsync: self.fsync.clone(),
             refresh_ms: self.refresh_ms,

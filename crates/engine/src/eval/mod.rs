@@ -68,6 +68,10 @@ pub struct EvalRow {
     pub qps_all_threads: f64,
     /// Threads used for `qps_all_threads`.
     pub threads: usize,
+    /// Partitioned indexes: partitions probed ([`EvalConfig::nprobe`]; absent: the index's
+    /// default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nprobe: Option<usize>,
 }
 
 /// Evaluation settings.
@@ -240,6 +244,7 @@ pub fn evaluate_checked(
             p99_us: percentile(&lat_us, 99.0),
             qps_all_threads: qps_all,
             threads: pool.current_num_threads(),
+            nprobe: cfg.nprobe,
         };
         on_row(&row);
         rows.push(row);

@@ -379,11 +379,12 @@ impl Index {
         query: &[f32],
         p: &SearchParams<'_>,
     ) -> std::result::Result<Searched, SearchError> {
-        self.search_inner(query, p).map(|(hits, plan, skipped_probes)| Searched {
-            hits,
-            plan,
-            skipped_probes,
-        })
+        self.search_inner(query, p)
+            .map(|(hits, plan, skipped_probes)| Searched {
+                hits,
+                plan,
+                skipped_probes,
+            })
     }
 
     fn search_inner(

@@ -10,6 +10,9 @@ use crate::files::parts::PartsFile;
 use crate::index::{Hit, Index, SearchParams};
 use crate::partition::store::PartStore;
 
+/// Probes requested ahead of the one being searched.
+const LOOKAHEAD: usize = 4;
+
 impl Index {
     /// The best `p.k` rows of the `nprobe` partitions nearest `q` (prepared). `pass`
     /// (rows of this index) is the filter, when there is one: each partition gets the
@@ -25,12 +28,22 @@ impl Index {
         pass: Option<&dyn Fn(u32) -> bool>,
     ) -> Result<(Vec<Hit>, usize), SearchError> {
         let probes = crate::partition::route(routing.centroids(), self.info.dim, q, nprobe);
-        // Every cold probe starts loading now, in the background, while the resident
-        // ones are searched.
-        probes.iter().for_each(|&part| store.request(part as usize));
+        // The next LOOKAHEAD cold probes load in the background while earlier ones are
+        // searched (not all at once: under a tight budget, later probes' loads would
+        // drop the earlier ones before this search reached them).
+        let ahead = |i: usize| {
+            if let Some(&part) = probes.get(i + LOOKAHEAD) {
+                store.request(part as usize);
+            }
+        };
+        probes
+            .iter()
+            .take(LOOKAHEAD)
+            .for_each(|&part| store.request(part as usize));
         let mut found: Vec<Hit> = Vec::with_capacity(p.k * probes.len());
         let (mut answered, mut skipped) = (0, 0);
-        for part in probes {
+        for (i, &part) in probes.iter().enumerate() {
+            ahead(i);
             if p.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err(SearchError::DeadlineExceeded);
             }

@@ -2,15 +2,21 @@
 //! budget ([`crate::LoadOptions::memory_budget`]).
 //!
 //! Without a budget every partition is opened with the index and stays. With one, none is
-//! resident at open; a search asks for its probes ([`PartStore::request`]: each cold one
-//! is loaded by a loader thread, once however many searches ask) and then waits for each
+//! resident at open; a search asks for its next probes ([`PartStore::request`]: each cold
+//! one is queued, once however many searches ask) and then waits for each
 //! ([`PartStore::wait`]) no longer than its deadline: a probe still loading then is
 //! skipped and the answer says so. Search threads never read partition files themselves.
-//! After each load the least recently used partitions are dropped until the resident
-//! bytes fit the budget again (a partition a search still holds is freed when it ends).
-//! Partitions under a budget are read into private memory (`ram`), so what is resident
-//! is exactly what the budget counts.
+//!
+//! At most [`MAX_LOADERS`] loader threads read partitions (they exist while there is
+//! work). Before a load starts, the loader reserves the partition's bytes: the least
+//! recently used resident partitions are dropped until resident + reserved + this one fit
+//! the budget (less the routing), so loads in flight never push memory past it. A dropped
+//! partition a search still holds is freed when that search leaves it (at most one
+//! partition per search thread: the overshoot is bounded by the search threads times the
+//! largest partition). Partitions under a budget are read into private memory (`ram`), so
+//! what is resident is exactly what the budget counts.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -32,6 +38,9 @@ pub struct PartitionStats {
     pub resident: usize,
     /// Bytes of the resident partitions.
     pub resident_bytes: u64,
+    /// Most bytes of partitions resident at once since open (loads reserve their room
+    /// before they read, so under a budget this stays within it, less the routing).
+    pub peak_bytes: u64,
     /// The budget for partitions (`None`: all resident).
     pub budget_bytes: Option<u64>,
     /// Partitions loaded since open (after a miss).
@@ -46,8 +55,13 @@ pub struct PartitionStats {
     pub skipped_probes: u64,
 }
 
+/// Loader threads at most: partitions load in parallel with the searches, but a load
+/// reserves its bytes first, so more loaders would only add reservations to the budget.
+pub const MAX_LOADERS: usize = 2;
+
 enum State {
     Cold,
+    /// Queued or being read by a loader.
     Loading,
     Resident(Arc<Index>, u64),
     Failed(String),
@@ -67,9 +81,27 @@ pub(crate) struct PartStore {
     dirs: Vec<PathBuf>,
     opts: LoadOptions,
     budget: Option<u64>,
+    /// The budget less the routing: what resident and loading partitions may take.
+    part_budget: u64,
+    /// Bytes each partition takes when resident (from its manifest; empty without a
+    /// budget).
+    sizes: Vec<u64>,
     slots: Vec<Slot>,
     tick: AtomicU64,
     counters: Mutex<PartitionStats>,
+    loader: Mutex<Loader>,
+    /// Signalled when a load ends (its reservation is released).
+    released: Condvar,
+}
+
+/// The loaders' queue.
+#[derive(Default)]
+struct Loader {
+    pending: VecDeque<usize>,
+    /// Loader threads running.
+    threads: usize,
+    /// Bytes reserved by loads in flight.
+    reserved: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -115,9 +147,13 @@ impl PartStore {
                 verified: std::sync::atomic::AtomicBool::new(false),
             })
             .collect();
-        let store = PartStore {
+        let mut store = PartStore {
             budget: opts.memory_budget,
+            part_budget: 0,
+            sizes: Vec::new(),
             opts: part_opts,
+            loader: Mutex::new(Loader::default()),
+            released: Condvar::new(),
             slots,
             tick: AtomicU64::new(1),
             counters: Mutex::new(PartitionStats {
@@ -135,12 +171,10 @@ impl PartStore {
                 }
             }
             Some(budget) => {
-                let largest = (0..store.dirs.len())
+                store.sizes = (0..store.dirs.len())
                     .map(|p| store.estimate(p))
-                    .collect::<Result<Vec<u64>>>()?
-                    .into_iter()
-                    .max()
-                    .unwrap_or(0);
+                    .collect::<Result<Vec<u64>>>()?;
+                let largest = store.sizes.iter().copied().max().unwrap_or(0);
                 let need = routing_bytes + largest;
                 if budget < need {
                     return Err(Error::InvalidParam {
@@ -152,6 +186,7 @@ impl PartStore {
                         ),
                     });
                 }
+                store.part_budget = budget - routing_bytes;
             }
         }
         Ok(store)
@@ -177,10 +212,11 @@ impl PartStore {
         let mut c = lock(&self.counters);
         c.resident += 1;
         c.resident_bytes += bytes;
+        c.peak_bytes = c.peak_bytes.max(c.resident_bytes);
     }
 
-    /// Start loading partition `p` if it is cold (a loader thread; one per partition
-    /// however many searches ask).
+    /// Queue partition `p` for loading if it is cold (once however many searches ask),
+    /// starting a loader thread if fewer than [`MAX_LOADERS`] run.
     pub fn request(self: &Arc<Self>, p: usize) {
         let mut st = lock(&self.slots[p].state);
         if !matches!(*st, State::Cold) {
@@ -188,12 +224,79 @@ impl PartStore {
         }
         *st = State::Loading;
         drop(st);
+        let mut q = lock(&self.loader);
+        q.pending.push_back(p);
+        if q.threads >= MAX_LOADERS {
+            return;
+        }
+        q.threads += 1;
+        drop(q);
         let store = Arc::clone(self);
         let spawned = std::thread::Builder::new()
-            .name(format!("searchd-part-{p}"))
-            .spawn(move || store.load(p));
+            .name("searchd-part-loader".into())
+            .spawn(move || store.loader_thread());
         if let Err(e) = spawned {
-            self.fail(p, format!("cannot start a loader thread: {e}"));
+            let mut q = lock(&self.loader);
+            q.threads -= 1;
+            if q.threads == 0 {
+                // Nobody will take the queue: fail what waits there.
+                let pending: Vec<usize> = q.pending.drain(..).collect();
+                drop(q);
+                for p in pending {
+                    self.fail(p, format!("cannot start a loader thread: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Load queued partitions until the queue is empty, then end (the thread holds the
+    /// store only while there is work).
+    fn loader_thread(&self) {
+        loop {
+            let p = {
+                let mut q = lock(&self.loader);
+                match q.pending.pop_front() {
+                    Some(p) => p,
+                    None => {
+                        q.threads -= 1;
+                        return;
+                    }
+                }
+            };
+            let reserved = self.reserve(p);
+            self.load(p);
+            let mut q = lock(&self.loader);
+            q.reserved -= reserved;
+            drop(q);
+            self.released.notify_all();
+        }
+    }
+
+    /// Make room for partition `p` under the budget and reserve its bytes (returned, to
+    /// release after the load). Drops least recently used partitions; when loads in
+    /// flight hold the room, waits for them.
+    fn reserve(&self, p: usize) -> u64 {
+        if self.budget.is_none() {
+            return 0;
+        }
+        let need = self.sizes[p];
+        let mut q = lock(&self.loader);
+        loop {
+            let resident = lock(&self.counters).resident_bytes;
+            if resident + q.reserved + need <= self.part_budget {
+                q.reserved += need;
+                return need;
+            }
+            if self.evict_one() {
+                continue;
+            }
+            if q.reserved == 0 {
+                // Nothing left to drop and nothing loading (the budget was checked at
+                // open to hold the largest partition): load anyway.
+                q.reserved += need;
+                return need;
+            }
+            q = self.released.wait(q).unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -214,41 +317,41 @@ impl PartStore {
                 self.slots[p].verified.store(true, Ordering::Relaxed);
                 self.publish(p, index);
                 let s = start.elapsed().as_secs_f64();
-                {
-                    let mut c = lock(&self.counters);
-                    c.loads += 1;
-                    c.load_seconds += s;
-                    c.max_load_seconds = c.max_load_seconds.max(s);
-                }
-                self.evict_to_budget(p);
+                let mut c = lock(&self.counters);
+                c.loads += 1;
+                c.load_seconds += s;
+                c.max_load_seconds = c.max_load_seconds.max(s);
             }
             Err(e) => self.fail(p, e.to_string()),
         }
     }
 
-    /// Drop the least recently used resident partitions (never `keep`) until the resident
-    /// bytes fit the budget.
-    fn evict_to_budget(&self, keep: usize) {
-        let Some(budget) = self.budget else { return };
-        loop {
-            if lock(&self.counters).resident_bytes <= budget {
-                return;
-            }
-            let victim = (0..self.slots.len())
-                .filter(|&q| q != keep)
-                .filter(|&q| matches!(*lock(&self.slots[q].state), State::Resident(..)))
-                .min_by_key(|&q| (self.slots[q].used.load(Ordering::Relaxed), q));
-            let Some(q) = victim else { return };
-            let mut st = lock(&self.slots[q].state);
-            if let State::Resident(_, bytes) = *st {
-                *st = State::Cold;
-                drop(st);
-                let mut c = lock(&self.counters);
-                c.resident -= 1;
-                c.resident_bytes -= bytes;
-                c.evictions += 1;
-            }
+    /// Drop the least recently used resident partition, preferring one no search holds
+    /// now; false when none is resident.
+    fn evict_one(&self) -> bool {
+        let victim = (0..self.slots.len())
+            .filter_map(|q| match &*lock(&self.slots[q].state) {
+                State::Resident(index, _) => Some((
+                    Arc::strong_count(index) > 1,
+                    self.slots[q].used.load(Ordering::Relaxed),
+                    q,
+                )),
+                _ => None,
+            })
+            .min();
+        let Some((_, _, q)) = victim else {
+            return false;
+        };
+        let mut st = lock(&self.slots[q].state);
+        if let State::Resident(_, bytes) = *st {
+            *st = State::Cold;
+            drop(st);
+            let mut c = lock(&self.counters);
+            c.resident -= 1;
+            c.resident_bytes -= bytes;
+            c.evictions += 1;
         }
+        true
     }
 
     /// Partition `p`'s index once it is resident; `Ok(None)` when `deadline` passes first

@@ -196,6 +196,9 @@ pub struct SearchRequest {
     /// The reply carries `explain`.
     #[schema(required = false)]
     pub explain: Option<bool>,
+    /// Partitioned indexes: partitions probed (default: `serve --nprobe`, else the index's).
+    #[schema(required = false, minimum = 1, maximum = 65536)]
+    pub nprobe: Option<u64>,
 }
 
 /// One hit of a native search.
@@ -247,7 +250,7 @@ pub struct SearchReply {
     pub degraded: bool,
     /// How many probes were skipped (with `degraded`).
     #[schema(required = false)]
-    pub probes_skipped: u64,
+    pub skipped_probes: u64,
     #[schema(required = false)]
     pub warnings: Vec<String>,
 }
@@ -641,6 +644,9 @@ pub struct EsSearchRequest {
     pub rerank: Option<Rerank>,
     #[schema(required = false)]
     pub explain: Option<bool>,
+    /// Partitioned indexes: partitions probed.
+    #[schema(required = false, minimum = 1, maximum = 65536)]
+    pub nprobe: Option<u64>,
 }
 
 /// `_shards` of a reply.
