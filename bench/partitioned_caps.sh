@@ -22,7 +22,7 @@ S=target/release/searchd
 PY=${PYTHON:-python3}
 CAP_MB=${CAP_MB:-307}
 BUDGET=${BUDGET:-230MB}
-NPROBES=${NPROBES:-8,16,32,64}
+NPROBES=${NPROBES:-16,32,64,128}
 mkdir -p "$D" bench/results
 log() { echo "[$(date +%T)] $*" >&2; }
 
@@ -32,6 +32,19 @@ log() { echo "[$(date +%T)] $*" >&2; }
     --index partitioned --partitions 256 --overlap 1 --quantization sq8 2> "$D/build-part256sq8.time"; }
 [ -f "$D/queries-zipf.npy" ] || { log zipf; $PY bench/zipf_queries.py --index "$D/part256sq8" --queries "$D/queries.npy" \
     --gt "$D/gt.npy" --out "$D" > "$D/zipf.json"; }
+# Capped runs use the first 300 uniform and 400 Zipf queries: a probe-heavy config under
+# the cap answers a few queries a second, and every pass runs each query at least once.
+[ -f "$D/queries-z400.npy" ] || $PY - "$D" <<'PYEOF'
+import json, sys
+import numpy as np
+d = sys.argv[1]
+for src, gt, n, tag in [("queries.npy", "gt.npy", 300, "u300"), ("queries-zipf.npy", "gt-zipf.npy", 400, "z400")]:
+    np.save(f"{d}/queries-{tag}.npy", np.load(f"{d}/{src}")[:n])
+    np.save(f"{d}/gt-{tag}.npy", np.load(f"{d}/{gt}")[:n])
+    meta = json.load(open(f"{d}/{gt}.meta.json"))
+    meta["queries"] = n
+    json.dump(meta, open(f"{d}/gt-{tag}.npy.meta.json", "w"), indent=2)
+PYEOF
 [ -d "$D/hnsw-sq8" ] || { log build hnsw-sq8; /usr/bin/time -v $S build --base "$D/base.npy" --out "$D/hnsw-sq8" \
     --quantization sq8 2> "$D/build-hnsw-sq8.time"; }
 [ -d "$D/hnsw" ] || { log build hnsw; /usr/bin/time -v $S build --base "$D/base.npy" --out "$D/hnsw" 2> "$D/build-hnsw.time"; }
@@ -40,10 +53,10 @@ log() { echo "[$(date +%T)] $*" >&2; }
 # In RAM, no cap: the ratio to plain HNSW at recall 0.95.
 if [ -z "${SKIP_RAM:-}" ]; then
   log ram hnsw
-  $S eval --index "$D/hnsw" --queries "$D/queries.npy" --gt "$D/gt.npy" --vectors ram --ef 64,128,256 \
+  $S eval --index "$D/hnsw" --queries "$D/queries.npy" --gt "$D/gt.npy" --vectors ram --ef 64,128,256 --threads 2 \
       --json "$OUT-ram-hnsw.json" > "$OUT-ram-hnsw.log" 2>&1
   log ram partitioned
-  $S eval --index "$D/part256sq8" --queries "$D/queries.npy" --gt "$D/gt.npy" --ef 64,128 --nprobe "$NPROBES" \
+  $S eval --index "$D/part256sq8" --queries "$D/queries.npy" --gt "$D/gt.npy" --ef 64,128 --nprobe "$NPROBES" --threads 2 \
       --json "$OUT-ram-part256sq8.json" > "$OUT-ram-part256sq8.log" 2>&1
 fi
 
@@ -56,8 +69,8 @@ capped() { # name index ef queries gt extra...
       --min-seconds 10 --json "$OUT-$name.json" "$@" > "$OUT-$name.log" 2>&1 || log "$name failed (see $OUT-$name.log)"
 }
 for stream in zipf uniform; do
-  if [ $stream = zipf ]; then q="$D/queries-zipf.npy"; gt="$D/gt-zipf.npy"; else q="$D/queries.npy"; gt="$D/gt.npy"; fi
-  for np in ${CAP_NPROBES:-16 32 64}; do
+  if [ $stream = zipf ]; then q="$D/queries-z400.npy"; gt="$D/gt-z400.npy"; else q="$D/queries-u300.npy"; gt="$D/gt-u300.npy"; fi
+  for np in ${CAP_NPROBES:-128 64}; do
     capped "part256sq8-np$np-$stream" "$D/part256sq8" 64 "$q" "$gt" --nprobe "$np" --memory-budget "$BUDGET" --vectors disk
   done
   capped "sq8-disk-ef128-$stream" "$D/hnsw-sq8" 128 "$q" "$gt" --vectors disk --graph mmap --codes mmap

@@ -95,7 +95,9 @@ fn probing_more_partitions_finds_the_exact_neighbours() {
     let data = common::clustered(n + nq, DIM, 40, 5);
     let (base, queries) = data.split_at(n * DIM);
     let dir = tempfile::tempdir().unwrap();
-    let index = build(&dir.path().join("p"), base, &cfg(k, 1, 2));
+    // One build thread: the graphs, hence the recall bounds below, are deterministic (two
+    // threads once gave 0.9899 with every partition probed).
+    let index = build(&dir.path().join("p"), base, &cfg(k, 1, 1));
     assert_eq!(index.info().kind, IndexKind::Partitioned);
     assert_eq!(index.len(), n);
     let at = |nprobe: usize| {
@@ -106,6 +108,7 @@ fn probing_more_partitions_finds_the_exact_neighbours() {
         recall(&index, base, queries, &p, None)
     };
     let (r2, r8, all) = (at(2), at(8), at(k));
+    eprintln!("recall nprobe 2: {r2}, 8: {r8}, all: {all}");
     assert!(all >= 0.99, "every partition probed: recall {all}");
     assert!(r8 >= 0.9 && r8 >= r2, "nprobe 2: {r2}, 8: {r8}");
     // A row's own vector finds it wherever it went.

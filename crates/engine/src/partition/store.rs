@@ -51,6 +51,9 @@ pub struct PartitionStats {
     pub load_seconds: f64,
     /// Slowest load, seconds.
     pub max_load_seconds: f64,
+    /// 99th percentile of the load times, milliseconds (the upper edge of its bucket in a
+    /// histogram with buckets 2^(i/4) ms wide: within 19%).
+    pub load_ms_p99: f64,
     /// Probes skipped because their partition was still loading at the deadline.
     pub skipped_probes: u64,
 }
@@ -90,8 +93,54 @@ pub(crate) struct PartStore {
     tick: AtomicU64,
     counters: Mutex<PartitionStats>,
     loader: Mutex<Loader>,
+    load_times: Mutex<LoadTimes>,
     /// Signalled when a load ends (its reservation is released).
     released: Condvar,
+}
+
+/// Load times, in buckets growing by 2^(1/4) from 1/64 ms (the last one open-ended).
+struct LoadTimes {
+    counts: [u64; LOAD_BUCKETS],
+    total: u64,
+}
+
+const LOAD_BUCKETS: usize = 96;
+
+impl Default for LoadTimes {
+    fn default() -> Self {
+        LoadTimes {
+            counts: [0; LOAD_BUCKETS],
+            total: 0,
+        }
+    }
+}
+
+impl LoadTimes {
+    fn upper_ms(i: usize) -> f64 {
+        2f64.powf((i as f64 + 1.0) / 4.0) / 64.0
+    }
+
+    fn record(&mut self, d: std::time::Duration) {
+        let ms = d.as_secs_f64() * 1e3;
+        let i = (0..LOAD_BUCKETS - 1)
+            .find(|&i| ms <= Self::upper_ms(i))
+            .unwrap_or(LOAD_BUCKETS - 1);
+        self.counts[i] += 1;
+        self.total += 1;
+    }
+
+    /// The upper edge of the bucket holding quantile `q` (0 with no loads).
+    fn quantile_ms(&self, q: f64) -> f64 {
+        let want = (q * self.total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if c > 0 && seen >= want {
+                return Self::upper_ms(i);
+            }
+        }
+        0.0
+    }
 }
 
 /// The loaders' queue.
@@ -153,6 +202,7 @@ impl PartStore {
             sizes: Vec::new(),
             opts: part_opts,
             loader: Mutex::new(Loader::default()),
+            load_times: Mutex::new(LoadTimes::default()),
             released: Condvar::new(),
             slots,
             tick: AtomicU64::new(1),
@@ -167,7 +217,7 @@ impl PartStore {
             None => {
                 for p in 0..store.dirs.len() {
                     let index = Index::open(&store.dirs[p], &store.opts)?;
-                    store.publish(p, index);
+                    store.publish(p, index, None);
                 }
             }
             Some(budget) => {
@@ -203,16 +253,32 @@ impl PartStore {
             .sum())
     }
 
-    fn publish(&self, p: usize, index: Index) {
-        let bytes = index.info().bytes;
+    /// Make partition `p` resident. The counters change before the state does, so a
+    /// search that found it resident sees it counted. `load`: its read time, when it was
+    /// loaded on demand.
+    fn publish(&self, p: usize, index: Index, load: Option<std::time::Duration>) {
+        // Under a budget, what the load reserved: the files read into memory (the index's
+        // own byte count includes rescoring vectors left on disk).
+        let bytes = self.sizes.get(p).copied().unwrap_or(index.info().bytes);
+        {
+            let mut c = lock(&self.counters);
+            c.resident += 1;
+            c.resident_bytes += bytes;
+            c.peak_bytes = c.peak_bytes.max(c.resident_bytes);
+            if let Some(d) = load {
+                let s = d.as_secs_f64();
+                c.loads += 1;
+                c.load_seconds += s;
+                c.max_load_seconds = c.max_load_seconds.max(s);
+                let mut h = lock(&self.load_times);
+                h.record(d);
+                c.load_ms_p99 = h.quantile_ms(0.99);
+            }
+        }
         let tick = self.tick.fetch_add(1, Ordering::Relaxed);
         self.slots[p].used.store(tick, Ordering::Relaxed);
         *lock(&self.slots[p].state) = State::Resident(Arc::new(index), bytes);
         self.slots[p].ready.notify_all();
-        let mut c = lock(&self.counters);
-        c.resident += 1;
-        c.resident_bytes += bytes;
-        c.peak_bytes = c.peak_bytes.max(c.resident_bytes);
     }
 
     /// Queue partition `p` for loading if it is cold (once however many searches ask),
@@ -315,12 +381,7 @@ impl PartStore {
         match Index::open(&self.dirs[p], &opts) {
             Ok(index) => {
                 self.slots[p].verified.store(true, Ordering::Relaxed);
-                self.publish(p, index);
-                let s = start.elapsed().as_secs_f64();
-                let mut c = lock(&self.counters);
-                c.loads += 1;
-                c.load_seconds += s;
-                c.max_load_seconds = c.max_load_seconds.max(s);
+                self.publish(p, index, Some(start.elapsed()));
             }
             Err(e) => self.fail(p, e.to_string()),
         }
@@ -403,5 +464,30 @@ impl PartStore {
     /// What the manager has done so far.
     pub fn stats(&self) -> PartitionStats {
         lock(&self.counters).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LoadTimes;
+    use std::time::Duration;
+
+    #[test]
+    fn load_time_quantiles_come_from_the_bucket_edges() {
+        let mut h = LoadTimes::default();
+        assert_eq!(h.quantile_ms(0.99), 0.0, "no loads");
+        for _ in 0..99 {
+            h.record(Duration::from_millis(3));
+        }
+        h.record(Duration::from_secs(1));
+        let p99 = h.quantile_ms(0.99);
+        assert!((3.0..3.0 * 1.19).contains(&p99), "{p99}");
+        let max = h.quantile_ms(1.0);
+        assert!((1000.0..1190.0).contains(&max), "{max}");
+        h.record(Duration::from_secs(100_000));
+        assert!(
+            h.quantile_ms(1.0) > 200_000.0,
+            "the last bucket is open-ended"
+        );
     }
 }
