@@ -193,7 +193,15 @@ pub struct FileBytes {
 enum Inner {
     Mmap(memmap2::Mmap),
     Ram(AlignedBuf),
+    /// A large file read into an anonymous mapping of its own: private memory like `Ram`,
+    /// but dropping it unmaps it, so the memory goes back to the system at once (a heap
+    /// buffer's pages can stay with the allocator: a graph manager that loads and drops
+    /// partitions under a budget would grow past it).
+    Anon(memmap2::Mmap),
 }
+
+/// Files at least this large go to their own anonymous mapping under [`Placement::Ram`].
+const ANON_MIN: usize = 64 << 10;
 
 impl FileBytes {
     /// Open `path` with the given placement (`opts` gives pre-faulting and locking).
@@ -224,6 +232,14 @@ impl FileBytes {
                     map.lock().map_err(|e| Error::io(path, e))?;
                 }
                 Inner::Mmap(map)
+            }
+            Placement::Ram if len >= ANON_MIN => {
+                use std::io::Read;
+                let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| Error::io(path, e))?;
+                (&file)
+                    .read_exact(&mut map[..])
+                    .map_err(|e| Error::io(path, e))?;
+                Inner::Anon(map.make_read_only().map_err(|e| Error::io(path, e))?)
             }
             Placement::Ram => {
                 use std::io::Read;
@@ -257,7 +273,7 @@ impl FileBytes {
     /// The whole file.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.inner {
-            Inner::Mmap(m) => m,
+            Inner::Mmap(m) | Inner::Anon(m) => m,
             Inner::Ram(b) => &bytemuck::cast_slice(&b.words)[..b.len],
         }
     }
