@@ -12,7 +12,7 @@
 # Every measurement is `searchd eval` (in RAM) or `searchd bench memory` (eval in a child
 # inside a memory cgroup, page cache dropped first); their JSON goes to
 # bench/results/OUT_PREFIX-*.json (default partitioned-caps-synth1m) and the logs beside.
-# Knobs: CAP_MB (307 = 20% of 1,536 MB), BUDGET (graph manager's budget under the cap),
+# Knobs: CAP_MB (307 = 20% of 1,536 MB), BUDGET (graph manager's budget under the cap), CAP_TIMEOUT (s),
 # NPROBES; PREP_ONLY=1 stops after the data and builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +50,21 @@ PYEOF
 [ -d "$D/hnsw" ] || { log build hnsw; /usr/bin/time -v $S build --base "$D/base.npy" --out "$D/hnsw" 2> "$D/build-hnsw.time"; }
 [ -z "${PREP_ONLY:-}" ] || exit 0
 
+# The partition size distribution (from the routing file) and the Zipf stream's skew.
+$PY - "$D" "$OUT-partitions.json" <<'PYEOF'
+import json, sys
+import numpy as np
+d, out = sys.argv[1], sys.argv[2]
+raw = open(f"{d}/part256sq8/partitions.bin", "rb").read()
+n, dim, k, m = (int(x) for x in np.frombuffer(raw[16:48], dtype="<u8"))
+off = np.frombuffer(raw[64 + 4 * k * dim:64 + 4 * k * dim + 4 * (k + 1)], dtype="<u4").astype(np.int64)
+sizes = np.diff(off)
+json.dump({"rows": n, "partitions": k, "members": m, "copies": m - n,
+           "size_min": int(sizes.min()), "size_median": float(np.median(sizes)), "size_max": int(sizes.max()),
+           "max_over_median": float(sizes.max() / np.median(sizes)),
+           "zipf": json.load(open(f"{d}/zipf.json"))}, open(out, "w"), indent=1)
+PYEOF
+
 # In RAM, no cap: the ratio to plain HNSW at recall 0.95.
 if [ -z "${SKIP_RAM:-}" ]; then
   log ram hnsw
@@ -66,7 +81,7 @@ capped() { # name index ef queries gt extra...
   shift 5
   log "cap $CAP_MB MB: $name"
   $S bench memory --index "$index" --queries "$q" --gt "$gt" --limits-mb "$CAP_MB" --ef "$ef" \
-      --min-seconds 10 --json "$OUT-$name.json" "$@" > "$OUT-$name.log" 2>&1 || log "$name failed (see $OUT-$name.log)"
+      --min-seconds 10 --timeout-s "${CAP_TIMEOUT:-600}" --json "$OUT-$name.json" "$@" > "$OUT-$name.log" 2>&1 || log "$name failed (see $OUT-$name.log)"
 }
 for stream in zipf uniform; do
   if [ $stream = zipf ]; then q="$D/queries-z400.npy"; gt="$D/gt-z400.npy"; else q="$D/queries-u300.npy"; gt="$D/gt-u300.npy"; fi

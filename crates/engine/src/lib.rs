@@ -36,11 +36,11 @@ pub use files::codes::Quantization;
 pub use format::{IndexKind, DEFAULT_OVERSAMPLE};
 pub use heap::Neighbor;
 pub use hnsw::HnswParams;
+pub use index::part_store::PartitionStats;
 pub use index::{
     FilterPlan, Hit, Index, IndexInfo, SearchParams, Searched, MAX_K, MAX_OVERSAMPLE,
     NEAR_UNFILTERED,
 };
-pub use partition::store::PartitionStats;
 /// The bitmap type of [`SearchParams::allow`], re-exported so every crate uses one version.
 pub use roaring;
 pub use searchd_kernels::Metric;

@@ -119,7 +119,7 @@ pub struct LoadOptions {
     /// Check every file's CRC32 against the manifest (reads every byte once).
     pub verify: bool,
     /// Partitioned indexes: bytes their resident partitions (and routing) may take; the
-    /// graph manager ([`crate::partition::store`]) loads partitions on demand and drops the
+    /// graph manager ([`crate::index::part_store`]) loads partitions on demand and drops the
     /// least recently used ones to stay within it. `None`: every partition resident.
     /// Ignored by other kinds.
     pub memory_budget: Option<u64>,

@@ -7,6 +7,7 @@
 //! here.
 
 mod params;
+pub(crate) mod part_store;
 mod partitioned;
 mod plan;
 mod quantized;
@@ -32,7 +33,7 @@ use crate::files::vectors::Vectors;
 use crate::format::{self, CodeKind, IndexKind, Manifest, HEADER_LEN};
 use crate::heap::Neighbor;
 use crate::hnsw::{self, SearchCtx};
-use crate::partition::store::PartStore;
+use crate::index::part_store::PartStore;
 use crate::storage::LoadOptions;
 use params::Walk;
 
@@ -249,7 +250,7 @@ impl Index {
 
     /// A partitioned index's graph manager: resident partitions and bytes, loads,
     /// evictions, skipped probes. `None` for other kinds.
-    pub fn partition_stats(&self) -> Option<crate::partition::store::PartitionStats> {
+    pub fn partition_stats(&self) -> Option<crate::index::part_store::PartitionStats> {
         match &self.structure {
             Structure::Partitioned { store, .. } => Some(store.stats()),
             _ => None,

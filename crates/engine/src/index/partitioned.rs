@@ -7,8 +7,8 @@ use crate::error::SearchError;
 use std::sync::Arc;
 
 use crate::files::parts::PartsFile;
+use crate::index::part_store::PartStore;
 use crate::index::{Hit, Index, SearchParams};
-use crate::partition::store::PartStore;
 
 /// Probes requested ahead of the one being searched.
 const LOOKAHEAD: usize = 4;

@@ -17,8 +17,8 @@
 //! - **Search** ([`crate::Index::search`] on a partitioned index): score the centroids,
 //!   search the `nprobe` nearest partitions' graphs (each with its share of the filter as
 //!   an allow set), merge by score and drop the copies overlap made.
-
-pub mod store;
+//! - **The graph manager** (partitions resident or not under a memory budget) lives with
+//!   the index that uses it: `crate::index::part_store`.
 
 use rayon::prelude::*;
 use searchd_kernels::Metric;
