@@ -273,6 +273,7 @@ where
             ef: config.ef,
             oversample: config.oversample,
             nprobe: config.nprobe,
+            memory_budget: config.load.memory_budget,
             timeout: config.timeout,
             body_limit: config.body_limit,
             read_timeout: config.read_timeout,

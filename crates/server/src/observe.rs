@@ -70,8 +70,10 @@ pub(crate) async fn stats(
         cache["shared"] = t.json();
     }
     let (waiting_in_line, refusals_held_now, refusals_held) = app.admission.line();
+    let memory = memory_breakdown(&collections, app.cfg.memory_budget);
     let mut v = serde_json::json!({
         "uptime_s": (s.uptime().as_secs_f64() * 1e3).round() / 1e3,
+        "memory": memory,
         "index": index,
         "requests": s.totals(),
         "collections": collections,
@@ -112,6 +114,78 @@ pub(crate) async fn stats(
         StatusCode::OK,
         serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec()),
     )
+}
+
+/// `/stats` `memory`: every part of every segment with its bytes and placement, what is
+/// resident in private memory (parts placed `ram` and the partitions the graph manager
+/// holds), and the graph managers' totals. Mapped parts live in the page cache and count
+/// only as far as they are touched (the process's RSS, under `process`, says how far).
+fn memory_breakdown(
+    collections: &serde_json::Map<String, serde_json::Value>,
+    budget: Option<u64>,
+) -> serde_json::Value {
+    let mut parts = Vec::new();
+    let mut resident = 0u64;
+    let (mut p_resident, mut p_bytes, mut loads, mut evictions) = (0u64, 0u64, 0u64, 0u64);
+    let mut load_ms_p99 = 0f64;
+    for (name, info) in collections {
+        let Some(segments) = info.get("segment_details").and_then(|d| d.as_array()) else {
+            continue;
+        };
+        for seg in segments {
+            let Some(mem) = seg.get("memory") else {
+                continue;
+            };
+            let segment = seg.get("name").cloned().unwrap_or_default();
+            let placement = mem.get("placement");
+            let mut part = |part: &str, bytes: u64, placed: serde_json::Value| {
+                if bytes == 0 {
+                    return;
+                }
+                if placed == "ram" {
+                    resident += bytes;
+                }
+                parts.push(serde_json::json!({
+                    "collection": name, "segment": segment, "part": part,
+                    "bytes": bytes, "placement": placed,
+                }));
+            };
+            for key in ["vectors", "graph", "codes"] {
+                let placed = placement
+                    .and_then(|p| p.get(key))
+                    .cloned()
+                    .unwrap_or_default();
+                part(key, mem[key].as_u64().unwrap_or(0), placed);
+            }
+            // Stored documents, BM25 and field indexes: their own files, read through the
+            // page cache.
+            for key in ["docs", "lexical", "fields"] {
+                part(key, mem[key].as_u64().unwrap_or(0), "files".into());
+            }
+            if let Some(ps) = mem.get("partitions").filter(|p| !p.is_null()) {
+                let n = |k: &str| ps[k].as_u64().unwrap_or(0);
+                part("partitions", n("resident_bytes"), "ram".into());
+                p_resident += n("resident");
+                p_bytes += n("resident_bytes");
+                loads += n("loads");
+                evictions += n("evictions");
+                load_ms_p99 = load_ms_p99.max(ps["load_ms_p99"].as_f64().unwrap_or(0.0));
+            }
+        }
+    }
+    serde_json::json!({
+        "budget": budget,
+        "budget_scope": "each partitioned index",
+        "resident": resident,
+        "parts": parts,
+        "partitions": {
+            "resident": p_resident,
+            "resident_bytes": p_bytes,
+            "loads": loads,
+            "evictions": evictions,
+            "load_ms_p99": load_ms_p99,
+        },
+    })
 }
 
 pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {

@@ -759,6 +759,8 @@ async fn partitioned_index_served_under_a_memory_budget() {
     let mut cfg =
         searchd_server::ServerConfig::new(searchd_server::IndexSource::Loaded(index.clone()));
     cfg.threads = 1;
+    // The options the index was opened with (what `serve --memory-budget` sets).
+    cfg.load = opts;
     let s = TestServer::start(cfg).await;
     let c = client();
     for row in [0usize, 777, 1999] {
@@ -801,6 +803,25 @@ async fn partitioned_index_served_under_a_memory_budget() {
         seg["memory"]["partitions"]["resident"], 8,
         "nprobe 8 loaded all (the budget holds them): {stats}"
     );
+    // The process-level breakdown: the partitions' part is resident, and is the sum of
+    // the segment's figures.
+    let mem = &stats["memory"];
+    assert_eq!(mem["budget"], 64 << 20, "{mem}");
+    assert_eq!(mem["partitions"]["resident"], 8, "{mem}");
+    let part_bytes = seg["memory"]["partitions"]["resident_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(part_bytes > 0, "{mem}");
+    assert_eq!(mem["partitions"]["resident_bytes"], part_bytes, "{mem}");
+    let listed = mem["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["part"] == "partitions")
+        .unwrap_or_else(|| panic!("no partitions part: {mem}"));
+    assert_eq!(listed["bytes"], part_bytes, "{mem}");
+    assert_eq!(listed["collection"], "default", "{mem}");
+    assert!(mem["resident"].as_u64().unwrap() >= part_bytes, "{mem}");
     let parts = &seg["memory"]["partitions"];
     assert_eq!(parts["partitions"], 8, "{stats}");
     assert!(parts["loads"].as_u64().unwrap() >= 1, "{stats}");
