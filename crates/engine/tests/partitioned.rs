@@ -237,6 +237,18 @@ fn a_partition_that_does_not_match_its_routing_is_refused() {
     assert!(err.to_string().contains("p00000"), "{err}");
 }
 
+/// The partitioned index at `dir` opened under a memory budget of `budget` bytes.
+fn open_budget(dir: &Path, budget: u64) -> Index {
+    Index::open(
+        dir,
+        &LoadOptions {
+            memory_budget: Some(budget),
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 /// The largest partition's resident bytes (its manifest's files) plus the routing file.
 fn least_budget(dir: &Path, k: usize) -> u64 {
     let files = |p: &Path| -> u64 {
@@ -275,14 +287,7 @@ fn under_a_tiny_budget_partitions_load_on_demand_and_answers_do_not_change() {
     assert!(err.contains(&format!("needs at least {need}")), "{err}");
     // Room for about two partitions: most probes miss.
     let budget = need * 2;
-    let lazy = Index::open(
-        &path,
-        &LoadOptions {
-            memory_budget: Some(budget),
-            ..LoadOptions::default()
-        },
-    )
-    .unwrap();
+    let lazy = open_budget(&path, budget);
     let s = lazy.partition_stats().unwrap();
     assert_eq!((s.resident, s.loads), (0, 0), "nothing resident at open");
     let p = SearchParams {
@@ -314,16 +319,7 @@ fn loads_in_flight_keep_to_the_budget_under_concurrent_searches() {
     // Room for about three partitions while four searches each probe all sixteen: the
     // old one-thread-per-miss loader read them all at once, far past the budget.
     let budget = need * 3;
-    let lazy = std::sync::Arc::new(
-        Index::open(
-            &path,
-            &LoadOptions {
-                memory_budget: Some(budget),
-                ..LoadOptions::default()
-            },
-        )
-        .unwrap(),
-    );
+    let lazy = std::sync::Arc::new(open_budget(&path, budget));
     let p = SearchParams {
         nprobe: Some(k),
         ..SearchParams::new(10, 64)
@@ -359,14 +355,7 @@ fn concurrent_misses_of_one_partition_load_it_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p");
     build(&path, &data, &cfg(8, 0, 1));
-    let index = Index::open(
-        &path,
-        &LoadOptions {
-            memory_budget: Some(least_budget(&path, 8) * 8),
-            ..LoadOptions::default()
-        },
-    )
-    .unwrap();
+    let index = open_budget(&path, least_budget(&path, 8) * 8);
     let q = &data[..DIM];
     let p = SearchParams {
         nprobe: Some(1),
@@ -397,14 +386,7 @@ fn a_search_past_its_deadline_on_cold_partitions_is_not_answered_empty() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p");
     build(&path, &data, &cfg(8, 0, 1));
-    let index = Index::open(
-        &path,
-        &LoadOptions {
-            memory_budget: Some(least_budget(&path, 8) * 8),
-            ..LoadOptions::default()
-        },
-    )
-    .unwrap();
+    let index = open_budget(&path, least_budget(&path, 8) * 8);
     let p = SearchParams {
         nprobe: Some(8),
         deadline: Some(std::time::Instant::now()),
