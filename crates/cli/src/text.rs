@@ -108,9 +108,16 @@ pub struct IngestArgs {
     /// is stored whenever it is kept.
     #[arg(help_heading = "Output and fields", long, default_value = "all")]
     pub fields: String,
-    /// Index kind: hnsw or flat.
+    /// Index kind: hnsw, flat, ivfpq or partitioned (as `searchd build`; a partitioned
+    /// collection's partitions load on demand under `serve --memory-budget`).
     #[arg(help_heading = "Index", long, default_value = "hnsw")]
     pub index: String,
+    /// partitioned: number of partitions (0 = one per 4,096 rows).
+    #[arg(help_heading = "Index", long, default_value_t = 0)]
+    pub partitions: usize,
+    /// partitioned: most further partitions a row near a boundary is copied into.
+    #[arg(help_heading = "Index", long, default_value_t = 0)]
+    pub overlap: usize,
     /// cosine, ip or l2.
     #[arg(help_heading = "Index", long, default_value = "cosine", value_parser = util::parse_metric)]
     pub metric: Metric,
@@ -352,8 +359,21 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
 pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult {
     let started = Instant::now();
     let kind = IndexKind::parse(&a.index).ok_or_else(|| {
-        CliError::Input(format!("unknown --index {:?} (hnsw, flat, ivfpq)", a.index))
+        CliError::Input(format!(
+            "unknown --index {:?} (hnsw, flat, ivfpq, partitioned)",
+            a.index
+        ))
     })?;
+    if kind != IndexKind::Partitioned && (a.partitions != 0 || a.overlap != 0) {
+        return Err(CliError::Input(
+            "--partitions and --overlap apply to --index partitioned".into(),
+        ));
+    }
+    if kind == IndexKind::Partitioned && a.nlist != 0 {
+        return Err(CliError::Input(
+            "--nlist applies to --index ivfpq; a partitioned index takes --partitions".into(),
+        ));
+    }
     let quantization = searchd_engine::Quantization::parse(&a.quantization).ok_or_else(|| {
         CliError::Input(format!(
             "unknown --quantization {:?} (none, sq8, pq:M, binary)",
@@ -380,8 +400,12 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
         threads: a.build_threads.unwrap_or(a.threads),
         force: true,
         quantization,
-        nlist: a.nlist,
-        overlap: 0,
+        nlist: if kind == IndexKind::Partitioned {
+            a.partitions
+        } else {
+            a.nlist
+        },
+        overlap: a.overlap,
     };
     cfg.checkpoint_every = a.checkpoint_every;
     cfg.batch = a.batch;

@@ -1381,3 +1381,84 @@ fn an_empty_collection_takes_writes() {
     let live = LiveCollection::open(&dir, &LoadOptions::default(), cfg()).unwrap();
     assert_eq!(live.view().len(), 5);
 }
+
+/// A live collection whose ingested segment is a partitioned index, its partitions loaded
+/// on demand under a memory budget: deleted documents never come back (the deleted set
+/// reaches every probed partition as the rows it may not return), before and after a
+/// reopening, and every alive document is found by its own vector.
+#[test]
+fn deleted_rows_of_a_partitioned_segment_never_come_back() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Rng(92);
+    let mut model = Model::new();
+    for id in 0..600 {
+        model.insert(id, (vector(&mut rng), "red".into(), format!("w{id}")));
+    }
+    let docs = d.path().join("p.jsonl");
+    let mut f = std::fs::File::create(&docs).unwrap();
+    for (id, (v, color, text)) in &model {
+        writeln!(
+            f,
+            "{}",
+            serde_json::json!({"id": id, "text": text, "color": color, "vector": v})
+        )
+        .unwrap();
+    }
+    drop(f);
+    let dir = d.path().join("p");
+    let mut icfg = IngestConfig::new(&docs, &dir);
+    icfg.reader.vector_field = Some("vector".into());
+    icfg.reader.text_field = Some("text".into());
+    icfg.build.threads = 1;
+    icfg.build.kind = searchd_engine::IndexKind::Partitioned;
+    icfg.build.nlist = 6;
+    icfg.build.overlap = 1;
+    ingest(&icfg, None, &|_| {}).unwrap();
+    let own: BTreeMap<u64, Vec<f32>> = model.iter().map(|(k, v)| (*k, v.0.clone())).collect();
+    // Room for a few of the six partitions (each well under 64 KiB here).
+    let opts = LoadOptions {
+        pool: Some(searchd_engine::MemoryPool::new(256 << 10)),
+        ..LoadOptions::default()
+    };
+    let live = LiveCollection::open(&dir, &opts, cfg()).unwrap();
+    assert!(
+        live.stats().to_string().contains("partitioned"),
+        "the ingested segment is partitioned: {}",
+        live.stats()
+    );
+    let gone: Vec<u64> = (0..600).step_by(5).collect();
+    live.delete(gone.iter().map(|&i| DocId::Int(i)).collect(), false)
+        .unwrap();
+    live.refresh().unwrap();
+    live.commit().unwrap();
+    let p = SearchParams {
+        nprobe: Some(6),
+        ..SearchParams::new(10, 200)
+    };
+    for reopened in [false, true] {
+        let v = if reopened {
+            std::sync::Arc::new(Collection::open(&dir, &opts).unwrap())
+        } else {
+            live.view()
+        };
+        for (id, vec) in &own {
+            let hits = v.search(vec, &p, None).unwrap();
+            let ids: Vec<u64> = hits
+                .iter()
+                .map(|h| match v.doc_id(h.doc).unwrap() {
+                    DocId::Int(i) => *i,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            for got in &ids {
+                assert!(
+                    !gone.contains(got),
+                    "deleted {got} came back for {id} (reopened {reopened})"
+                );
+            }
+            if !gone.contains(id) {
+                assert_eq!(ids[0], *id, "{id} finds itself (reopened {reopened})");
+            }
+        }
+    }
+}

@@ -36,7 +36,7 @@ pub use files::codes::Quantization;
 pub use format::{IndexKind, DEFAULT_OVERSAMPLE};
 pub use heap::Neighbor;
 pub use hnsw::HnswParams;
-pub use index::part_store::PartitionStats;
+pub use index::part_store::{MemoryPool, PartitionStats, PoolStats};
 pub use index::{
     FilterPlan, Hit, Index, IndexInfo, SearchParams, Searched, MAX_K, MAX_OVERSAMPLE,
     NEAR_UNFILTERED,

@@ -103,7 +103,7 @@ pub struct PartPlacement {
 /// How to bring an index into memory. Each part (float32 vectors, graph + id map, codes)
 /// has its own placement: a quantized index can keep codes and graph hot in RAM while the
 /// rescoring vectors stay mapped or on disk.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// `vectors.bin` (the float32 rows).
     pub vectors: VectorPlacement,
@@ -123,6 +123,11 @@ pub struct LoadOptions {
     /// least recently used ones to stay within it. `None`: every partition resident.
     /// Ignored by other kinds.
     pub memory_budget: Option<u64>,
+    /// A budget shared with other indexes (takes the place of `memory_budget`): every
+    /// partitioned index opened with the same pool keeps, with the others, to its one
+    /// budget (`serve --memory-budget` makes one for the whole server). `None`: each index
+    /// with a `memory_budget` has a pool of its own.
+    pub pool: Option<crate::MemoryPool>,
 }
 
 impl Default for LoadOptions {
@@ -145,6 +150,7 @@ impl LoadOptions {
             lock: false,
             verify: true,
             memory_budget: None,
+            pool: None,
         }
     }
 

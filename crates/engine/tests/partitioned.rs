@@ -405,3 +405,85 @@ fn a_search_past_its_deadline_on_cold_partitions_is_not_answered_empty() {
     };
     assert_eq!(index.search(&data[..DIM], &p).unwrap()[0].id, 0);
 }
+
+#[test]
+fn indexes_sharing_one_pool_keep_to_its_budget_together() {
+    let (n, nq, k) = (3000, 24, 8);
+    let data = common::clustered(n + nq, DIM, 24, 21);
+    let (base, queries) = data.split_at(n * DIM);
+    let dir = tempfile::tempdir().unwrap();
+    let (pa, pb) = (dir.path().join("a"), dir.path().join("b"));
+    let all = build(&pa, base, &cfg(k, 1, 1));
+    build(&pb, base, &cfg(k, 1, 1));
+    let need = least_budget(&pa, k);
+    let routing = std::fs::metadata(pa.join("partitions.bin")).unwrap().len();
+    // Room for about three partitions in all, for two indexes of eight each.
+    let budget = need * 3;
+    let pool = searchd_engine::MemoryPool::new(budget);
+    let shared = LoadOptions {
+        pool: Some(pool.clone()),
+        ..LoadOptions::default()
+    };
+    let a = Index::open(&pa, &shared).unwrap();
+    let b = Index::open(&pb, &shared).unwrap();
+    let s = pool.stats();
+    assert_eq!(
+        (s.indexes, s.pinned, s.resident),
+        (2, 2 * routing, 0),
+        "{s:?}"
+    );
+    let p = SearchParams {
+        nprobe: Some(k),
+        ..SearchParams::new(10, 64)
+    };
+    let expected: Vec<_> = queries
+        .chunks_exact(DIM)
+        .map(|q| all.search(q, &p).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        for (t, index) in [&a, &b, &a, &b].into_iter().enumerate() {
+            let (expected, p) = (&expected, &p);
+            s.spawn(move || {
+                for (i, q) in queries.chunks_exact(DIM).enumerate().skip(t / 2) {
+                    assert_eq!(index.search(q, p).unwrap(), expected[i], "query {i}");
+                }
+            });
+        }
+    });
+    let (sa, sb, s) = (
+        a.partition_stats().unwrap(),
+        b.partition_stats().unwrap(),
+        pool.stats(),
+    );
+    assert!(
+        s.peak <= budget,
+        "pool peak {} over {budget}: {s:?}",
+        s.peak
+    );
+    assert_eq!(s.resident, sa.resident_bytes + sb.resident_bytes, "{s:?}");
+    assert!(
+        sa.evictions > 0 && sb.evictions > 0,
+        "each index gave way to the other: {sa:?} {sb:?}"
+    );
+    assert_eq!(sa.budget_bytes, Some(budget));
+    // A third index whose routing does not fit next to what the pool holds pinned is
+    // refused, naming the others' share.
+    let tight = searchd_engine::MemoryPool::new(need);
+    let one = LoadOptions {
+        pool: Some(tight.clone()),
+        ..LoadOptions::default()
+    };
+    let first = Index::open(&pa, &one).unwrap();
+    let err = Index::open(&pb, &one).unwrap_err().to_string();
+    assert!(err.contains("other open indexes pin"), "{err}");
+    // Closing an index gives its routing and partitions back to the pool.
+    drop(first);
+    assert_eq!(tight.stats().pinned, 0);
+    drop(a);
+    let s = pool.stats();
+    assert_eq!((s.indexes, s.resident), (1, sb.resident_bytes), "{s:?}");
+    // The process's base counts against the budget too.
+    pool.set_base(budget);
+    let err = Index::open(&pa, &shared).unwrap_err().to_string();
+    assert!(err.contains("needs at least"), "{err}");
+}

@@ -217,8 +217,9 @@ pub struct ServeSettings {
     /// index's default).
     pub nprobe: Option<usize>,
 
-    /// Partitioned indexes: bytes each one's resident partitions and routing may take
-    /// ([`searchd_engine::LoadOptions::memory_budget`]); `None`: every partition resident.
+    /// Partitioned indexes: bytes all their resident partitions and routing may take
+    /// together, across every collection and segment of the server (one
+    /// [`searchd_engine::MemoryPool`] in `load.pool`); `None`: every partition resident.
     pub memory_budget: Option<u64>,
 
     /// Serve collections without taking writes (writes get 409 `conflict`). A second

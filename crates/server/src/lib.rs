@@ -166,7 +166,7 @@ pub const DEFAULT_IO_THREADS: usize = 1;
 /// thread meanwhile, `/ready` answers 503 and searches 503 `not_ready` until then; if that
 /// open fails, the server stops and this returns the error.
 pub async fn serve<F>(
-    config: ServerConfig,
+    mut config: ServerConfig,
     listener: TcpListener,
     shutdown: F,
 ) -> Result<(), ServerError>
@@ -180,6 +180,30 @@ where
         return Err(ServerError::Config(
             "max_inflight must be at least 1".into(),
         ));
+    }
+    // One budget for the whole process: every partitioned index the server opens (every
+    // collection's, every segment's, reloads included) shares this pool.
+    // A pool the caller made (a library server) is the caller's to account for; the
+    // server's own counts the process's resident set as its base.
+    let own_pool = config.load.pool.is_none() && config.load.memory_budget.is_some();
+    if config.load.pool.is_none() {
+        config.load.pool = config
+            .load
+            .memory_budget
+            .map(searchd_engine::MemoryPool::new);
+    }
+    if let Some(pool) = config.load.pool.as_ref().filter(|_| own_pool) {
+        // The budget bounds the process: what it holds before any index opens (code,
+        // runtime, the model if any) is counted first.
+        let base = searchd_os::proc::status(searchd_os::proc::Of::This)
+            .and_then(|s| s.rss_bytes)
+            .unwrap_or(0);
+        pool.set_base(base);
+        tracing::info!(
+            budget = pool.budget(),
+            base,
+            "memory budget: one pool for every partitioned index of the process"
+        );
     }
     let nofile = match raise_nofile_limit() {
         Ok(n) => Some(n),
@@ -273,13 +297,12 @@ where
             ef: config.ef,
             oversample: config.oversample,
             nprobe: config.nprobe,
-            memory_budget: config.load.memory_budget,
             timeout: config.timeout,
             body_limit: config.body_limit,
             read_timeout: config.read_timeout,
             admin_token: config.admin_token.clone(),
             reload_root: config.reload_root.clone(),
-            load: config.load,
+            load: config.load.clone(),
             max_inflight: config.max_inflight,
             queue: config.queue,
             max_queue_wait: config.max_queue_wait,
@@ -346,6 +369,23 @@ where
                                 slot.failed.store(Some(Arc::new(e.to_string())));
                             }
                         }
+                    }
+                    if let Some(pool) = app.cfg.load.pool.as_ref().filter(|_| own_pool) {
+                        // What the open server holds besides its partitioned indexes
+                        // (threads, buffers, other collections' files read in) is
+                        // counted in the budget before searches load partitions.
+                        if let Some(rss) = searchd_os::proc::status(searchd_os::proc::Of::This)
+                            .and_then(|s| s.rss_bytes)
+                        {
+                            pool.settle_base(rss);
+                        }
+                        let p = pool.stats();
+                        tracing::info!(
+                            budget = p.budget,
+                            base = p.base,
+                            pinned = p.pinned,
+                            "memory budget: process base and routing counted"
+                        );
                     }
                     tracing::info!(
                         "{}",

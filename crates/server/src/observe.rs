@@ -70,7 +70,7 @@ pub(crate) async fn stats(
         cache["shared"] = t.json();
     }
     let (waiting_in_line, refusals_held_now, refusals_held) = app.admission.line();
-    let memory = memory_breakdown(&collections, app.cfg.memory_budget);
+    let memory = memory_breakdown(&collections, app.cfg.load.pool.as_ref());
     let mut v = serde_json::json!({
         "uptime_s": (s.uptime().as_secs_f64() * 1e3).round() / 1e3,
         "memory": memory,
@@ -122,7 +122,7 @@ pub(crate) async fn stats(
 /// only as far as they are touched (the process's RSS, under `process`, says how far).
 fn memory_breakdown(
     collections: &serde_json::Map<String, serde_json::Value>,
-    budget: Option<u64>,
+    pool: Option<&searchd_engine::MemoryPool>,
 ) -> serde_json::Value {
     let mut parts = Vec::new();
     let mut resident = 0u64;
@@ -174,8 +174,11 @@ fn memory_breakdown(
         }
     }
     serde_json::json!({
-        "budget": budget,
-        "budget_scope": "each partitioned index",
+        "budget": pool.map(|p| p.budget()),
+        "budget_scope": "process",
+        // The budget's accounts: routing pinned by the open partitioned indexes, their
+        // resident partitions, loads in flight, and the most taken at once.
+        "pool": pool.map(|p| p.stats()),
         "resident": resident,
         "parts": parts,
         "partitions": {

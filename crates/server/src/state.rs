@@ -25,8 +25,6 @@ pub(crate) struct Settings {
     pub ef: usize,
     pub oversample: Option<f32>,
     pub nprobe: Option<usize>,
-    /// `serve --memory-budget`: each partitioned index's budget (reported in `/stats`).
-    pub memory_budget: Option<u64>,
     pub timeout: Duration,
     pub body_limit: usize,
     pub read_timeout: Duration,

@@ -751,8 +751,11 @@ async fn partitioned_index_served_under_a_memory_budget() {
     };
     let base = data(2000, DIM, 12);
     searchd_engine::build_index(&out, &base, DIM, &cfg, &|_, _| {}).unwrap();
+    // The pool the server would make for `serve --memory-budget`, shared with the index
+    // this test opens itself.
     let opts = searchd_engine::LoadOptions {
         memory_budget: Some(64 << 20),
+        pool: Some(searchd_engine::MemoryPool::new(64 << 20)),
         ..Default::default()
     };
     let index = std::sync::Arc::new(searchd_engine::Index::open(&out, &opts).unwrap());
@@ -760,7 +763,7 @@ async fn partitioned_index_served_under_a_memory_budget() {
         searchd_server::ServerConfig::new(searchd_server::IndexSource::Loaded(index.clone()));
     cfg.threads = 1;
     // The options the index was opened with (what `serve --memory-budget` sets).
-    cfg.load = opts;
+    cfg.load = opts.clone();
     let s = TestServer::start(cfg).await;
     let c = client();
     for row in [0usize, 777, 1999] {
@@ -807,12 +810,24 @@ async fn partitioned_index_served_under_a_memory_budget() {
     // the segment's figures.
     let mem = &stats["memory"];
     assert_eq!(mem["budget"], 64 << 20, "{mem}");
+    assert_eq!(mem["budget_scope"], "process", "{mem}");
+    // The pool's accounts: the routing pinned and the partitions (the caller made this
+    // pool, so the process's base is its to count: `serve` counts its own).
+    let pool = &mem["pool"];
+    assert_eq!(pool["indexes"], 1, "{mem}");
+    assert_eq!(pool["base"], 0, "{mem}");
+    assert!(pool["pinned"].as_u64().unwrap() > 0, "{mem}");
+    assert!(
+        pool["peak"].as_u64().unwrap() <= 64 << 20,
+        "the pool kept to its budget: {mem}"
+    );
     assert_eq!(mem["partitions"]["resident"], 8, "{mem}");
     let part_bytes = seg["memory"]["partitions"]["resident_bytes"]
         .as_u64()
         .unwrap();
     assert!(part_bytes > 0, "{mem}");
     assert_eq!(mem["partitions"]["resident_bytes"], part_bytes, "{mem}");
+    assert_eq!(pool["resident"], part_bytes, "{mem}");
     let listed = mem["parts"]
         .as_array()
         .unwrap()

@@ -318,10 +318,11 @@ pub struct ServeArgs {
     #[arg(help_heading = "Memory placement", long)]
     pub no_verify: bool,
 
-    /// Partitioned indexes: bytes each one's resident partitions and routing may take
-    /// (e.g. 2GiB). Partitions load on demand and the least recently used are dropped to
-    /// stay within it; a budget that cannot hold the routing and the largest partition is
-    /// refused at start with the bytes it needs. Default: every partition resident.
+    /// Partitioned indexes: bytes the resident partitions and routing of all of them may
+    /// take together, across every collection and segment (e.g. 2GiB). Partitions load on
+    /// demand and the least recently used of any index are dropped to stay within it; an
+    /// index whose routing and largest partition do not fit next to what the others pin is
+    /// refused with the bytes it needs. Default: every partition resident.
     #[arg(help_heading = "Memory placement", long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory_budget: Option<u64>,
 

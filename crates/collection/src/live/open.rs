@@ -279,7 +279,7 @@ impl LiveCollection {
         let live = Arc::new(LiveCollection {
             dir: dir.to_path_buf(),
             scratch,
-            opts: *opts,
+            opts: opts.clone(),
             spec,
             text_field,
             id_kind: manifest.id_kind,

@@ -85,11 +85,27 @@ impl Index {
         let (kind, metric, n, dim) = (manifest.kind, manifest.metric, manifest.n, manifest.dim);
         let quantization = manifest.params.quantization.as_ref();
         // A partitioned index searches its partitions' vectors: its own are for exact
-        // scans and lookups, and may stay on disk.
+        // scans and lookups, and may stay on disk. Under a memory budget they do unless
+        // asked into private memory: mapped, they would fill the process's resident set
+        // (the checksum pass alone touches every page) next to the budgeted partitions.
+        let budgeted = opts.memory_budget.is_some() || opts.pool.is_some();
+        let own_opts;
+        let vector_opts = if kind == IndexKind::Partitioned
+            && budgeted
+            && opts.vectors == crate::storage::VectorPlacement::Mmap
+        {
+            own_opts = LoadOptions {
+                vectors: crate::storage::VectorPlacement::Disk,
+                ..opts.clone()
+            };
+            &own_opts
+        } else {
+            opts
+        };
         let vectors = Vectors::open(
             dir,
             &manifest,
-            opts,
+            vector_opts,
             quantization.is_some() || kind == IndexKind::Partitioned,
         )?;
         let structure = match (kind, quantization) {
@@ -158,7 +174,7 @@ impl Index {
                     .unwrap_or(crate::partition::DEFAULT_NPROBE);
                 Structure::Partitioned {
                     routing,
-                    store: std::sync::Arc::new(store),
+                    store,
                     nprobe,
                 }
             }
@@ -208,7 +224,7 @@ impl Index {
             vector_bytes,
             graph_bytes,
             codes_bytes,
-            placement: opts.parts(),
+            placement: vector_opts.parts(),
             path: dir.to_path_buf(),
         };
         Ok(Index {

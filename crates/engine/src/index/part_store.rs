@@ -15,11 +15,16 @@
 //! partition per search thread: the overshoot is bounded by the search threads times the
 //! largest partition). Partitions under a budget are read into private memory (`ram`), so
 //! what is resident is exactly what the budget counts.
+//!
+//! The budget is a [`MemoryPool`]: indexes opened with the same pool
+//! ([`crate::LoadOptions::pool`], one per server under `serve --memory-budget`) share it, so
+//! one budget holds for the whole process. Each index pins its routing in the pool at open;
+//! a load anywhere may drop the least recently used partition of any index in the pool.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -58,6 +63,164 @@ pub struct PartitionStats {
     pub skipped_probes: u64,
 }
 
+/// A memory budget shared by the partitioned indexes opened with it
+/// ([`crate::LoadOptions::pool`]): their routing is pinned in it at open, their resident
+/// partitions and the loads in flight take the rest, and a load drops the least recently
+/// used partition of any index in the pool to make room. Cloning shares the pool.
+#[derive(Clone)]
+pub struct MemoryPool(Arc<PoolInner>);
+
+struct PoolInner {
+    budget: u64,
+    acct: Mutex<Acct>,
+    /// Signalled when a load ends (its reservation turns resident or is released).
+    released: Condvar,
+    /// Use order across every index in the pool (least recently used goes first).
+    tick: AtomicU64,
+    /// The indexes in the pool (dead ones are skipped and pruned).
+    stores: Mutex<Vec<Weak<PartStore>>>,
+}
+
+/// What a pool's bytes are taken by.
+#[derive(Default)]
+struct Acct {
+    /// What the process holds besides its indexes ([`MemoryPool::set_base`]).
+    base: u64,
+    /// Routing of the open indexes (resident while they are open).
+    pinned: u64,
+    /// Resident partitions.
+    resident: u64,
+    /// Loads in flight.
+    reserved: u64,
+    /// Most of pinned + resident + reserved at once.
+    peak: u64,
+    indexes: usize,
+}
+
+impl Acct {
+    fn used(&self) -> u64 {
+        self.base + self.pinned + self.resident + self.reserved
+    }
+    fn note_peak(&mut self) {
+        self.peak = self.peak.max(self.used());
+    }
+}
+
+/// A pool's figures, for `/stats`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PoolStats {
+    /// The budget, bytes.
+    pub budget: u64,
+    /// Partitioned indexes open in the pool.
+    pub indexes: usize,
+    /// What the process holds besides its indexes, counted first (the server's resident
+    /// set at start).
+    pub base: u64,
+    /// Routing pinned by the open indexes, bytes.
+    pub pinned: u64,
+    /// Resident partitions of every index, bytes.
+    pub resident: u64,
+    /// Bytes reserved by loads in flight.
+    pub reserved: u64,
+    /// Most bytes taken at once (base + pinned + resident + reserved) since the pool was
+    /// made.
+    pub peak: u64,
+}
+
+impl std::fmt::Debug for MemoryPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryPool")
+            .field("budget", &self.0.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryPool {
+    /// A pool of `budget` bytes.
+    pub fn new(budget: u64) -> MemoryPool {
+        MemoryPool(Arc::new(PoolInner {
+            budget,
+            acct: Mutex::new(Acct::default()),
+            released: Condvar::new(),
+            tick: AtomicU64::new(1),
+            stores: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The budget, bytes.
+    pub fn budget(&self) -> u64 {
+        self.0.budget
+    }
+
+    /// Count `bytes` the process holds besides its indexes (its code, runtime and buffers)
+    /// against the budget, so the budget bounds the whole process. Replaces the previous
+    /// base.
+    pub fn set_base(&self, bytes: u64) {
+        let mut a = lock(&self.0.acct);
+        a.base = bytes;
+        a.note_peak();
+    }
+
+    /// Raise the base to what the process holds besides the pool's indexes, given its
+    /// resident set now (`rss`, bytes): called once the indexes opened, when threads,
+    /// buffers and open files have taken their share.
+    pub fn settle_base(&self, rss: u64) {
+        let mut a = lock(&self.0.acct);
+        let indexes = a.pinned + a.resident + a.reserved;
+        a.base = a.base.max(rss.saturating_sub(indexes));
+        a.note_peak();
+    }
+
+    /// Whether `other` is this pool (not a pool of the same budget).
+    pub fn same(&self, other: &MemoryPool) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// What the pool holds now.
+    pub fn stats(&self) -> PoolStats {
+        let a = lock(&self.0.acct);
+        PoolStats {
+            budget: self.0.budget,
+            indexes: a.indexes,
+            base: a.base,
+            pinned: a.pinned,
+            resident: a.resident,
+            reserved: a.reserved,
+            peak: a.peak,
+        }
+    }
+
+    fn tick(&self) -> u64 {
+        self.0.tick.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Drop the least recently used resident partition of any index in the pool, preferring
+    /// one no search holds; false when none is resident. Indexes looked at are pushed to
+    /// `keep`, for the caller to drop after it lets go of the accounts (the last reference
+    /// to an index may be one of them, and dropping it takes the accounts' lock).
+    fn evict_one(&self, acct: &mut Acct, keep: &mut Vec<Arc<PartStore>>) -> bool {
+        {
+            let mut stores = lock(&self.0.stores);
+            stores.retain(|w| w.strong_count() > 0);
+            keep.extend(stores.iter().filter_map(Weak::upgrade));
+        }
+        let victim = keep
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.lru_candidate().map(|(held, used, p)| (held, used, i, p)))
+            .min();
+        match victim {
+            Some((_, _, i, p)) => {
+                if let Some(bytes) = keep[i].drop_partition(p) {
+                    acct.resident -= bytes;
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Loader threads at most: partitions load in parallel with the searches, but a load
 /// reserves its bytes first, so more loaders would only add reservations to the budget.
 pub const MAX_LOADERS: usize = 2;
@@ -83,9 +246,10 @@ struct Slot {
 pub(crate) struct PartStore {
     dirs: Vec<PathBuf>,
     opts: LoadOptions,
-    budget: Option<u64>,
-    /// The budget less the routing: what resident and loading partitions may take.
-    part_budget: u64,
+    /// The budget (`None`: every partition resident).
+    pool: Option<MemoryPool>,
+    /// What this index pinned in the pool at open (its routing), given back on drop.
+    pinned: u64,
     /// Bytes each partition takes when resident (from its manifest; empty without a
     /// budget).
     sizes: Vec<u64>,
@@ -94,8 +258,6 @@ pub(crate) struct PartStore {
     counters: Mutex<PartitionStats>,
     loader: Mutex<Loader>,
     load_times: Mutex<LoadTimes>,
-    /// Signalled when a load ends (its reservation is released).
-    released: Condvar,
 }
 
 /// Load times, in buckets growing by 2^(1/4) from 1/64 ms (the last one open-ended).
@@ -149,8 +311,6 @@ struct Loader {
     pending: VecDeque<usize>,
     /// Loader threads running.
     threads: usize,
-    /// Bytes reserved by loads in flight.
-    reserved: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -160,20 +320,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl PartStore {
     /// The store of the partitions in `dirs` (partition `p`'s index in `dirs[p]`, holding
     /// `sizes[p]` rows). `routing_bytes`: what the index keeps resident besides its
-    /// partitions, counted against the budget. Without a budget every partition is opened
-    /// now; with one, a budget that cannot hold the routing and the largest partition is
-    /// refused, naming the bytes it needs.
+    /// partitions, pinned in the budget's pool while the index is open. Without a budget
+    /// every partition is opened now; with one, a pool that cannot hold what is pinned in it
+    /// (this routing included) and the largest partition is refused, naming the bytes it
+    /// needs.
     pub fn open(
         dirs: Vec<PathBuf>,
         opts: &LoadOptions,
         routing_bytes: u64,
         quantized_parts: bool,
-    ) -> Result<PartStore> {
+    ) -> Result<Arc<PartStore>> {
+        let pool = opts
+            .pool
+            .clone()
+            .or_else(|| opts.memory_budget.map(MemoryPool::new));
+        let budget = pool.is_some();
         let mut part_opts = LoadOptions {
             memory_budget: None,
-            ..*opts
+            pool: None,
+            ..opts.clone()
         };
-        let budget = opts.memory_budget.is_some();
         if budget {
             part_opts.graph = Placement::Ram;
             part_opts.codes = Placement::Ram;
@@ -197,48 +363,62 @@ impl PartStore {
             })
             .collect();
         let mut store = PartStore {
-            budget: opts.memory_budget,
-            part_budget: 0,
+            pool: None,
+            pinned: 0,
             sizes: Vec::new(),
             opts: part_opts,
             loader: Mutex::new(Loader::default()),
             load_times: Mutex::new(LoadTimes::default()),
-            released: Condvar::new(),
             slots,
             tick: AtomicU64::new(1),
             counters: Mutex::new(PartitionStats {
                 partitions: dirs.len(),
-                budget_bytes: opts.memory_budget,
+                budget_bytes: pool.as_ref().map(MemoryPool::budget),
                 ..PartitionStats::default()
             }),
             dirs,
         };
-        match store.budget {
-            None => {
-                for p in 0..store.dirs.len() {
-                    let index = Index::open(&store.dirs[p], &store.opts)?;
-                    store.publish(p, index, None);
-                }
+        let Some(pool) = pool else {
+            for p in 0..store.dirs.len() {
+                let index = Index::open(&store.dirs[p], &store.opts)?;
+                store.publish(p, index, None, 0);
             }
-            Some(budget) => {
-                store.sizes = (0..store.dirs.len())
-                    .map(|p| store.estimate(p))
-                    .collect::<Result<Vec<u64>>>()?;
-                let largest = store.sizes.iter().copied().max().unwrap_or(0);
-                let need = routing_bytes + largest;
-                if budget < need {
-                    return Err(Error::InvalidParam {
-                        name: "memory_budget",
-                        message: format!(
-                            "{budget} bytes cannot hold this index's routing ({routing_bytes} \
-                             bytes) and its largest partition ({largest} bytes): it needs at \
-                             least {need}"
-                        ),
-                    });
-                }
-                store.part_budget = budget - routing_bytes;
+            return Ok(Arc::new(store));
+        };
+        store.sizes = (0..store.dirs.len())
+            .map(|p| store.estimate(p))
+            .collect::<Result<Vec<u64>>>()?;
+        let largest = store.sizes.iter().copied().max().unwrap_or(0);
+        {
+            let mut a = lock(&pool.0.acct);
+            let need = a.base + a.pinned + routing_bytes + largest;
+            if pool.budget() < need {
+                let others = if a.base + a.pinned > 0 {
+                    format!(
+                        " next to the {} bytes the process and the other open indexes pin",
+                        a.base + a.pinned
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(Error::InvalidParam {
+                    name: "memory_budget",
+                    message: format!(
+                        "{} bytes cannot hold this index's routing ({routing_bytes} bytes) \
+                         and its largest partition ({largest} bytes){others}: it needs at \
+                         least {need}",
+                        pool.budget()
+                    ),
+                });
             }
+            a.pinned += routing_bytes;
+            a.indexes += 1;
+            a.note_peak();
         }
+        store.pinned = routing_bytes;
+        store.pool = Some(pool.clone());
+        let store = Arc::new(store);
+        lock(&pool.0.stores).push(Arc::downgrade(&store));
         Ok(store)
     }
 
@@ -253,13 +433,27 @@ impl PartStore {
             .sum())
     }
 
-    /// Make partition `p` resident. The counters change before the state does, so a
-    /// search that found it resident sees it counted. `load`: its read time, when it was
-    /// loaded on demand.
-    fn publish(&self, p: usize, index: Index, load: Option<std::time::Duration>) {
+    fn tick(&self) -> u64 {
+        match &self.pool {
+            Some(pool) => pool.tick(),
+            None => self.tick.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Make partition `p` resident. The accounts and counters change before the state
+    /// does, so a search (or an eviction) that finds it resident sees it counted. `load`:
+    /// its read time, when it was loaded on demand; `reserved`: the bytes its load reserved
+    /// in the pool, which now turn resident.
+    fn publish(&self, p: usize, index: Index, load: Option<std::time::Duration>, reserved: u64) {
         // Under a budget, what the load reserved: the files read into memory (the index's
         // own byte count includes rescoring vectors left on disk).
         let bytes = self.sizes.get(p).copied().unwrap_or(index.info().bytes);
+        if let Some(pool) = &self.pool {
+            let mut a = lock(&pool.0.acct);
+            a.reserved -= reserved;
+            a.resident += bytes;
+            a.note_peak();
+        }
         {
             let mut c = lock(&self.counters);
             c.resident += 1;
@@ -275,8 +469,7 @@ impl PartStore {
                 c.load_ms_p99 = h.quantile_ms(0.99);
             }
         }
-        let tick = self.tick.fetch_add(1, Ordering::Relaxed);
-        self.slots[p].used.store(tick, Ordering::Relaxed);
+        self.slots[p].used.store(self.tick(), Ordering::Relaxed);
         *lock(&self.slots[p].state) = State::Resident(Arc::new(index), bytes);
         self.slots[p].ready.notify_all();
     }
@@ -330,40 +523,41 @@ impl PartStore {
                 }
             };
             let reserved = self.reserve(p);
-            self.load(p);
-            let mut q = lock(&self.loader);
-            q.reserved -= reserved;
-            drop(q);
-            self.released.notify_all();
+            self.load(p, reserved);
+            if let Some(pool) = &self.pool {
+                pool.0.released.notify_all();
+            }
         }
     }
 
-    /// Make room for partition `p` under the budget and reserve its bytes (returned, to
-    /// release after the load). Drops least recently used partitions; when loads in
-    /// flight hold the room, waits for them.
+    /// Make room for partition `p` in the pool and reserve its bytes (returned: the load
+    /// turns them resident or gives them back). Drops the pool's least recently used
+    /// partitions; when loads in flight hold the room, waits for them.
     fn reserve(&self, p: usize) -> u64 {
-        if self.budget.is_none() {
+        let Some(pool) = &self.pool else {
             return 0;
-        }
+        };
         let need = self.sizes[p];
-        let mut q = lock(&self.loader);
+        // Declared before the accounts' guard, so these drop after it.
+        let mut keep: Vec<Arc<PartStore>> = Vec::new();
+        let mut a = lock(&pool.0.acct);
         loop {
-            let resident = lock(&self.counters).resident_bytes;
-            if resident + q.reserved + need <= self.part_budget {
-                q.reserved += need;
-                return need;
+            if a.used() + need <= pool.budget() {
+                break;
             }
-            if self.evict_one() {
+            if pool.evict_one(&mut a, &mut keep) {
                 continue;
             }
-            if q.reserved == 0 {
-                // Nothing left to drop and nothing loading (the budget was checked at
-                // open to hold the largest partition): load anyway.
-                q.reserved += need;
-                return need;
+            if a.reserved == 0 {
+                // Nothing left to drop and nothing loading (the pool was checked at open
+                // to hold the largest partition next to what is pinned): load anyway.
+                break;
             }
-            q = self.released.wait(q).unwrap_or_else(|e| e.into_inner());
+            a = pool.0.released.wait(a).unwrap_or_else(|e| e.into_inner());
         }
+        a.reserved += need;
+        a.note_peak();
+        need
     }
 
     fn fail(&self, p: usize, message: String) {
@@ -371,26 +565,31 @@ impl PartStore {
         self.slots[p].ready.notify_all();
     }
 
-    fn load(&self, p: usize) {
+    fn load(&self, p: usize, reserved: u64) {
         let start = Instant::now();
         let verified = self.slots[p].verified.load(Ordering::Relaxed);
         let opts = LoadOptions {
             verify: self.opts.verify && !verified,
-            ..self.opts
+            ..self.opts.clone()
         };
         match Index::open(&self.dirs[p], &opts) {
             Ok(index) => {
                 self.slots[p].verified.store(true, Ordering::Relaxed);
-                self.publish(p, index, Some(start.elapsed()));
+                self.publish(p, index, Some(start.elapsed()), reserved);
             }
-            Err(e) => self.fail(p, e.to_string()),
+            Err(e) => {
+                if let Some(pool) = &self.pool {
+                    lock(&pool.0.acct).reserved -= reserved;
+                }
+                self.fail(p, e.to_string())
+            }
         }
     }
 
-    /// Drop the least recently used resident partition, preferring one no search holds
-    /// now; false when none is resident.
-    fn evict_one(&self) -> bool {
-        let victim = (0..self.slots.len())
+    /// This index's eviction candidate: (held by a search, last use, partition) of its
+    /// least recently used resident partition, preferring one no search holds.
+    fn lru_candidate(&self) -> Option<(bool, u64, usize)> {
+        (0..self.slots.len())
             .filter_map(|q| match &*lock(&self.slots[q].state) {
                 State::Resident(index, _) => Some((
                     Arc::strong_count(index) > 1,
@@ -399,20 +598,23 @@ impl PartStore {
                 )),
                 _ => None,
             })
-            .min();
-        let Some((_, _, q)) = victim else {
-            return false;
-        };
+            .min()
+    }
+
+    /// Drop partition `q` if it is resident; its bytes when it was (the caller takes them
+    /// off the pool's accounts, whose lock it holds).
+    fn drop_partition(&self, q: usize) -> Option<u64> {
         let mut st = lock(&self.slots[q].state);
-        if let State::Resident(_, bytes) = *st {
-            *st = State::Cold;
-            drop(st);
-            let mut c = lock(&self.counters);
-            c.resident -= 1;
-            c.resident_bytes -= bytes;
-            c.evictions += 1;
-        }
-        true
+        let State::Resident(_, bytes) = *st else {
+            return None;
+        };
+        *st = State::Cold;
+        drop(st);
+        let mut c = lock(&self.counters);
+        c.resident -= 1;
+        c.resident_bytes -= bytes;
+        c.evictions += 1;
+        Some(bytes)
     }
 
     /// Partition `p`'s index once it is resident; `Ok(None)` when `deadline` passes first
@@ -427,8 +629,7 @@ impl PartStore {
         loop {
             match &*st {
                 State::Resident(index, _) => {
-                    let tick = self.tick.fetch_add(1, Ordering::Relaxed);
-                    slot.used.store(tick, Ordering::Relaxed);
+                    slot.used.store(self.tick(), Ordering::Relaxed);
                     return Ok(Some(Arc::clone(index)));
                 }
                 State::Failed(message) => {
@@ -464,6 +665,19 @@ impl PartStore {
     /// What the manager has done so far.
     pub fn stats(&self) -> PartitionStats {
         lock(&self.counters).clone()
+    }
+}
+
+impl Drop for PartStore {
+    /// Give the pool back this index's routing and resident partitions.
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            let resident = lock(&self.counters).resident_bytes;
+            let mut a = lock(&pool.0.acct);
+            a.pinned -= self.pinned;
+            a.resident -= resident;
+            a.indexes -= 1;
+        }
     }
 }
 

@@ -573,8 +573,9 @@ fn ready_status() -> utoipa::openapi::ObjectBuilder {
 pub struct StatsReply {
     pub uptime_s: f64,
     /// Every part of every segment with its bytes and placement (`parts`), the bytes
-    /// resident in private memory (`resident`), `serve --memory-budget` (`budget`, per
-    /// partitioned index) and the graph managers' totals (`partitions`).
+    /// resident in private memory (`resident`), `serve --memory-budget` (`budget`, one for
+    /// the process) with its pool's accounts (`pool`: base, pinned, resident, reserved,
+    /// peak) and the graph managers' totals (`partitions`).
     #[schema(value_type = Object)]
     pub memory: Value,
     /// The first collection's index (v1 shape); `null` while it loads.
