@@ -58,6 +58,11 @@ pub struct MemoryArgs {
     /// below the working set can make every query a disk read).
     #[arg(long, default_value_t = 600)]
     pub timeout_s: u64,
+    /// Seconds of the cold pass of each run (`eval --cold-seconds`): one thread searches
+    /// straight after the index opens in the child, the page cache dropped first; rows
+    /// carry `cold` next to the warm figures. 0: none.
+    #[arg(long, default_value_t = 0.0)]
+    pub cold_seconds: f64,
     /// Keep the page cache between runs (by default it is dropped when allowed).
     #[arg(long)]
     pub no_drop_caches: bool,
@@ -261,6 +266,9 @@ struct Row {
     /// the end of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     partitions: Option<serde_json::Value>,
+    /// The cold pass (`--cold-seconds`): queries, qps, p50_us, p99_us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cold: Option<serde_json::Value>,
 }
 
 fn parse_limit(s: &str) -> Result<Option<u64>, CliError> {
@@ -353,6 +361,17 @@ pub fn run(a: &MemoryArgs) -> CmdResult {
             mb(row.cgroup_peak_bytes),
             row.major_faults.map_or("-".into(), |v| v.to_string()),
         );
+        if let Some(c) = &row.cold {
+            println!(
+                "{:>8} cold: {} queries, {:.1} q/s, p50 {:.0} us, p99 {:.0} us (the first {:.0} s)",
+                "",
+                c["queries"],
+                c["qps"].as_f64().unwrap_or(0.0),
+                c["p50_us"].as_f64().unwrap_or(0.0),
+                c["p99_us"].as_f64().unwrap_or(0.0),
+                c["seconds"].as_f64().unwrap_or(0.0)
+            );
+        }
         rows.push(row);
     }
     if let Some(path) = &a.json {
@@ -377,6 +396,7 @@ pub fn run(a: &MemoryArgs) -> CmdResult {
             "nprobe": a.nprobe,
             "memory_budget": a.open.memory_budget,
             "min_seconds": a.min_seconds,
+            "cold_seconds": a.cold_seconds,
             "cgroup": { "version": version, "parent": parent },
             "page_cache_dropped": dropped_all,
             "rows": rows,
@@ -450,6 +470,9 @@ fn run_one(
     if let Some(b) = a.open.memory_budget {
         cmd.args(["--memory-budget", &b.to_string()]);
     }
+    if a.cold_seconds > 0.0 {
+        cmd.args(["--cold-seconds", &a.cold_seconds.to_string()]);
+    }
     let t = Instant::now();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -521,5 +544,6 @@ fn run_one(
             .as_ref()
             .map(|d| d["partitions"].clone())
             .filter(|p| !p.is_null()),
+        cold: row0.map(|r| r["cold"].clone()).filter(|c| !c.is_null()),
     })
 }

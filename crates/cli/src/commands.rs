@@ -557,6 +557,11 @@ pub struct EvalArgs {
     /// Seconds of each timed measurement (single thread, then all threads), per ef.
     #[arg(long, default_value_t = 1.0)]
     pub min_seconds: f64,
+    /// Search on one thread for this many seconds straight after opening, before the
+    /// warm-up (the first --ef and --nprobe): the cold figures (`cold` in the first JSON
+    /// row) next to the warm ones. `bench memory` drops the page cache before each run.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_cold_seconds)]
+    pub cold_seconds: f64,
     /// Write the searchd.eval.v1 JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -629,6 +634,13 @@ fn eval_page(
     }
     s.push_str("</table>\n</body></html>\n");
     Ok(s)
+}
+
+fn parse_cold_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: seconds between 0 and 86400")),
+    }
 }
 
 pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
@@ -754,7 +766,7 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
         a.nprobe.iter().map(|&n| Some(n as usize)).collect()
     };
     let mut rows = Vec::new();
-    for nprobe in nprobes {
+    for (i, nprobe) in nprobes.into_iter().enumerate() {
         if let Some(n) = nprobe {
             println!("nprobe {n}:");
         }
@@ -765,6 +777,7 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
             min_seconds: a.min_seconds,
             oversample: a.oversample,
             nprobe,
+            cold_seconds: if i == 0 { a.cold_seconds } else { 0.0 },
         };
         rows.extend(eval::evaluate_checked(
             &index,
@@ -774,6 +787,12 @@ pub fn eval_cmd(a: &EvalArgs) -> CmdResult {
             gt.k,
             &cfg,
             |r| {
+                if let Some(c) = &r.cold {
+                    println!(
+                        "cold: {} queries in {:.1} s on one thread ({:.1} q/s), p50 {:.0} us, p99 {:.0} us",
+                        c.queries, c.seconds, c.qps, c.p50_us, c.p99_us
+                    );
+                }
                 println!(
                     "{:>6} {:>9} {:>9} {:>9} {:>11.0} {:>9.0} {:>9.0} {:>12.0}",
                     r.ef,

@@ -552,6 +552,7 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
                     arrival,
                     &out.facets,
                     None,
+                    0,
                 );
                 b
             })
@@ -731,6 +732,7 @@ pub(crate) async fn search(rd: Read) -> Result<Vec<u8>, ApiError> {
                 arrival,
                 &a.facets,
                 explain.as_ref(),
+                a.skipped_probes,
             );
             b
         })

@@ -110,7 +110,10 @@ pub(crate) fn write_hit(
 /// A `_search` reply: `took`, `timed_out`, `_shards`, `hits` (`max_score`, the page written
 /// by `hits`, `total` as `track_total_hits` asks), `aggregations` when there are facets and
 /// `explain` when given; written straight into one buffer, keys in the order of the
-/// `serde_json::Value` tree this replaced (so the bytes are the same).
+/// `serde_json::Value` tree this replaced (so the bytes are the same). `skipped_probes`:
+/// partitions a partitioned index skipped at the deadline; not 0, the reply says
+/// `"timed_out": true` (Elasticsearch's word for partial results), `"degraded": true` and
+/// `"skipped_probes"`, as native replies do.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_search(
     out: &mut Vec<u8>,
@@ -121,12 +124,17 @@ pub(crate) fn write_search(
     arrival: Instant,
     facets: &[FacetOutput],
     explain: Option<&serde_json::Value>,
+    skipped_probes: u64,
 ) {
     out.extend_from_slice(b"{\"_shards\":");
     out.extend_from_slice(SHARDS);
     if !facets.is_empty() {
         out.extend_from_slice(b",\"aggregations\":");
         write_aggs(out, facets);
+    }
+    if skipped_probes > 0 {
+        // Followed by a comma (`hits` comes after): what the reply cache looks for.
+        out.extend_from_slice(b",\"degraded\":true");
     }
     if let Some(e) = explain {
         out.extend_from_slice(b",\"explain\":");
@@ -140,7 +148,13 @@ pub(crate) fn write_search(
         out.extend_from_slice(b",\"total\":");
         write_value(out, &t);
     }
-    out.extend_from_slice(b"},\"timed_out\":false,\"took\":");
+    if skipped_probes > 0 {
+        out.extend_from_slice(b"},\"skipped_probes\":");
+        out.extend_from_slice(itoa::Buffer::new().format(skipped_probes).as_bytes());
+        out.extend_from_slice(b",\"timed_out\":true,\"took\":");
+    } else {
+        out.extend_from_slice(b"},\"timed_out\":false,\"took\":");
+    }
     out.extend_from_slice(
         itoa::Buffer::new()
             .format(arrival.elapsed().as_millis() as u64)
@@ -302,6 +316,7 @@ mod tests {
                             Instant::now(),
                             fs,
                             explain.as_ref(),
+                            0,
                         );
                         assert_eq!(
                             String::from_utf8(got).unwrap(),
@@ -311,5 +326,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A partial answer (probes skipped at the deadline) says so in Elasticsearch's words
+    /// and in searchd's, with the marker the reply cache refuses to keep.
+    #[test]
+    fn a_degraded_search_reply_is_timed_out_and_says_what_was_skipped() {
+        let mut b = Vec::new();
+        write_search(
+            &mut b,
+            &serde_json::json!(1.0),
+            |_| {},
+            &TrackTotal::Exact,
+            0,
+            Instant::now(),
+            &[],
+            None,
+            3,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["timed_out"], true, "{v}");
+        assert_eq!(v["degraded"], true, "{v}");
+        assert_eq!(v["skipped_probes"], 3, "{v}");
+        assert!(
+            String::from_utf8(b)
+                .unwrap()
+                .contains(",\"degraded\":true,"),
+            "the cache's marker"
+        );
     }
 }

@@ -134,6 +134,7 @@ pub fn run(a: &DemoArgs) -> CmdResult {
         min_seconds: 0.3,
         oversample: None,
         nprobe: None,
+        cold_seconds: 0.0,
     };
     println!(
         "{:>6} {:>10} {:>11} {:>9} {:>9} {:>13}",

@@ -72,6 +72,25 @@ pub struct EvalRow {
     /// default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nprobe: Option<usize>,
+    /// The cold pass ([`EvalConfig::cold_seconds`]), on the first row only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold: Option<ColdPass>,
+}
+
+/// Searches on one thread straight after the index opened, before anything warmed it
+/// (with the page cache dropped first, the first minute a cold server serves).
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct ColdPass {
+    /// How long it ran.
+    pub seconds: f64,
+    /// Queries answered (in rotation from the first).
+    pub queries: usize,
+    /// Queries per second.
+    pub qps: f64,
+    /// Median latency, microseconds.
+    pub p50_us: f64,
+    /// 99th-percentile latency, microseconds.
+    pub p99_us: f64,
 }
 
 /// Evaluation settings.
@@ -90,6 +109,10 @@ pub struct EvalConfig {
     pub oversample: Option<f32>,
     /// Partitioned indexes: partitions probed (`None`: the index default).
     pub nprobe: Option<usize>,
+    /// Seconds of the cold pass run before anything else (0: none): one thread searches
+    /// the queries in rotation with the first `ef`, and the first row reports it as
+    /// [`EvalRow::cold`]; the warm figures follow the usual warm-up pass.
+    pub cold_seconds: f64,
 }
 
 impl Default for EvalConfig {
@@ -101,6 +124,7 @@ impl Default for EvalConfig {
             min_seconds: 1.0,
             oversample: None,
             nprobe: None,
+            cold_seconds: 0.0,
         }
     }
 }
@@ -167,6 +191,32 @@ pub fn evaluate_checked(
         .build()
         .map_err(|e| crate::error::Error::invalid(format!("cannot start threads: {e}")))?;
     let mut rows = Vec::new();
+    let mut cold = None;
+    if cfg.cold_seconds > 0.0 {
+        if let Some(&ef) = cfg.efs.first() {
+            let mut params = SearchParams::new(cfg.k, ef);
+            params.oversample = cfg.oversample;
+            params.nprobe = cfg.nprobe;
+            let mut lat_us = Vec::new();
+            let t0 = Instant::now();
+            while t0.elapsed().as_secs_f64() < cfg.cold_seconds {
+                let q = &prepared[lat_us.len() % nq];
+                let t = Instant::now();
+                std::hint::black_box(index.search(q, &params).ok());
+                lat_us.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            let seconds = t0.elapsed().as_secs_f64();
+            let queries = lat_us.len();
+            lat_us.sort_by(f64::total_cmp);
+            cold = Some(ColdPass {
+                seconds,
+                queries,
+                qps: queries as f64 / seconds.max(1e-9),
+                p50_us: percentile(&lat_us, 50.0),
+                p99_us: percentile(&lat_us, 99.0),
+            });
+        }
+    }
     for &ef in &cfg.efs {
         let mut params = SearchParams::new(cfg.k, ef);
         params.oversample = cfg.oversample;
@@ -245,6 +295,7 @@ pub fn evaluate_checked(
             qps_all_threads: qps_all,
             threads: pool.current_num_threads(),
             nprobe: cfg.nprobe,
+            cold: cold.take(),
         };
         on_row(&row);
         rows.push(row);
