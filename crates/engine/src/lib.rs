@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod binary;
+mod budget;
 pub mod build;
 pub mod distance;
 pub mod error;
@@ -30,13 +31,14 @@ pub mod sq8;
 pub mod storage;
 mod visited;
 
+pub use budget::{MemoryPool, PoolStats};
 pub use build::{build_index, extend_index, quantize_index, BuildConfig, BuildReport};
 pub use error::{Error, Result, SearchError};
 pub use files::codes::Quantization;
 pub use format::{IndexKind, DEFAULT_OVERSAMPLE};
 pub use heap::Neighbor;
 pub use hnsw::HnswParams;
-pub use index::part_store::{MemoryPool, PartitionStats, PoolStats};
+pub use index::part_store::PartitionStats;
 pub use index::{
     FilterPlan, Hit, Index, IndexInfo, SearchParams, Searched, MAX_K, MAX_OVERSAMPLE,
     NEAR_UNFILTERED,

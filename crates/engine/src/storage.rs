@@ -127,7 +127,7 @@ pub struct LoadOptions {
     /// partitioned index opened with the same pool keeps, with the others, to its one
     /// budget (`serve --memory-budget` makes one for the whole server). `None`: each index
     /// with a `memory_budget` has a pool of its own.
-    pub pool: Option<crate::MemoryPool>,
+    pub pool: Option<crate::budget::MemoryPool>,
 }
 
 impl Default for LoadOptions {

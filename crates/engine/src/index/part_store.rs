@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::budget::{Evictable, MemoryPool};
 use crate::error::{Error, Result, SearchError};
 use crate::format::Manifest;
 use crate::index::Index;
@@ -61,164 +62,6 @@ pub struct PartitionStats {
     pub load_ms_p99: f64,
     /// Probes skipped because their partition was still loading at the deadline.
     pub skipped_probes: u64,
-}
-
-/// A memory budget shared by the partitioned indexes opened with it
-/// ([`crate::LoadOptions::pool`]): their routing is pinned in it at open, their resident
-/// partitions and the loads in flight take the rest, and a load drops the least recently
-/// used partition of any index in the pool to make room. Cloning shares the pool.
-#[derive(Clone)]
-pub struct MemoryPool(Arc<PoolInner>);
-
-struct PoolInner {
-    budget: u64,
-    acct: Mutex<Acct>,
-    /// Signalled when a load ends (its reservation turns resident or is released).
-    released: Condvar,
-    /// Use order across every index in the pool (least recently used goes first).
-    tick: AtomicU64,
-    /// The indexes in the pool (dead ones are skipped and pruned).
-    stores: Mutex<Vec<Weak<PartStore>>>,
-}
-
-/// What a pool's bytes are taken by.
-#[derive(Default)]
-struct Acct {
-    /// What the process holds besides its indexes ([`MemoryPool::set_base`]).
-    base: u64,
-    /// Routing of the open indexes (resident while they are open).
-    pinned: u64,
-    /// Resident partitions.
-    resident: u64,
-    /// Loads in flight.
-    reserved: u64,
-    /// Most of pinned + resident + reserved at once.
-    peak: u64,
-    indexes: usize,
-}
-
-impl Acct {
-    fn used(&self) -> u64 {
-        self.base + self.pinned + self.resident + self.reserved
-    }
-    fn note_peak(&mut self) {
-        self.peak = self.peak.max(self.used());
-    }
-}
-
-/// A pool's figures, for `/stats`.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct PoolStats {
-    /// The budget, bytes.
-    pub budget: u64,
-    /// Partitioned indexes open in the pool.
-    pub indexes: usize,
-    /// What the process holds besides its indexes, counted first (the server's resident
-    /// set at start).
-    pub base: u64,
-    /// Routing pinned by the open indexes, bytes.
-    pub pinned: u64,
-    /// Resident partitions of every index, bytes.
-    pub resident: u64,
-    /// Bytes reserved by loads in flight.
-    pub reserved: u64,
-    /// Most bytes taken at once (base + pinned + resident + reserved) since the pool was
-    /// made.
-    pub peak: u64,
-}
-
-impl std::fmt::Debug for MemoryPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryPool")
-            .field("budget", &self.0.budget)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MemoryPool {
-    /// A pool of `budget` bytes.
-    pub fn new(budget: u64) -> MemoryPool {
-        MemoryPool(Arc::new(PoolInner {
-            budget,
-            acct: Mutex::new(Acct::default()),
-            released: Condvar::new(),
-            tick: AtomicU64::new(1),
-            stores: Mutex::new(Vec::new()),
-        }))
-    }
-
-    /// The budget, bytes.
-    pub fn budget(&self) -> u64 {
-        self.0.budget
-    }
-
-    /// Count `bytes` the process holds besides its indexes (its code, runtime and buffers)
-    /// against the budget, so the budget bounds the whole process. Replaces the previous
-    /// base.
-    pub fn set_base(&self, bytes: u64) {
-        let mut a = lock(&self.0.acct);
-        a.base = bytes;
-        a.note_peak();
-    }
-
-    /// Raise the base to what the process holds besides the pool's indexes, given its
-    /// resident set now (`rss`, bytes): called once the indexes opened, when threads,
-    /// buffers and open files have taken their share.
-    pub fn settle_base(&self, rss: u64) {
-        let mut a = lock(&self.0.acct);
-        let indexes = a.pinned + a.resident + a.reserved;
-        a.base = a.base.max(rss.saturating_sub(indexes));
-        a.note_peak();
-    }
-
-    /// Whether `other` is this pool (not a pool of the same budget).
-    pub fn same(&self, other: &MemoryPool) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// What the pool holds now.
-    pub fn stats(&self) -> PoolStats {
-        let a = lock(&self.0.acct);
-        PoolStats {
-            budget: self.0.budget,
-            indexes: a.indexes,
-            base: a.base,
-            pinned: a.pinned,
-            resident: a.resident,
-            reserved: a.reserved,
-            peak: a.peak,
-        }
-    }
-
-    fn tick(&self) -> u64 {
-        self.0.tick.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Drop the least recently used resident partition of any index in the pool, preferring
-    /// one no search holds; false when none is resident. Indexes looked at are pushed to
-    /// `keep`, for the caller to drop after it lets go of the accounts (the last reference
-    /// to an index may be one of them, and dropping it takes the accounts' lock).
-    fn evict_one(&self, acct: &mut Acct, keep: &mut Vec<Arc<PartStore>>) -> bool {
-        {
-            let mut stores = lock(&self.0.stores);
-            stores.retain(|w| w.strong_count() > 0);
-            keep.extend(stores.iter().filter_map(Weak::upgrade));
-        }
-        let victim = keep
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.lru_candidate().map(|(held, used, p)| (held, used, i, p)))
-            .min();
-        match victim {
-            Some((_, _, i, p)) => {
-                if let Some(bytes) = keep[i].drop_partition(p) {
-                    acct.resident -= bytes;
-                }
-                true
-            }
-            None => false,
-        }
-    }
 }
 
 /// Loader threads at most: partitions load in parallel with the searches, but a load
@@ -418,7 +261,8 @@ impl PartStore {
         store.pinned = routing_bytes;
         store.pool = Some(pool.clone());
         let store = Arc::new(store);
-        lock(&pool.0.stores).push(Arc::downgrade(&store));
+        let member: Weak<dyn Evictable> = Arc::downgrade(&store) as Weak<dyn Evictable>;
+        pool.register(member);
         Ok(store)
     }
 
@@ -539,7 +383,7 @@ impl PartStore {
         };
         let need = self.sizes[p];
         // Declared before the accounts' guard, so these drop after it.
-        let mut keep: Vec<Arc<PartStore>> = Vec::new();
+        let mut keep: Vec<Arc<dyn Evictable>> = Vec::new();
         let mut a = lock(&pool.0.acct);
         loop {
             if a.used() + need <= pool.budget() {
@@ -584,37 +428,6 @@ impl PartStore {
                 self.fail(p, e.to_string())
             }
         }
-    }
-
-    /// This index's eviction candidate: (held by a search, last use, partition) of its
-    /// least recently used resident partition, preferring one no search holds.
-    fn lru_candidate(&self) -> Option<(bool, u64, usize)> {
-        (0..self.slots.len())
-            .filter_map(|q| match &*lock(&self.slots[q].state) {
-                State::Resident(index, _) => Some((
-                    Arc::strong_count(index) > 1,
-                    self.slots[q].used.load(Ordering::Relaxed),
-                    q,
-                )),
-                _ => None,
-            })
-            .min()
-    }
-
-    /// Drop partition `q` if it is resident; its bytes when it was (the caller takes them
-    /// off the pool's accounts, whose lock it holds).
-    fn drop_partition(&self, q: usize) -> Option<u64> {
-        let mut st = lock(&self.slots[q].state);
-        let State::Resident(_, bytes) = *st else {
-            return None;
-        };
-        *st = State::Cold;
-        drop(st);
-        let mut c = lock(&self.counters);
-        c.resident -= 1;
-        c.resident_bytes -= bytes;
-        c.evictions += 1;
-        Some(bytes)
     }
 
     /// Partition `p`'s index once it is resident; `Ok(None)` when `deadline` passes first
@@ -665,6 +478,39 @@ impl PartStore {
     /// What the manager has done so far.
     pub fn stats(&self) -> PartitionStats {
         lock(&self.counters).clone()
+    }
+}
+
+impl Evictable for PartStore {
+    /// This index's eviction candidate: (held by a search, last use, partition) of its
+    /// least recently used resident partition, preferring one no search holds.
+    fn lru_candidate(&self) -> Option<(bool, u64, usize)> {
+        (0..self.slots.len())
+            .filter_map(|q| match &*lock(&self.slots[q].state) {
+                State::Resident(index, _) => Some((
+                    Arc::strong_count(index) > 1,
+                    self.slots[q].used.load(Ordering::Relaxed),
+                    q,
+                )),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Drop partition `q` if it is resident; its bytes when it was (the caller takes them
+    /// off the pool's accounts, whose lock it holds).
+    fn drop_partition(&self, q: usize) -> Option<u64> {
+        let mut st = lock(&self.slots[q].state);
+        let State::Resident(_, bytes) = *st else {
+            return None;
+        };
+        *st = State::Cold;
+        drop(st);
+        let mut c = lock(&self.counters);
+        c.resident -= 1;
+        c.resident_bytes -= bytes;
+        c.evictions += 1;
+        Some(bytes)
     }
 }
 
