@@ -353,26 +353,43 @@ fn clean_up_on_interrupt(out: &std::path::Path) {
         });
 }
 
-pub fn build(a: &BuildArgs) -> CmdResult {
-    let started = Instant::now();
-    remove_dead_tmp_dirs(&a.out);
-    clean_up_on_interrupt(&a.out);
-    let kind = IndexKind::parse(&a.index).ok_or_else(|| {
+/// `--index KIND` with its list flags, as `build` and `ingest` take them: the kind and the
+/// `BuildConfig::nlist` it builds with (`--partitions` for a partitioned index, `--nlist`
+/// otherwise); flags that do not apply to the kind are refused.
+pub(crate) fn index_kind(
+    index: &str,
+    nlist: usize,
+    partitions: usize,
+    overlap: usize,
+) -> Result<(IndexKind, usize), CliError> {
+    let kind = IndexKind::parse(index).ok_or_else(|| {
         CliError::Input(format!(
-            "unknown --index {:?} (hnsw, flat, ivfpq, partitioned)",
-            a.index
+            "unknown --index {index:?} (hnsw, flat, ivfpq, partitioned)"
         ))
     })?;
-    if kind != IndexKind::Partitioned && (a.partitions != 0 || a.overlap != 0) {
+    if kind != IndexKind::Partitioned && (partitions != 0 || overlap != 0) {
         return Err(CliError::Input(
             "--partitions and --overlap apply to --index partitioned".into(),
         ));
     }
-    if kind == IndexKind::Partitioned && a.nlist != 0 {
+    if kind == IndexKind::Partitioned && nlist != 0 {
         return Err(CliError::Input(
             "--nlist applies to --index ivfpq; a partitioned index takes --partitions".into(),
         ));
     }
+    let lists = if kind == IndexKind::Partitioned {
+        partitions
+    } else {
+        nlist
+    };
+    Ok((kind, lists))
+}
+
+pub fn build(a: &BuildArgs) -> CmdResult {
+    let started = Instant::now();
+    remove_dead_tmp_dirs(&a.out);
+    clean_up_on_interrupt(&a.out);
+    let (kind, nlist) = index_kind(&a.index, a.nlist, a.partitions, a.overlap)?;
     let quantization = parse_quantization(&a.quantization)?;
     let base = load_vectors(&a.base, "train")?;
     let cfg = BuildConfig {
@@ -386,11 +403,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         threads: a.threads,
         force: a.force,
         quantization,
-        nlist: if kind == IndexKind::Partitioned {
-            a.partitions
-        } else {
-            a.nlist
-        },
+        nlist,
         overlap: a.overlap,
     };
     let pb = bar(base.n() as u64, "build");

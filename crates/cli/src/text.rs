@@ -12,7 +12,7 @@ use searchd_collection::ingest::{self, Event, IngestConfig};
 use searchd_collection::ModelRecord;
 use searchd_docs::{FieldSelection, Format, ReaderConfig};
 use searchd_embed::{EmbedConfig, Embedder, TextKind};
-use searchd_engine::{BuildConfig, HnswParams, IndexKind, Metric};
+use searchd_engine::{BuildConfig, HnswParams, Metric};
 
 use crate::util::{self, summary, CliError, CmdResult};
 
@@ -358,22 +358,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
 /// `ingest` into the collection directory `out`.
 pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult {
     let started = Instant::now();
-    let kind = IndexKind::parse(&a.index).ok_or_else(|| {
-        CliError::Input(format!(
-            "unknown --index {:?} (hnsw, flat, ivfpq, partitioned)",
-            a.index
-        ))
-    })?;
-    if kind != IndexKind::Partitioned && (a.partitions != 0 || a.overlap != 0) {
-        return Err(CliError::Input(
-            "--partitions and --overlap apply to --index partitioned".into(),
-        ));
-    }
-    if kind == IndexKind::Partitioned && a.nlist != 0 {
-        return Err(CliError::Input(
-            "--nlist applies to --index ivfpq; a partitioned index takes --partitions".into(),
-        ));
-    }
+    let (kind, nlist) = crate::commands::index_kind(&a.index, a.nlist, a.partitions, a.overlap)?;
     let quantization = searchd_engine::Quantization::parse(&a.quantization).ok_or_else(|| {
         CliError::Input(format!(
             "unknown --quantization {:?} (none, sq8, pq:M, binary)",
@@ -400,11 +385,7 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
         threads: a.build_threads.unwrap_or(a.threads),
         force: true,
         quantization,
-        nlist: if kind == IndexKind::Partitioned {
-            a.partitions
-        } else {
-            a.nlist
-        },
+        nlist,
         overlap: a.overlap,
     };
     cfg.checkpoint_every = a.checkpoint_every;

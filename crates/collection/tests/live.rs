@@ -58,6 +58,11 @@ fn make_collection(dir: &Path, n: u64, rng: &mut Rng, model: &mut Model) {
 
 /// Ingests the model's documents (in id order) as the collection `dir/name`: one segment.
 fn ingest_model(dir: &Path, model: &Model, name: &str) {
+    ingest_model_with(dir, model, name, |_| {});
+}
+
+/// [`ingest_model`], the ingest settings changed by `tune` first (e.g. the index kind).
+fn ingest_model_with(dir: &Path, model: &Model, name: &str, tune: impl FnOnce(&mut IngestConfig)) {
     let docs = dir.join(format!("{name}.jsonl"));
     let mut f = std::fs::File::create(&docs).unwrap();
     for (id, (v, color, text)) in model {
@@ -73,6 +78,7 @@ fn ingest_model(dir: &Path, model: &Model, name: &str) {
     cfg.reader.vector_field = Some("vector".into());
     cfg.reader.text_field = Some("text".into());
     cfg.build.threads = 1;
+    tune(&mut cfg);
     ingest(&cfg, None, &|_| {}).unwrap();
 }
 
@@ -1394,26 +1400,12 @@ fn deleted_rows_of_a_partitioned_segment_never_come_back() {
     for id in 0..600 {
         model.insert(id, (vector(&mut rng), "red".into(), format!("w{id}")));
     }
-    let docs = d.path().join("p.jsonl");
-    let mut f = std::fs::File::create(&docs).unwrap();
-    for (id, (v, color, text)) in &model {
-        writeln!(
-            f,
-            "{}",
-            serde_json::json!({"id": id, "text": text, "color": color, "vector": v})
-        )
-        .unwrap();
-    }
-    drop(f);
+    ingest_model_with(d.path(), &model, "p", |c| {
+        c.build.kind = searchd_engine::IndexKind::Partitioned;
+        c.build.nlist = 6;
+        c.build.overlap = 1;
+    });
     let dir = d.path().join("p");
-    let mut icfg = IngestConfig::new(&docs, &dir);
-    icfg.reader.vector_field = Some("vector".into());
-    icfg.reader.text_field = Some("text".into());
-    icfg.build.threads = 1;
-    icfg.build.kind = searchd_engine::IndexKind::Partitioned;
-    icfg.build.nlist = 6;
-    icfg.build.overlap = 1;
-    ingest(&icfg, None, &|_| {}).unwrap();
     let own: BTreeMap<u64, Vec<f32>> = model.iter().map(|(k, v)| (*k, v.0.clone())).collect();
     // Room for a few of the six partitions (each well under 64 KiB here).
     let opts = LoadOptions {
