@@ -353,43 +353,11 @@ fn clean_up_on_interrupt(out: &std::path::Path) {
         });
 }
 
-/// `--index KIND` with its list flags, as `build` and `ingest` take them: the kind and the
-/// `BuildConfig::nlist` it builds with (`--partitions` for a partitioned index, `--nlist`
-/// otherwise); flags that do not apply to the kind are refused.
-pub(crate) fn index_kind(
-    index: &str,
-    nlist: usize,
-    partitions: usize,
-    overlap: usize,
-) -> Result<(IndexKind, usize), CliError> {
-    let kind = IndexKind::parse(index).ok_or_else(|| {
-        CliError::Input(format!(
-            "unknown --index {index:?} (hnsw, flat, ivfpq, partitioned)"
-        ))
-    })?;
-    if kind != IndexKind::Partitioned && (partitions != 0 || overlap != 0) {
-        return Err(CliError::Input(
-            "--partitions and --overlap apply to --index partitioned".into(),
-        ));
-    }
-    if kind == IndexKind::Partitioned && nlist != 0 {
-        return Err(CliError::Input(
-            "--nlist applies to --index ivfpq; a partitioned index takes --partitions".into(),
-        ));
-    }
-    let lists = if kind == IndexKind::Partitioned {
-        partitions
-    } else {
-        nlist
-    };
-    Ok((kind, lists))
-}
-
 pub fn build(a: &BuildArgs) -> CmdResult {
     let started = Instant::now();
     remove_dead_tmp_dirs(&a.out);
     clean_up_on_interrupt(&a.out);
-    let (kind, nlist) = index_kind(&a.index, a.nlist, a.partitions, a.overlap)?;
+    let (kind, nlist) = util::index_kind(&a.index, a.nlist, a.partitions, a.overlap)?;
     let quantization = parse_quantization(&a.quantization)?;
     let base = load_vectors(&a.base, "train")?;
     let cfg = BuildConfig {

@@ -358,7 +358,7 @@ pub fn ingest_cmd(a: &IngestArgs) -> CmdResult {
 /// `ingest` into the collection directory `out`.
 pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult {
     let started = Instant::now();
-    let (kind, nlist) = crate::commands::index_kind(&a.index, a.nlist, a.partitions, a.overlap)?;
+    let (kind, nlist) = crate::util::index_kind(&a.index, a.nlist, a.partitions, a.overlap)?;
     let quantization = searchd_engine::Quantization::parse(&a.quantization).ok_or_else(|| {
         CliError::Input(format!(
             "unknown --quantization {:?} (none, sq8, pq:M, binary)",

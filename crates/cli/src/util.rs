@@ -242,3 +242,35 @@ pub fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> CmdResult 
             CliError::Input(format!("{}: {e}", path.display()))
         })
 }
+
+/// `--index KIND` with its list flags, as `build` and `ingest` take them: the kind and the
+/// `BuildConfig::nlist` it builds with (`--partitions` for a partitioned index, `--nlist`
+/// otherwise); flags that do not apply to the kind are refused.
+pub(crate) fn index_kind(
+    index: &str,
+    nlist: usize,
+    partitions: usize,
+    overlap: usize,
+) -> Result<(searchd_engine::IndexKind, usize), CliError> {
+    let kind = searchd_engine::IndexKind::parse(index).ok_or_else(|| {
+        CliError::Input(format!(
+            "unknown --index {index:?} (hnsw, flat, ivfpq, partitioned)"
+        ))
+    })?;
+    if kind != searchd_engine::IndexKind::Partitioned && (partitions != 0 || overlap != 0) {
+        return Err(CliError::Input(
+            "--partitions and --overlap apply to --index partitioned".into(),
+        ));
+    }
+    if kind == searchd_engine::IndexKind::Partitioned && nlist != 0 {
+        return Err(CliError::Input(
+            "--nlist applies to --index ivfpq; a partitioned index takes --partitions".into(),
+        ));
+    }
+    let lists = if kind == searchd_engine::IndexKind::Partitioned {
+        partitions
+    } else {
+        nlist
+    };
+    Ok((kind, lists))
+}
