@@ -14,6 +14,33 @@ pub(crate) trait Evictable: Send + Sync {
     fn lru_candidate(&self) -> Option<(bool, u64, usize)>;
     /// Drop partition `p` if it is resident; its bytes when it was.
     fn drop_partition(&self, p: usize) -> Option<u64>;
+    /// The member's graph manager counters, for the pool's totals.
+    fn totals(&self) -> PoolTotals;
+}
+
+/// The graph managers' counters summed over a pool's indexes.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct PoolTotals {
+    /// Partitions resident now.
+    pub partitions_resident: usize,
+    /// Partitions loaded after a miss.
+    pub loads: u64,
+    /// Partitions dropped to keep to the budget.
+    pub evictions: u64,
+    /// Seconds spent loading, summed.
+    pub load_seconds: f64,
+    /// Probes skipped because their partition was still loading at the deadline.
+    pub skipped_probes: u64,
+}
+
+impl std::ops::AddAssign for PoolTotals {
+    fn add_assign(&mut self, o: PoolTotals) {
+        self.partitions_resident += o.partitions_resident;
+        self.loads += o.loads;
+        self.evictions += o.evictions;
+        self.load_seconds += o.load_seconds;
+        self.skipped_probes += o.skipped_probes;
+    }
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -64,7 +91,7 @@ impl Acct {
 }
 
 /// A pool's figures, for `/stats`.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct PoolStats {
     /// The budget, bytes.
     pub budget: u64,
@@ -82,6 +109,8 @@ pub struct PoolStats {
     /// Most bytes taken at once (base + pinned + resident + reserved) since the pool was
     /// made.
     pub peak: u64,
+    /// The open indexes' graph manager counters, summed.
+    pub totals: PoolTotals,
 }
 
 impl std::fmt::Debug for MemoryPool {
@@ -135,8 +164,19 @@ impl MemoryPool {
 
     /// What the pool holds now.
     pub fn stats(&self) -> PoolStats {
+        // The members are read before the accounts are locked, and dropped after (the
+        // last reference to an index may be one of these, and dropping it takes the lock).
+        let members: Vec<Arc<dyn Evictable>> = lock(&self.0.stores)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut totals = PoolTotals::default();
+        for m in &members {
+            totals += m.totals();
+        }
         let a = lock(&self.0.acct);
         PoolStats {
+            totals,
             budget: self.0.budget,
             indexes: a.indexes,
             base: a.base,

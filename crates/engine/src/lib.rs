@@ -31,7 +31,7 @@ pub mod sq8;
 pub mod storage;
 mod visited;
 
-pub use budget::{MemoryPool, PoolStats};
+pub use budget::{MemoryPool, PoolStats, PoolTotals};
 pub use build::{build_index, extend_index, quantize_index, BuildConfig, BuildReport};
 pub use error::{Error, Result, SearchError};
 pub use files::codes::Quantization;

@@ -239,6 +239,7 @@ impl App {
     }
 
     pub(crate) fn figures(&self) -> IndexFigures {
+        let memory = self.cfg.load.pool.as_ref().map(|p| p.stats());
         match self.slots().first().and_then(|s| s.backend.load_full()) {
             Some(b) => {
                 let (n, dim, bytes) = b.figures();
@@ -247,9 +248,13 @@ impl App {
                     n,
                     dim: dim as u64,
                     bytes,
+                    memory,
                 }
             }
-            None => IndexFigures::default(),
+            None => IndexFigures {
+                memory,
+                ..IndexFigures::default()
+            },
         }
     }
 }

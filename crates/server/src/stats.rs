@@ -351,6 +351,8 @@ pub(crate) struct IndexFigures {
     pub n: u64,
     pub dim: u64,
     pub bytes: u64,
+    /// `serve --memory-budget`: the process's pool.
+    pub memory: Option<searchd_engine::PoolStats>,
 }
 
 /// Write the Prometheus text exposition.
@@ -543,6 +545,47 @@ fn encode_live(
                 "Bytes of the served index's files",
                 self.index.bytes as f64,
             )?;
+            if let Some(m) = &self.index.memory {
+                for (name, help, v) in [
+                    (
+                        "searchd_memory_budget_bytes",
+                        "serve --memory-budget: the process's budget",
+                        m.budget as f64,
+                    ),
+                    (
+                        "searchd_memory_base_bytes",
+                        "The budget's base: what the server holds besides its partitioned indexes",
+                        m.base as f64,
+                    ),
+                    (
+                        "searchd_memory_pinned_bytes",
+                        "The budget's routing pinned by open partitioned indexes",
+                        m.pinned as f64,
+                    ),
+                    (
+                        "searchd_memory_partitions_bytes",
+                        "The budget's resident partitions",
+                        m.resident as f64,
+                    ),
+                    (
+                        "searchd_memory_reserved_bytes",
+                        "The budget's bytes reserved by partition loads in flight",
+                        m.reserved as f64,
+                    ),
+                    (
+                        "searchd_memory_peak_bytes",
+                        "Most of the budget taken at once since start",
+                        m.peak as f64,
+                    ),
+                    (
+                        "searchd_partitions_resident",
+                        "Partitions resident, every partitioned index",
+                        m.totals.partitions_resident as f64,
+                    ),
+                ] {
+                    gauge(name, help, v)?;
+                }
+            }
             gauge(
                 "searchd_uptime_seconds",
                 "Seconds since the server started",
@@ -558,6 +601,37 @@ fn encode_live(
                 "OS threads of the process",
                 self.process.threads as f64,
             )?;
+            if let Some(m) = &self.index.memory {
+                for (name, help, v) in [
+                    (
+                        "searchd_partition_loads",
+                        "Partitions loaded after a miss (graph manager), every partitioned index",
+                        m.totals.loads,
+                    ),
+                    (
+                        "searchd_partition_evictions",
+                        "Partitions dropped to keep to --memory-budget",
+                        m.totals.evictions,
+                    ),
+                    (
+                        "searchd_partition_skipped_probes",
+                        "Probes skipped because their partition was still loading at the deadline",
+                        m.totals.skipped_probes,
+                    ),
+                ] {
+                    let c = ConstCounter::new(v);
+                    let d = enc.encode_descriptor(name, help, None, c.metric_type())?;
+                    c.encode(d)?;
+                }
+                let c = ConstCounter::new(m.totals.load_seconds);
+                let d = enc.encode_descriptor(
+                    "searchd_partition_load_seconds",
+                    "Seconds spent loading partitions, summed",
+                    None,
+                    c.metric_type(),
+                )?;
+                c.encode(d)?;
+            }
             let c = ConstCounter::new(self.reloads);
             let m = enc.encode_descriptor(
                 "searchd_index_reloads",

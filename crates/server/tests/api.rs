@@ -828,6 +828,31 @@ async fn partitioned_index_served_under_a_memory_budget() {
     assert!(part_bytes > 0, "{mem}");
     assert_eq!(mem["partitions"]["resident_bytes"], part_bytes, "{mem}");
     assert_eq!(pool["resident"], part_bytes, "{mem}");
+    assert!(pool["totals"]["loads"].as_u64().unwrap() >= 1, "{mem}");
+    // `/metrics` carries the budget's accounts and the graph managers' counters.
+    let metrics = c
+        .get(url(&s, "/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"))
+    };
+    assert_eq!(value("searchd_memory_budget_bytes"), (64u64 << 20) as f64);
+    assert_eq!(value("searchd_memory_partitions_bytes"), part_bytes as f64);
+    assert_eq!(value("searchd_partitions_resident"), 8.0);
+    assert!(value("searchd_partition_loads_total") >= 1.0, "{metrics}");
+    assert!(
+        value("searchd_partition_load_seconds_total") > 0.0,
+        "{metrics}"
+    );
+    assert_eq!(value("searchd_partition_evictions_total"), 0.0);
     let listed = mem["parts"]
         .as_array()
         .unwrap()

@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::budget::{Evictable, MemoryPool};
+use crate::budget::{Evictable, MemoryPool, PoolTotals};
 use crate::error::{Error, Result, SearchError};
 use crate::format::Manifest;
 use crate::index::Index;
@@ -482,6 +482,17 @@ impl PartStore {
 }
 
 impl Evictable for PartStore {
+    fn totals(&self) -> PoolTotals {
+        let c = lock(&self.counters);
+        PoolTotals {
+            partitions_resident: c.resident,
+            loads: c.loads,
+            evictions: c.evictions,
+            load_seconds: c.load_seconds,
+            skipped_probes: c.skipped_probes,
+        }
+    }
+
     /// This index's eviction candidate: (held by a search, last use, partition) of its
     /// least recently used resident partition, preferring one no search holds.
     fn lru_candidate(&self) -> Option<(bool, u64, usize)> {
