@@ -82,6 +82,18 @@ fn ingest_model_with(dir: &Path, model: &Model, name: &str, tune: impl FnOnce(&m
     ingest(&cfg, None, &|_| {}).unwrap();
 }
 
+/// The integer ids of the hits of `q` in `v`, best first.
+fn int_ids(v: &Collection, q: &[f32], p: &SearchParams<'_>) -> Vec<u64> {
+    v.search(q, p, None)
+        .unwrap()
+        .iter()
+        .map(|h| match v.doc_id(h.doc).unwrap() {
+            DocId::Int(i) => *i,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
 fn cfg() -> LiveConfig {
     LiveConfig {
         background: false,
@@ -762,14 +774,7 @@ fn small_segments_join_the_minor_graph_by_extending_it() {
         for id in 5000..next {
             let own = model.get(&id).map(|m| m.0.clone());
             let q = own.clone().unwrap_or_else(|| vector(&mut rng));
-            let hits = v.search(&q, &SearchParams::new(3, 64), None).unwrap();
-            let ids: Vec<u64> = hits
-                .iter()
-                .map(|h| match v.doc_id(h.doc).unwrap() {
-                    DocId::Int(i) => *i,
-                    other => panic!("{other:?}"),
-                })
-                .collect();
+            let ids = int_ids(&v, &q, &SearchParams::new(3, 64));
             assert!(
                 !ids.contains(&5003) && !ids.contains(&5021),
                 "a deleted row: {ids:?}"
@@ -1434,14 +1439,7 @@ fn deleted_rows_of_a_partitioned_segment_never_come_back() {
             live.view()
         };
         for (id, vec) in &own {
-            let hits = v.search(vec, &p, None).unwrap();
-            let ids: Vec<u64> = hits
-                .iter()
-                .map(|h| match v.doc_id(h.doc).unwrap() {
-                    DocId::Int(i) => *i,
-                    other => panic!("{other:?}"),
-                })
-                .collect();
+            let ids = int_ids(&v, vec, &p);
             for got in &ids {
                 assert!(
                     !gone.contains(got),

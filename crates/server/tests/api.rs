@@ -830,14 +830,7 @@ async fn partitioned_index_served_under_a_memory_budget() {
     assert_eq!(pool["resident"], part_bytes, "{mem}");
     assert!(pool["totals"]["loads"].as_u64().unwrap() >= 1, "{mem}");
     // `/metrics` carries the budget's accounts and the graph managers' counters.
-    let metrics = c
-        .get(url(&s, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&c, &url(&s, "/metrics")).await;
     let value = |name: &str| -> f64 {
         metrics
             .lines()

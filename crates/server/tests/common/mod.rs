@@ -202,6 +202,13 @@ pub fn assert_error(
     );
 }
 
+/// The body of a GET that must answer 200, as text.
+pub async fn get_text(c: &reqwest::Client, url: &str) -> String {
+    let r = c.get(url).send().await.unwrap();
+    assert_eq!(r.status(), 200, "GET {url}");
+    r.text().await.unwrap()
+}
+
 pub async fn get_json(c: &reqwest::Client, url: &str) -> serde_json::Value {
     let r = c.get(url).send().await.unwrap();
     assert_eq!(r.status(), 200, "GET {url}");
