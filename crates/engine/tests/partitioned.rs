@@ -269,6 +269,24 @@ fn least_budget(dir: &Path, k: usize) -> u64 {
             .unwrap()
 }
 
+/// Search parameters probing all `k` partitions, and the answers of `all` (every
+/// partition resident) to `queries` with them.
+fn probe_all(
+    all: &Index,
+    queries: &[f32],
+    k: usize,
+) -> (SearchParams<'static>, Vec<Vec<searchd_engine::Hit>>) {
+    let p = SearchParams {
+        nprobe: Some(k),
+        ..SearchParams::new(10, 64)
+    };
+    let expected = queries
+        .chunks_exact(DIM)
+        .map(|q| all.search(q, &p).unwrap())
+        .collect();
+    (p, expected)
+}
+
 #[test]
 fn under_a_tiny_budget_partitions_load_on_demand_and_answers_do_not_change() {
     let (n, nq, k) = (4000, 40, 16);
@@ -320,14 +338,7 @@ fn loads_in_flight_keep_to_the_budget_under_concurrent_searches() {
     // old one-thread-per-miss loader read them all at once, far past the budget.
     let budget = need * 3;
     let lazy = std::sync::Arc::new(open_budget(&path, budget));
-    let p = SearchParams {
-        nprobe: Some(k),
-        ..SearchParams::new(10, 64)
-    };
-    let expected: Vec<_> = queries
-        .chunks_exact(DIM)
-        .map(|q| all.search(q, &p).unwrap())
-        .collect();
+    let (p, expected) = probe_all(&all, queries, k);
     std::thread::scope(|s| {
         for t in 0..4 {
             let (lazy, expected, p) = (&lazy, &expected, &p);
@@ -432,14 +443,7 @@ fn indexes_sharing_one_pool_keep_to_its_budget_together() {
         (2, 2 * routing, 0),
         "{s:?}"
     );
-    let p = SearchParams {
-        nprobe: Some(k),
-        ..SearchParams::new(10, 64)
-    };
-    let expected: Vec<_> = queries
-        .chunks_exact(DIM)
-        .map(|q| all.search(q, &p).unwrap())
-        .collect();
+    let (p, expected) = probe_all(&all, queries, k);
     std::thread::scope(|s| {
         for (t, index) in [&a, &b, &a, &b].into_iter().enumerate() {
             let (expected, p) = (&expected, &p);
