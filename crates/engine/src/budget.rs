@@ -76,7 +76,7 @@ pub(crate) struct Acct {
     pub(crate) resident: u64,
     /// Loads in flight.
     pub(crate) reserved: u64,
-    /// Most of pinned + resident + reserved at once.
+    /// Most of base + pinned + resident + reserved at once.
     pub(crate) peak: u64,
     pub(crate) indexes: usize,
 }
@@ -157,11 +157,6 @@ impl MemoryPool {
         a.note_peak();
     }
 
-    /// Whether `other` is this pool (not a pool of the same budget).
-    pub fn same(&self, other: &MemoryPool) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
     /// What the pool holds now.
     pub fn stats(&self) -> PoolStats {
         // The members are read before the accounts are locked, and dropped after (the
@@ -185,6 +180,11 @@ impl MemoryPool {
             reserved: a.reserved,
             peak: a.peak,
         }
+    }
+
+    /// Add a member (an index's partition store) to the pool's eviction order.
+    pub(crate) fn register(&self, member: Weak<dyn Evictable>) {
+        lock(&self.0.stores).push(member);
     }
 
     pub(crate) fn tick(&self) -> u64 {
@@ -215,12 +215,5 @@ impl MemoryPool {
             }
             None => false,
         }
-    }
-}
-
-impl MemoryPool {
-    /// Add a member (an index's partition store) to the pool's eviction order.
-    pub(crate) fn register(&self, member: Weak<dyn Evictable>) {
-        lock(&self.0.stores).push(member);
     }
 }

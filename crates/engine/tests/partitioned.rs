@@ -108,7 +108,6 @@ fn probing_more_partitions_finds_the_exact_neighbours() {
         recall(&index, base, queries, &p, None)
     };
     let (r2, r8, all) = (at(2), at(8), at(k));
-    eprintln!("recall nprobe 2: {r2}, 8: {r8}, all: {all}");
     assert!(all >= 0.99, "every partition probed: recall {all}");
     assert!(r8 >= 0.9 && r8 >= r2, "nprobe 2: {r2}, 8: {r8}");
     // A row's own vector finds it wherever it went.

@@ -1,5 +1,5 @@
 //! The graph manager: a partitioned index's partitions, resident or not, under a memory
-//! budget ([`crate::LoadOptions::memory_budget`]).
+//! budget ([`crate::LoadOptions::memory_budget`] or a shared [`crate::LoadOptions::pool`]).
 //!
 //! Without a budget every partition is opened with the index and stays. With one, none is
 //! resident at open; a search asks for its next probes ([`PartStore::request`]: each cold
@@ -9,8 +9,9 @@
 //!
 //! At most [`MAX_LOADERS`] loader threads read partitions (they exist while there is
 //! work). Before a load starts, the loader reserves the partition's bytes: the least
-//! recently used resident partitions are dropped until resident + reserved + this one fit
-//! the budget (less the routing), so loads in flight never push memory past it. A dropped
+//! recently used resident partitions are dropped until what the pool holds (its base, the
+//! routing, resident partitions, loads in flight) and this one fit the budget, so loads in
+//! flight never push memory past it. A dropped
 //! partition a search still holds is freed when that search leaves it (at most one
 //! partition per search thread: the overshoot is bounded by the search threads times the
 //! largest partition). Partitions under a budget are read into private memory (`ram`), so
@@ -29,7 +30,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::budget::{Evictable, MemoryPool, PoolTotals};
+use crate::budget::{lock, Evictable, MemoryPool, PoolTotals};
 use crate::error::{Error, Result, SearchError};
 use crate::format::Manifest;
 use crate::index::Index;
@@ -97,7 +98,6 @@ pub(crate) struct PartStore {
     /// budget).
     sizes: Vec<u64>,
     slots: Vec<Slot>,
-    tick: AtomicU64,
     counters: Mutex<PartitionStats>,
     loader: Mutex<Loader>,
     load_times: Mutex<LoadTimes>,
@@ -156,10 +156,6 @@ struct Loader {
     threads: usize,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl PartStore {
     /// The store of the partitions in `dirs` (partition `p`'s index in `dirs[p]`, holding
     /// `sizes[p]` rows). `routing_bytes`: what the index keeps resident besides its
@@ -213,7 +209,6 @@ impl PartStore {
             loader: Mutex::new(Loader::default()),
             load_times: Mutex::new(LoadTimes::default()),
             slots,
-            tick: AtomicU64::new(1),
             counters: Mutex::new(PartitionStats {
                 partitions: dirs.len(),
                 budget_bytes: pool.as_ref().map(MemoryPool::budget),
@@ -277,11 +272,9 @@ impl PartStore {
             .sum())
     }
 
+    /// The pool's use order (only evictions read it: without a budget nothing is dropped).
     fn tick(&self) -> u64 {
-        match &self.pool {
-            Some(pool) => pool.tick(),
-            None => self.tick.fetch_add(1, Ordering::Relaxed),
-        }
+        self.pool.as_ref().map_or(0, MemoryPool::tick)
     }
 
     /// Make partition `p` resident. The accounts and counters change before the state
