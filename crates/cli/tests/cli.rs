@@ -249,6 +249,20 @@ fn synth_gt_build_eval_pipeline() {
         ],
         "quantized indexes",
     );
+    refused(
+        &[
+            "eval",
+            "--index",
+            p(&idx),
+            "--queries",
+            p(&queries),
+            "--gt",
+            p(&gt),
+            "--cold-seconds",
+            "1e9",
+        ],
+        "seconds between 0 and 86400",
+    );
 
     // Existing output needs --force.
     refused(&["build", "--base", p(&base), "--out", p(&idx)], "--force");
@@ -368,6 +382,35 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
             "tree",
         ],
         "unknown --index",
+    );
+    // `ingest` takes the same index flags, refused the same way before any input is read.
+    refused(
+        &[
+            "ingest",
+            "--docs",
+            p(&good),
+            "--out",
+            p(&out),
+            "--index",
+            "hnsw",
+            "--partitions",
+            "4",
+        ],
+        "--partitions and --overlap apply to --index partitioned",
+    );
+    refused(
+        &[
+            "ingest",
+            "--docs",
+            p(&good),
+            "--out",
+            p(&out),
+            "--index",
+            "partitioned",
+            "--nlist",
+            "4",
+        ],
+        "a partitioned index takes --partitions",
     );
     assert!(!out.exists(), "no index left behind by failed builds");
 

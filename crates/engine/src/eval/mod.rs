@@ -137,6 +137,30 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// One thread searching `prepared` in rotation, one query at a time, until it has run
+/// `min_queries` queries and `seconds` have passed: the latencies (microseconds, sorted)
+/// and the seconds it took.
+fn one_thread(
+    index: &Index,
+    prepared: &[Vec<f32>],
+    params: &SearchParams<'_>,
+    min_queries: usize,
+    seconds: f64,
+) -> (Vec<f64>, f64) {
+    let mut lat_us = Vec::with_capacity(min_queries);
+    let t0 = Instant::now();
+    while lat_us.len() < min_queries || t0.elapsed().as_secs_f64() < seconds {
+        let q = &prepared[lat_us.len() % prepared.len()];
+        let t = Instant::now();
+        let r = index.search(q, params);
+        lat_us.push(t.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(r.ok());
+    }
+    let took = t0.elapsed().as_secs_f64();
+    lat_us.sort_by(f64::total_cmp);
+    (lat_us, took)
+}
+
 /// Evaluate `index` on `queries` (nq x dim, raw) against `gt` (nq x gt_k exact ids).
 /// `on_row` is called after each ef, for live output.
 pub fn evaluate(
@@ -191,36 +215,27 @@ pub fn evaluate_checked(
         .build()
         .map_err(|e| crate::error::Error::invalid(format!("cannot start threads: {e}")))?;
     let mut rows = Vec::new();
-    let mut cold = None;
-    if cfg.cold_seconds > 0.0 {
-        if let Some(&ef) = cfg.efs.first() {
-            let mut params = SearchParams::new(cfg.k, ef);
-            params.oversample = cfg.oversample;
-            params.nprobe = cfg.nprobe;
-            let mut lat_us = Vec::new();
-            let t0 = Instant::now();
-            while t0.elapsed().as_secs_f64() < cfg.cold_seconds {
-                let q = &prepared[lat_us.len() % nq];
-                let t = Instant::now();
-                std::hint::black_box(index.search(q, &params).ok());
-                lat_us.push(t.elapsed().as_secs_f64() * 1e6);
-            }
-            let seconds = t0.elapsed().as_secs_f64();
-            let queries = lat_us.len();
-            lat_us.sort_by(f64::total_cmp);
-            cold = Some(ColdPass {
+    let params_at = |ef: usize| SearchParams {
+        oversample: cfg.oversample,
+        nprobe: cfg.nprobe,
+        ..SearchParams::new(cfg.k, ef)
+    };
+    let mut cold = match cfg.efs.first() {
+        Some(&ef) if cfg.cold_seconds > 0.0 => {
+            let (lat_us, seconds) =
+                one_thread(index, &prepared, &params_at(ef), 0, cfg.cold_seconds);
+            Some(ColdPass {
                 seconds,
-                queries,
-                qps: queries as f64 / seconds.max(1e-9),
+                queries: lat_us.len(),
+                qps: lat_us.len() as f64 / seconds.max(1e-9),
                 p50_us: percentile(&lat_us, 50.0),
                 p99_us: percentile(&lat_us, 99.0),
-            });
+            })
         }
-    }
+        _ => None,
+    };
     for &ef in &cfg.efs {
-        let mut params = SearchParams::new(cfg.k, ef);
-        params.oversample = cfg.oversample;
-        params.nprobe = cfg.nprobe;
+        let params = params_at(ef);
         // Recall (and warm-up: one full pass touches what the timed passes will touch).
         let found: Vec<Vec<u64>> = pool.install(|| {
             prepared
@@ -246,19 +261,8 @@ pub fn evaluate_checked(
         let (r1, r10, r100) = (mean(1), mean(10), mean(100));
 
         // Single thread: per-query latency, rotating through all queries.
-        let mut lat_us = Vec::with_capacity(nq);
-        let t0 = Instant::now();
-        let mut i = 0usize;
-        while i < nq || t0.elapsed().as_secs_f64() < cfg.min_seconds {
-            let q = &prepared[i % nq];
-            let t = Instant::now();
-            let r = index.search(q, &params);
-            lat_us.push(t.elapsed().as_secs_f64() * 1e6);
-            std::hint::black_box(r.ok());
-            i += 1;
-        }
-        let qps1 = i as f64 / t0.elapsed().as_secs_f64();
-        lat_us.sort_by(f64::total_cmp);
+        let (lat_us, seconds) = one_thread(index, &prepared, &params, nq, cfg.min_seconds);
+        let qps1 = lat_us.len() as f64 / seconds;
 
         // All threads: every pool thread runs its own closed loop over its own rotating
         // share of the queries (thread i starts at query i * nq / threads) until one
