@@ -182,22 +182,21 @@ where
         ));
     }
     // One budget for the whole process: every partitioned index the server opens (every
-    // collection's, every segment's, reloads included) shares this pool.
-    // A pool the caller made (a library server) is the caller's to account for; the
-    // server's own counts the process's resident set as its base.
-    let own_pool = config.load.pool.is_none() && config.load.memory_budget.is_some();
-    if config.load.pool.is_none() {
-        config.load.pool = config
-            .load
-            .memory_budget
-            .map(searchd_engine::MemoryPool::new);
-    }
-    if let Some(pool) = config.load.pool.as_ref().filter(|_| own_pool) {
+    // collection's, every segment's, reloads included) shares this pool. A pool the caller
+    // made (a library server) is the caller's to account for; the server's own counts the
+    // process's resident set as its base.
+    let own_pool = match (&config.load.pool, config.load.memory_budget) {
+        (None, Some(budget)) => {
+            let pool = searchd_engine::MemoryPool::new(budget);
+            config.load.pool = Some(pool.clone());
+            Some(pool)
+        }
+        _ => None,
+    };
+    if let Some(pool) = &own_pool {
         // The budget bounds the process: what it holds before any index opens (code,
         // runtime, the model if any) is counted first.
-        let base = searchd_os::proc::status(searchd_os::proc::Of::This)
-            .and_then(|s| s.rss_bytes)
-            .unwrap_or(0);
+        let base = stats::process_stats().rss_bytes;
         pool.set_base(base);
         tracing::info!(
             budget = pool.budget(),
@@ -370,15 +369,11 @@ where
                             }
                         }
                     }
-                    if let Some(pool) = app.cfg.load.pool.as_ref().filter(|_| own_pool) {
+                    if let Some(pool) = &own_pool {
                         // What the open server holds besides its partitioned indexes
                         // (threads, buffers, other collections' files read in) is
                         // counted in the budget before searches load partitions.
-                        if let Some(rss) = searchd_os::proc::status(searchd_os::proc::Of::This)
-                            .and_then(|s| s.rss_bytes)
-                        {
-                            pool.settle_base(rss);
-                        }
+                        pool.settle_base(stats::process_stats().rss_bytes);
                         let p = pool.stats();
                         tracing::info!(
                             budget = p.budget,
