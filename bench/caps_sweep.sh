@@ -17,14 +17,11 @@ S=target/release/searchd
 NPROBE=${NPROBE:-16}
 log() { echo "[$(date +%T)] $*" >&2; }
 q="$D/queries-z400.npy"; gt="$D/gt-z400.npy"
+. bench/capped_run.sh
 run() { # cap name index ef extra...
   local cap=$1 name=$2 index=$3 ef=$4
   shift 4
-  log "cap $cap MB: $name"
-  $S bench memory --index "$index" --queries "$q" --gt "$gt" --limits-mb "$cap" --ef "$ef" \
-      --min-seconds 10 --timeout-s "${CAP_TIMEOUT:-600}" --json "$OUT-$cap-$name.json" "$@" \
-      > "$OUT-$cap-$name.log" 2>&1 || log "$name failed (see $OUT-$cap-$name.log)"
-  grep -E "^ +$cap " "$OUT-$cap-$name.log" >&2 || true
+  capped_run "$OUT-$cap-$name" "$cap" "$index" "$ef" "$q" "$gt" "$@"
 }
 for cap in ${CAPS:-154 614}; do
   budget=$((cap * 3 / 4))MB

@@ -9,7 +9,8 @@
 #
 # DATA_DIR as bench/partitioned_caps.sh (run that first: it makes the data, the indexes and
 # the Zipf / uniform query subsets). Results: bench/results/OUT_PREFIX-NAME.json
-# (default cold-warm-synth1m). Knobs: CAP_MB (307), BUDGET (230MB), COLD_S (60), NPROBE (16).
+# (default cold-warm-synth1m). Knobs: CAP_MB (307), BUDGET (230MB), COLD_S (60), NPROBE (16),
+# CAP_TIMEOUT (900 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${1:-bench/data/synth1m-part}
@@ -20,14 +21,12 @@ BUDGET=${BUDGET:-230MB}
 COLD_S=${COLD_S:-60}
 NPROBE=${NPROBE:-16}
 log() { echo "[$(date +%T)] $*" >&2; }
+CAP_TIMEOUT=${CAP_TIMEOUT:-900}
+. bench/capped_run.sh
 run() { # name index ef queries gt extra...
-  local name=$1 index=$2 ef=$3 q=$4 gt=$5
-  shift 5
-  log "cap $CAP_MB MB, cold $COLD_S s: $name"
-  $S bench memory --index "$index" --queries "$q" --gt "$gt" --limits-mb "$CAP_MB" --ef "$ef" \
-      --min-seconds 10 --cold-seconds "$COLD_S" --timeout-s 900 --json "$OUT-$name.json" "$@" \
-      > "$OUT-$name.log" 2>&1 || log "$name failed (see $OUT-$name.log)"
-  grep -E "cold:|^ +$CAP_MB " "$OUT-$name.log" >&2 || true
+  local name=$1
+  shift
+  capped_run "$OUT-$name" "$CAP_MB" "$@" --cold-seconds "$COLD_S"
 }
 for stream in zipf uniform; do
   if [ $stream = zipf ]; then q="$D/queries-z400.npy"; gt="$D/gt-z400.npy"; else q="$D/queries-u300.npy"; gt="$D/gt-u300.npy"; fi

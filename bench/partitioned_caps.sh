@@ -76,12 +76,11 @@ if [ -z "${SKIP_RAM:-}" ]; then
 fi
 
 # Under the cap: each config, uniform and Zipf.
+. bench/capped_run.sh
 capped() { # name index ef queries gt extra...
-  local name=$1 index=$2 ef=$3 q=$4 gt=$5
-  shift 5
-  log "cap $CAP_MB MB: $name"
-  $S bench memory --index "$index" --queries "$q" --gt "$gt" --limits-mb "$CAP_MB" --ef "$ef" \
-      --min-seconds 10 --timeout-s "${CAP_TIMEOUT:-600}" --json "$OUT-$name.json" "$@" > "$OUT-$name.log" 2>&1 || log "$name failed (see $OUT-$name.log)"
+  local name=$1
+  shift
+  capped_run "$OUT-$name" "$CAP_MB" "$@"
 }
 for stream in zipf uniform; do
   if [ $stream = zipf ]; then q="$D/queries-z400.npy"; gt="$D/gt-z400.npy"; else q="$D/queries-u300.npy"; gt="$D/gt-u300.npy"; fi
