@@ -211,6 +211,21 @@ pub fn dot_u8_i16(a: &[u8], b: &[i16]) -> i32 {
     Backend::active().dot_u8_i16(a, b)
 }
 
+/// `sum(v[i] * b[i])` of 4-bit values `v` packed two to a byte in `a` and signed 16-bit
+/// weights `b` (`b.len() == 2 * a.len()`), in `i32` (exact whenever the true sum fits).
+///
+/// Packing (what [`scalar::dot_u4_i16`] defines): bytes in blocks of 32, the last one possibly
+/// shorter; in a block of `w` bytes starting at byte `s`, byte `s + j` holds value `2s + j` in
+/// its low nibble and value `2s + w + j` in its high nibble, so one mask and one shift give
+/// 32 consecutive values each (RaBitQ-style 4-bit codes, searchd-engine's `rabitq` module).
+///
+/// # Panics
+/// If `b.len() != 2 * a.len()`.
+#[inline]
+pub fn dot_u4_i16(a: &[u8], b: &[i16]) -> i32 {
+    Backend::active().dot_u4_i16(a, b)
+}
+
 /// Squared Euclidean distances from `x` to `n = out.len()` points stored column-wise:
 /// `out[j] = sum_d (x[d] - cols[d * n + j])^2`, `cols` being `x.len()` rows of `n` values
 /// (dimension-major). Meant for many short points (k-means and PQ codebooks: 256 centroids
@@ -309,6 +324,7 @@ pub struct Backend {
     dot_block: BlockFn,
     l2sq_block: BlockFn,
     dot_u8_i16: U8I16Fn,
+    dot_u4_i16: U8I16Fn,
     pq_adc: AdcFn,
     hamming: HammingFn,
     l2sq_columns: ColumnsFn,
@@ -320,7 +336,7 @@ pub struct Backend {
 macro_rules! backend {
     (
         $table:ident, $module:ident, $name:literal, $simd:ty,
-        $u8i16:path, $adc:path, $ham:path, $argmin:path $(, $feat:literal)?
+        $u8i16:path, $u4i16:path, $adc:path, $ham:path, $argmin:path $(, $feat:literal)?
     ) => {
         mod $module {
             use crate::kernel;
@@ -373,6 +389,7 @@ macro_rules! backend {
             dot_block: $module::dot_block,
             l2sq_block: $module::l2sq_block,
             dot_u8_i16: $u8i16,
+            dot_u4_i16: $u4i16,
             pq_adc: $adc,
             hamming: $ham,
             l2sq_columns: $module::l2sq_columns,
@@ -390,6 +407,7 @@ backend!(
     // Every AVX-512F CPU has AVX2; a VNNI (vpdpbusd) path would need i8 query weights and
     // a machine to test it on.
     crate::x86::dot_u8_i16_avx2,
+    crate::x86::dot_u4_i16_avx2,
     crate::x86::pq_adc_avx2_unrolled,
     crate::x86::hamming_popcnt,
     crate::x86::argmin_avx2,
@@ -402,6 +420,7 @@ backend!(
     "avx2+fma",
     crate::x86::Avx2,
     crate::x86::dot_u8_i16_avx2,
+    crate::x86::dot_u4_i16_avx2,
     crate::x86::pq_adc_avx2_unrolled,
     crate::x86::hamming_popcnt,
     crate::x86::argmin_avx2,
@@ -414,6 +433,7 @@ backend!(
     "neon",
     crate::arm::Neon,
     scalar_u8_i16,
+    scalar_u4_i16,
     portable_pq_adc,
     portable_hamming,
     portable_argmin,
@@ -425,6 +445,7 @@ backend!(
     "scalar",
     crate::kernel::Portable,
     scalar_u8_i16,
+    scalar_u4_i16,
     portable_pq_adc,
     portable_hamming,
     portable_argmin
@@ -436,6 +457,14 @@ backend!(
 /// None needed; `unsafe` only to match the table's function type.
 unsafe fn scalar_u8_i16(a: &[u8], b: &[i16]) -> i32 {
     scalar::dot_u8_i16(a, b)
+}
+
+/// The portable 4-bit kernel (the reference loop; the compiler vectorises the nibble split).
+///
+/// # Safety
+/// None needed; `unsafe` only to match the table's function type.
+unsafe fn scalar_u4_i16(a: &[u8], b: &[i16]) -> i32 {
+    scalar::dot_u4_i16(a, b)
 }
 
 /// Unrolled table lookups, plain Rust (also the NEON backend's: NEON has no gather).
@@ -578,6 +607,18 @@ impl Backend {
         assert_eq!(a.len(), b.len(), "dot_u8_i16: length mismatch");
         // SAFETY: lengths checked above; the backend's features were detected (type invariant).
         unsafe { (self.dot_u8_i16)(a, b) }
+    }
+
+    /// See [`crate::dot_u4_i16`].
+    #[inline]
+    pub fn dot_u4_i16(&self, a: &[u8], b: &[i16]) -> i32 {
+        assert_eq!(
+            Some(b.len()),
+            a.len().checked_mul(2),
+            "dot_u4_i16: b.len() != 2 * a.len()"
+        );
+        // SAFETY: lengths checked above; the backend's features were detected (type invariant).
+        unsafe { (self.dot_u4_i16)(a, b) }
     }
 
     /// See [`crate::l2sq_columns`].

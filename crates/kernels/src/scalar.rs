@@ -46,6 +46,27 @@ pub fn dot_u8_i16(a: &[u8], b: &[i16]) -> i32 {
         .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
 }
 
+/// `sum(v[i] * b[i])` over the 4-bit values `v` packed in `a` (two per byte) and signed
+/// 16-bit weights `b` (`b.len() == 2 * a.len()`), in `i32` with wrap-around.
+///
+/// Packing ([`crate::dot_u4_i16`]): bytes in blocks of 32 (the last block may be shorter);
+/// in a block of `w` bytes starting at byte `s`, byte `s + j` holds value `2 * s + j` in its
+/// low nibble and value `2 * s + w + j` in its high nibble.
+pub fn dot_u4_i16(a: &[u8], b: &[i16]) -> i32 {
+    let mut s = 0i32;
+    for (blk, bytes) in a.chunks(32).enumerate() {
+        let w = bytes.len();
+        let base = 64 * blk;
+        for (j, &byte) in bytes.iter().enumerate() {
+            let lo = (byte & 0x0f) as i32;
+            let hi = (byte >> 4) as i32;
+            s = s.wrapping_add(lo * b[base + j] as i32);
+            s = s.wrapping_add(hi * b[base + w + j] as i32);
+        }
+    }
+    s
+}
+
 /// Product-quantizer asymmetric score: `sum_j lut[j * 256 + codes[j]]` (sequential sum).
 /// Indexing panics if `lut` is shorter than `codes.len() * 256`.
 pub fn pq_adc(lut: &[f32], codes: &[u8]) -> f32 {

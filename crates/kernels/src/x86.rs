@@ -241,6 +241,54 @@ impl Simd for Avx512 {
     }
 }
 
+/// [`crate::dot_u4_i16`] with AVX2: per 32-byte block, the low and high nibbles are split
+/// with a mask and a 4-bit shift, widened to 16 bits (`vpmovzxbw`) and multiplied with the
+/// weights (`vpmaddwd`); a short last block is summed in scalar code.
+///
+/// # Safety
+/// The CPU must support AVX2, and `b.len() == 2 * a.len()` (checked by the caller).
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn dot_u4_i16_avx2(a: &[u8], b: &[i16]) -> i32 {
+    debug_assert_eq!(b.len(), 2 * a.len());
+    let n = a.len();
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // SAFETY: each full block reads bytes i .. i + 32 <= n of `a` and weights 2i .. 2i + 64
+    // <= 2n = b.len() of `b`; the unaligned load intrinsics have no alignment requirement;
+    // AVX2 is guaranteed by the caller.
+    unsafe {
+        let mask = _mm256_set1_epi8(0x0f);
+        let mut acc0 = _mm256_setzero_si256();
+        let mut acc1 = _mm256_setzero_si256();
+        let mut i = 0;
+        while i + 32 <= n {
+            let v = _mm256_loadu_si256(pa.add(i) as *const __m256i);
+            let lo = _mm256_and_si256(v, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+            let w = pb.add(2 * i);
+            let l0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(lo));
+            let l1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(lo));
+            let h0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(hi));
+            let h1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(hi));
+            let p0 = _mm256_madd_epi16(l0, _mm256_loadu_si256(w as *const __m256i));
+            let p1 = _mm256_madd_epi16(l1, _mm256_loadu_si256(w.add(16) as *const __m256i));
+            let p2 = _mm256_madd_epi16(h0, _mm256_loadu_si256(w.add(32) as *const __m256i));
+            let p3 = _mm256_madd_epi16(h1, _mm256_loadu_si256(w.add(48) as *const __m256i));
+            acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(p0, p1));
+            acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(p2, p3));
+            i += 32;
+        }
+        let acc = _mm256_add_epi32(acc0, acc1);
+        let s = _mm_add_epi32(
+            _mm256_castsi256_si128(acc),
+            _mm256_extracti128_si256::<1>(acc),
+        );
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        let total = _mm_cvtsi128_si32(s);
+        total.wrapping_add(crate::scalar::dot_u4_i16(&a[i..], &b[2 * i..]))
+    }
+}
+
 /// `sum(a[i] * b[i])` for unsigned bytes times signed 16-bit weights (the SQ8 query
 /// kernel): bytes widened to 16 bits (`vpmovzxbw`), then `vpmaddwd` multiplies pairs and
 /// adds them into 32-bit lanes. Exact (no saturation anywhere) as long as the true sum fits
