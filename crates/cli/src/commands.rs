@@ -403,7 +403,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
 fn parse_quantization(s: &str) -> CmdResult<Quantization> {
     Quantization::parse(s).ok_or_else(|| {
         CliError::Input(format!(
-            "unknown --quantization {s:?} (none, sq8, pq:M with M dividing the dimension, binary)"
+            "unknown --quantization {s:?} (none, sq8, pq:M with M dividing the dimension, binary, rabitq:4, rabitq:8)"
         ))
     })
 }

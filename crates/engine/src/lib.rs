@@ -27,6 +27,7 @@ pub mod ivf;
 pub mod partition;
 pub mod pq;
 mod prefetch;
+pub mod rabitq;
 pub mod sq8;
 pub mod storage;
 mod visited;

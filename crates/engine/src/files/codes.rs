@@ -1,13 +1,16 @@
 //! `codes.bin`: compressed codes of a quantized index, and the quantizers behind them.
 //!
 //! ```text
-//! header   [n, dim, code kind (1 sq8, 2 pq, 3 binary), kind parameter (PQ: m), 0, 0]
+//! header   [n, dim, code kind (1 sq8, 2 pq, 3 binary, 4 rabitq), kind parameter (PQ: m,
+//!          RaBitQ: bits), 0, 0]
 //! params   the quantizer's parameters: SQ8 `lo` and `step` (dim f32 each); PQ m x 256 x
-//!          dim/m f32 centroids; binary dim f32 means
+//!          dim/m f32 centroids; binary dim f32 means; RaBitQ dim f32 centre, then the
+//!          dim x dim f32 rotation (row-major)
 //! norms    n f32: squared norms of the stored float32 vectors (for l2)
-//! padding  PQ and binary: zero bytes up to a 64-byte boundary, so binary codes can be read
-//!          as `u64` straight from the mapping
-//! codes    n codes: SQ8 dim bytes; PQ m bytes; binary ceil(dim/64) little-endian u64
+//! padding  PQ, binary and RaBitQ: zero bytes up to a 64-byte boundary, so binary codes can
+//!          be read as `u64` straight from the mapping
+//! codes    n codes: SQ8 dim bytes; PQ m bytes; binary ceil(dim/64) little-endian u64;
+//!          RaBitQ a little-endian f32 factor, then ceil(dim/2) bytes (4 bits) or dim (8)
 //! ```
 //! Rows are in storage order (HNSW: the graph's order; IVF-PQ: list order, residuals).
 //! A code kind is one [`Quantization`] arm for the build, one [`Quantizer`] arm for search,
@@ -18,7 +21,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::format::{
     CodeKind, CodesParams, DirWriter, Header, Manifest, CODES_BINARY, CODES_MAGIC, CODES_PQ,
-    CODES_SQ8, DEFAULT_OVERSAMPLE, HEADER_LEN,
+    CODES_RABITQ, CODES_SQ8, DEFAULT_OVERSAMPLE, HEADER_LEN,
 };
 use crate::storage::{FileBytes, LoadOptions};
 
@@ -42,16 +45,23 @@ pub enum Quantization {
     },
     /// One bit per dimension, sign after centring ([`crate::binary`]).
     Binary,
+    /// `bits` (4 or 8) per dimension of a randomly rotated residual, with a per-vector
+    /// factor that makes the inner-product estimate unbiased ([`crate::rabitq`]).
+    Rabitq {
+        /// Bits per dimension: 4 or 8.
+        bits: u32,
+    },
 }
 
 impl Quantization {
-    /// The name `--quantization` takes: `none`, `sq8`, `pq:M`, `binary`.
+    /// The name `--quantization` takes: `none`, `sq8`, `pq:M`, `binary`, `rabitq:4`, `rabitq:8`.
     pub fn name(self) -> String {
         match self {
             Quantization::None => "none".into(),
             Quantization::Sq8 => "sq8".into(),
             Quantization::Pq { m } => format!("pq:{m}"),
             Quantization::Binary => "binary".into(),
+            Quantization::Rabitq { bits } => format!("rabitq:{bits}"),
         }
     }
     /// Parse a name as [`Quantization::name`] gives it; `None` for anything else (`m` is
@@ -62,6 +72,12 @@ impl Quantization {
             "sq8" => Some(Quantization::Sq8),
             "binary" => Some(Quantization::Binary),
             _ => {
+                if let Some(bits) = s.strip_prefix("rabitq:") {
+                    let bits = bits.parse().ok()?;
+                    return crate::rabitq::BITS
+                        .contains(&bits)
+                        .then_some(Quantization::Rabitq { bits });
+                }
                 let m = s.strip_prefix("pq:")?.parse().ok()?;
                 Some(Quantization::Pq { m })
             }
@@ -75,6 +91,8 @@ impl Quantization {
             Quantization::None | Quantization::Sq8 => DEFAULT_OVERSAMPLE,
             Quantization::Pq { .. } => 24.0,
             Quantization::Binary => 64.0,
+            Quantization::Rabitq { bits: 4 } => 4.0,
+            Quantization::Rabitq { .. } => DEFAULT_OVERSAMPLE,
         }
     }
 }
@@ -83,6 +101,7 @@ impl CodesParams {
     fn new(kind: CodeKind, oversample: f32) -> CodesParams {
         CodesParams {
             kind,
+            bits: None,
             m: None,
             centroids: None,
             clip: None,
@@ -172,6 +191,40 @@ pub fn write(
             Ok(CodesParams {
                 sample: Some(crate::binary::DEFAULT_SAMPLE.min(n)),
                 ..CodesParams::new(CodeKind::Binary, oversample)
+            })
+        }
+        Quantization::Rabitq { bits } => {
+            let quant = crate::rabitq::Rabitq::train(
+                stored,
+                dim,
+                bits,
+                crate::rabitq::DEFAULT_SAMPLE,
+                crate::rabitq::DEFAULT_SEED,
+            )?;
+            let len = quant.len();
+            let mut codes = vec![0u8; n * len];
+            codes
+                .par_chunks_mut(len)
+                .zip(stored.par_chunks(dim))
+                .for_each(|(c, v)| quant.encode_into(v, c));
+            let before = 4 * dim + 4 * dim * dim + 4 * n;
+            let pad = vec![0u8; codes_padding(before)];
+            w.write_file(
+                NAME,
+                &header(CODES_RABITQ, bits as u64),
+                &[
+                    bytemuck::cast_slice(quant.center()),
+                    bytemuck::cast_slice(quant.rotation()),
+                    bytemuck::cast_slice(&norms),
+                    &pad,
+                    &codes,
+                ],
+            )?;
+            Ok(CodesParams {
+                bits: Some(bits),
+                sample: Some(crate::rabitq::DEFAULT_SAMPLE.min(n)),
+                seed: Some(crate::rabitq::DEFAULT_SEED),
+                ..CodesParams::new(CodeKind::Rabitq, oversample)
             })
         }
     }
@@ -293,6 +346,8 @@ pub enum Quantizer {
     Pq(crate::pq::Pq),
     /// [`crate::binary`].
     Binary(crate::binary::Binary),
+    /// [`crate::rabitq`].
+    Rabitq(crate::rabitq::Rabitq),
 }
 
 impl Codes {
@@ -327,6 +382,7 @@ impl Codes {
             CodeKind::Sq8 => CODES_SQ8,
             CodeKind::Pq => CODES_PQ,
             CodeKind::Binary => CODES_BINARY,
+            CodeKind::Rabitq => CODES_RABITQ,
         };
         parse(
             &path,
@@ -389,6 +445,14 @@ fn parse(
             let q = crate::binary::Binary::from_parts(f32s(HEADER_LEN, dim)?).map_err(bad)?;
             let len = 8 * q.words();
             (Quantizer::Binary(q), 4 * dim, len, true)
+        }
+        CODES_RABITQ => {
+            let bits = u32::try_from(param).unwrap_or(0);
+            let center = f32s(HEADER_LEN, dim)?;
+            let rotation = f32s(HEADER_LEN + 4 * dim, dim * dim)?;
+            let q = crate::rabitq::Rabitq::from_parts(dim, bits, center, rotation).map_err(bad)?;
+            let len = q.len();
+            (Quantizer::Rabitq(q), 4 * dim + 4 * dim * dim, len, true)
         }
         other => return Err(Error::format(path, format!("unknown code kind {other}"))),
     };

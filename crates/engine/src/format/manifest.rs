@@ -67,6 +67,8 @@ pub enum CodeKind {
     Pq,
     /// One bit per dimension ([`crate::binary`]).
     Binary,
+    /// Few bits per dimension of a rotated residual ([`crate::rabitq`]).
+    Rabitq,
 }
 
 impl CodeKind {
@@ -76,6 +78,7 @@ impl CodeKind {
             CodeKind::Sq8 => "sq8",
             CodeKind::Pq => "pq",
             CodeKind::Binary => "binary",
+            CodeKind::Rabitq => "rabitq",
         }
     }
 }
@@ -85,6 +88,9 @@ impl CodeKind {
 pub struct CodesParams {
     /// Which codes `codes.bin` holds.
     pub kind: CodeKind,
+    /// RaBitQ: bits per dimension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits: Option<u32>,
     /// PQ: subspaces (bytes per code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub m: Option<usize>,

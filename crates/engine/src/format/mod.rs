@@ -60,6 +60,8 @@ pub const CODES_SQ8: u64 = 1;
 pub const CODES_PQ: u64 = 2;
 /// Binary (sign after centring) codes.
 pub const CODES_BINARY: u64 = 3;
+/// RaBitQ-style codes (header field 3: bits per dimension).
+pub const CODES_RABITQ: u64 = 4;
 /// File name of the manifest in an index directory.
 pub const MANIFEST: &str = "manifest.json";
 /// The `format` value of every manifest: what marks a directory as a searchd index.

@@ -51,6 +51,17 @@ impl Index {
                     self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
                 )?
             }
+            Quantizer::Rabitq(quant) => {
+                let prepared = quant.prepare(q);
+                self.traverse(
+                    g,
+                    p,
+                    walk,
+                    r,
+                    ef,
+                    self.ip_scorer(codes, query_norm, |c| prepared.ip(c)),
+                )?
+            }
             Quantizer::Binary(quant) => {
                 let prepared = quant.prepare(q);
                 self.traverse(

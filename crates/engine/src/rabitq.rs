@@ -1,0 +1,440 @@
+//! RaBitQ-style codes: few bits per dimension of a randomly rotated residual, with the
+//! unbiased inner-product estimator of extended RaBitQ (Gao and Long, SIGMOD 2024/2025).
+//!
+//! Encoding a vector `x` (`bits` = 4 or 8, `L = 2^bits - 1` levels, grid centre `L / 2`):
+//! 1. `r = P (x - c)`: the residual to the data's centre `c`, turned by one random orthogonal
+//!    matrix `P` (seeded), which spreads every direction's energy evenly over the dimensions
+//!    so one uniform grid suits them all; `o = r / |r|`.
+//! 2. Integer codes `u` in `0..=L` on a grid of step `delta` around `L / 2`; the step is picked
+//!    per vector, among 31 from `max|o| / (L/2)` down to a quarter of it, to bring
+//!    `u_bar = u - L/2` closest in angle to `o` (a smaller step clips the largest coordinates
+//!    and resolves the rest finer).
+//! 3. One float per vector, `F = |r| / <u_bar, o>`: with it, `F <u_bar, P q>` estimates
+//!    `<r, P q> = <x - c, q>` without the bias a plain reconstruction has (the estimator
+//!    divides by the code's cosine with the true direction).
+//!
+//! A score is `<c, q> + F (<u, w> - L/2 sum(w)) / s`, where `w` are 16-bit weights of the
+//! rotated query `P q` scaled by `s`: one integer kernel per code ([`searchd_kernels::dot_u4_i16`],
+//! [`searchd_kernels::dot_u8_i16`]) and two multiplies. 4-bit codes of 384 dimensions are
+//! 192 bytes plus the 4-byte factor (SQ8: 384, float32: 1,536).
+//!
+//! Stored row layout (`len()` bytes): `F` (f32, little-endian), then the codes; 4-bit codes
+//! pack two values a byte in the kernel's block order (see [`searchd_kernels::dot_u4_i16`]).
+//!
+//! Not built (yet): the estimator's error bound (RaBitQ uses it to skip rescoring candidates
+//! that cannot enter the top-k), 1- and 2-bit codes with FastScan batch kernels, a structured
+//! (Hadamard) rotation: the dense `dim x dim` rotation costs `dim^2` multiply-adds per query
+//! (~7 us at 384) and `4 dim^2` bytes in `codes.bin`.
+
+use crate::error::{Error, Result};
+
+/// Most rows used to estimate the centre.
+pub const DEFAULT_SAMPLE: usize = 100_000;
+/// Seed of the rotation.
+pub const DEFAULT_SEED: u64 = 42;
+/// Bits per dimension the codes can have.
+pub const BITS: [u32; 2] = [4, 8];
+/// Candidate grid steps tried per vector (from `max|o| / (L/2)` down to a quarter of it).
+const STEPS: usize = 31;
+
+/// A trained RaBitQ-style quantizer: centre, rotation and bit width.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rabitq {
+    dim: usize,
+    bits: u32,
+    center: Vec<f32>,
+    /// `dim x dim`, row-major: rotated coordinate `i` is `<rotation[i], x>`.
+    rotation: Vec<f32>,
+}
+
+/// A query prepared against one quantizer.
+#[derive(Debug, Clone)]
+pub struct RabitqQuery {
+    bits: u32,
+    /// Rotated query times `scale`, rounded; zero past `dim` (4-bit padding).
+    weights: Vec<i16>,
+    /// `L * sum(weights)`.
+    levels_sum: i64,
+    /// `<c, q>`.
+    offset: f32,
+    /// `0.5 / scale`: the integer sum below is `2 <u_bar, w>`.
+    half_inv_scale: f32,
+}
+
+fn check_bits(bits: u32) -> Result<()> {
+    if BITS.contains(&bits) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "rabitq codes take 4 or 8 bits per dimension, not {bits}"
+        )))
+    }
+}
+
+/// `dim x dim` random orthogonal matrix: Gaussian rows (Box-Muller on a seeded ChaCha
+/// stream), orthonormalised by modified Gram-Schmidt in f64.
+fn random_rotation(dim: usize, seed: u64) -> Vec<f32> {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut m: Vec<f64> = Vec::with_capacity(dim * dim);
+    while m.len() < dim * dim {
+        let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+        let u2: f64 = rng.random::<f64>();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let t = std::f64::consts::TAU * u2;
+        m.push(r * t.cos());
+        m.push(r * t.sin());
+    }
+    m.truncate(dim * dim);
+    for i in 0..dim {
+        let (done, rest) = m.split_at_mut(i * dim);
+        let row = &mut rest[..dim];
+        for prev in done.chunks_exact(dim) {
+            let p: f64 = row.iter().zip(prev).map(|(a, b)| a * b).sum();
+            row.iter_mut().zip(prev).for_each(|(a, b)| *a -= p * b);
+        }
+        let norm = row.iter().map(|a| a * a).sum::<f64>().sqrt();
+        // A Gaussian row is independent of the previous ones with probability 1.
+        row.iter_mut().for_each(|a| *a /= norm);
+    }
+    m.into_iter().map(|x| x as f32).collect()
+}
+
+impl Rabitq {
+    /// Estimate the centre on up to `sample` rows spread evenly over `vectors` (`n x dim`,
+    /// row-major) and draw the rotation from `seed` (deterministic).
+    pub fn train(vectors: &[f32], dim: usize, bits: u32, sample: usize, seed: u64) -> Result<Rabitq> {
+        check_bits(bits)?;
+        if dim == 0 || !vectors.len().is_multiple_of(dim) || vectors.is_empty() {
+            return Err(Error::invalid(format!(
+                "rabitq codes: {} values do not form rows of {dim} dimensions",
+                vectors.len()
+            )));
+        }
+        let n = vectors.len() / dim;
+        let take = sample.clamp(1, n);
+        let mut sum = vec![0f64; dim];
+        for i in 0..take {
+            let r = i * n / take;
+            for (s, &x) in sum.iter_mut().zip(&vectors[r * dim..(r + 1) * dim]) {
+                *s += x as f64;
+            }
+        }
+        let center: Vec<f32> = sum.iter().map(|s| (s / take as f64) as f32).collect();
+        if let Some(d) = center.iter().position(|m| !m.is_finite()) {
+            return Err(Error::invalid(format!(
+                "rabitq codes: dimension {d} holds a non-finite value"
+            )));
+        }
+        Rabitq::from_parts(dim, bits, center, random_rotation(dim, seed))
+    }
+
+    /// A quantizer from stored parts.
+    pub fn from_parts(dim: usize, bits: u32, center: Vec<f32>, rotation: Vec<f32>) -> Result<Rabitq> {
+        check_bits(bits)?;
+        if dim == 0 || center.len() != dim || Some(rotation.len()) != dim.checked_mul(dim) {
+            return Err(Error::invalid(format!(
+                "rabitq codes: a centre of {} and a rotation of {} values for {dim} dimensions",
+                center.len(),
+                rotation.len()
+            )));
+        }
+        if center.iter().chain(&rotation).any(|x| !x.is_finite()) {
+            return Err(Error::invalid(
+                "rabitq codes: the centre or the rotation holds a non-finite value",
+            ));
+        }
+        Ok(Rabitq {
+            dim,
+            bits,
+            center,
+            rotation,
+        })
+    }
+
+    /// Dimensions of the vectors it encodes.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// Bits per dimension.
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    /// The data's centre.
+    pub fn center(&self) -> &[f32] {
+        &self.center
+    }
+    /// The rotation, `dim x dim` row-major.
+    pub fn rotation(&self) -> &[f32] {
+        &self.rotation
+    }
+    /// Bytes of the integer codes of one vector.
+    pub fn code_bytes(&self) -> usize {
+        match self.bits {
+            4 => self.dim.div_ceil(2),
+            _ => self.dim,
+        }
+    }
+    /// Bytes of one stored row: the factor and the codes.
+    pub fn len(&self) -> usize {
+        4 + self.code_bytes()
+    }
+    /// Never true: a row holds at least its factor.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    fn levels(&self) -> u32 {
+        (1 << self.bits) - 1
+    }
+    /// Values the kernel reads per code (4-bit: two per byte, the last possibly padding).
+    fn values(&self) -> usize {
+        match self.bits {
+            4 => 2 * self.code_bytes(),
+            _ => self.dim,
+        }
+    }
+
+    /// `P v` into `out` (`dim` values).
+    fn rotate(&self, v: &[f32], out: &mut [f32]) {
+        for (o, row) in out.iter_mut().zip(self.rotation.chunks_exact(self.dim)) {
+            *o = searchd_kernels::dot(row, v);
+        }
+    }
+
+    /// The stored row of one vector (`v.len() == dim`, `out.len() == len()`).
+    pub fn encode_into(&self, v: &[f32], out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.len());
+        let dim = self.dim;
+        let diff: Vec<f32> = v.iter().zip(&self.center).map(|(x, c)| x - c).collect();
+        let mut o = vec![0f32; dim];
+        self.rotate(&diff, &mut o);
+        let rho = searchd_kernels::norm_sq(&o).sqrt();
+        out.fill(0);
+        if !(rho > 0.0 && rho.is_finite()) {
+            return; // factor 0: the score is <c, q>
+        }
+        o.iter_mut().for_each(|x| *x /= rho);
+        let levels = self.levels();
+        let mid = levels as f32 / 2.0;
+        let max = o.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let mut codes = vec![0u8; dim];
+        let mut best = vec![0u8; dim];
+        let mut best_cos = f32::NEG_INFINITY;
+        let mut best_ip = 0f32;
+        for s in 0..STEPS {
+            let f = 1.0 - 0.75 * s as f32 / (STEPS - 1) as f32;
+            let delta = max * f / mid;
+            let (mut ip, mut nn) = (0f32, 0f32);
+            for (c, &x) in codes.iter_mut().zip(&o) {
+                let u = (x / delta + mid).round().clamp(0.0, levels as f32);
+                *c = u as u8;
+                let ub = u - mid;
+                ip += ub * x;
+                nn += ub * ub;
+            }
+            let cos = ip / nn.sqrt();
+            if cos > best_cos {
+                best_cos = cos;
+                best_ip = ip;
+                best.copy_from_slice(&codes);
+            }
+        }
+        let factor = if best_ip > 0.0 { rho / best_ip } else { 0.0 };
+        out[..4].copy_from_slice(&factor.to_le_bytes());
+        let packed = &mut out[4..];
+        match self.bits {
+            4 => {
+                for (i, &u) in best.iter().enumerate() {
+                    let (byte, high) = nibble_slot(packed.len(), i);
+                    packed[byte] |= if high { u << 4 } else { u };
+                }
+            }
+            _ => packed.copy_from_slice(&best),
+        }
+    }
+
+    /// The vector a stored row stands for: `c + F P^T u_bar` (its inner product with any
+    /// query is what [`RabitqQuery::ip`] estimates, up to the query's rounding).
+    pub fn decode_into(&self, row: &[u8], out: &mut [f32]) {
+        let factor = f32::from_le_bytes([row[0], row[1], row[2], row[3]]);
+        let mid = self.levels() as f32 / 2.0;
+        let packed = &row[4..];
+        out.copy_from_slice(&self.center);
+        for (i, rot) in self.rotation.chunks_exact(self.dim).enumerate() {
+            let u = match self.bits {
+                4 => {
+                    let (byte, high) = nibble_slot(packed.len(), i);
+                    if high {
+                        packed[byte] >> 4
+                    } else {
+                        packed[byte] & 0x0f
+                    }
+                }
+                _ => packed[i],
+            };
+            let a = factor * (u as f32 - mid);
+            out.iter_mut().zip(rot).for_each(|(o, r)| *o += a * r);
+        }
+    }
+
+    /// Prepare a (normalised, if the metric wants it) float32 query.
+    pub fn prepare(&self, q: &[f32]) -> RabitqQuery {
+        let mut qr = vec![0f32; self.values()];
+        self.rotate(q, &mut qr[..self.dim]);
+        let levels = self.levels() as f64;
+        // Largest weight magnitude with sum_i L * |w_i| < 2^31 for any codes.
+        let cap = (i32::MAX as f64 / (levels * self.values() as f64)).min(i16::MAX as f64);
+        let max = qr.iter().fold(0f64, |m, &x| m.max((x as f64).abs()));
+        let scale = if max > 0.0 { cap.floor() / max } else { 1.0 };
+        let weights: Vec<i16> = qr
+            .iter()
+            .map(|&x| (x as f64 * scale).round() as i16)
+            .collect();
+        let sum: i64 = weights.iter().map(|&w| w as i64).sum();
+        RabitqQuery {
+            bits: self.bits,
+            weights,
+            levels_sum: self.levels() as i64 * sum,
+            offset: searchd_kernels::dot(&self.center, q),
+            half_inv_scale: (0.5 / scale) as f32,
+        }
+    }
+}
+
+/// Where 4-bit value `i` of a code of `bytes` bytes lives: (byte, in the high nibble), in
+/// [`searchd_kernels::dot_u4_i16`]'s block order.
+fn nibble_slot(bytes: usize, i: usize) -> (usize, bool) {
+    let (blk, r) = (i / 64, i % 64);
+    let w = (bytes - 32 * blk).min(32);
+    if r < w {
+        (32 * blk + r, false)
+    } else {
+        (32 * blk + r - w, true)
+    }
+}
+
+impl RabitqQuery {
+    /// Estimated inner product of the query with the vector behind a stored row.
+    #[inline]
+    pub fn ip(&self, row: &[u8]) -> f32 {
+        let factor = f32::from_le_bytes([row[0], row[1], row[2], row[3]]);
+        let codes = &row[4..];
+        let dot = match self.bits {
+            4 => searchd_kernels::dot_u4_i16(codes, &self.weights),
+            _ => searchd_kernels::dot_u8_i16(codes, &self.weights),
+        };
+        // 2 <u - L/2, w>, exact in i64.
+        let twice = 2 * dot as i64 - self.levels_sum;
+        self.offset + factor * twice as f32 * self.half_inv_scale
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed | 1;
+        (0..n * dim)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32 * 0.2 + 0.05
+            })
+            .collect()
+    }
+
+    fn ip64(a: &[f32], b: &[f32]) -> f64 {
+        a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
+    }
+
+    #[test]
+    fn the_rotation_is_orthogonal() {
+        for dim in [1, 7, 64, 100] {
+            let p = random_rotation(dim, 3);
+            for i in 0..dim {
+                for j in 0..dim {
+                    let d = ip64(&p[i * dim..(i + 1) * dim], &p[j * dim..(j + 1) * dim]);
+                    let want = if i == j { 1.0 } else { 0.0 };
+                    assert!((d - want).abs() < 1e-5, "dim {dim} ({i},{j}): {d}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scores_match_the_decoded_vectors_and_approach_the_exact_ones() {
+        // Odd dimensions cover the 4-bit padding nibble and a short last block.
+        for (dim, bits, tol) in [(384, 4, 0.04), (77, 4, 0.03), (384, 8, 0.003), (33, 8, 0.002)] {
+            let v = data(300, dim, 11);
+            let q = Rabitq::train(&v, dim, bits, 300, 5).unwrap();
+            let y = data(1, dim, 99);
+            let p = q.prepare(&y);
+            let mut row = vec![0u8; q.len()];
+            let mut back = vec![0f32; dim];
+            let mut err_sum = 0.0;
+            for x in v.chunks_exact(dim) {
+                q.encode_into(x, &mut row);
+                q.decode_into(&row, &mut back);
+                let got = p.ip(&row) as f64;
+                let want = ip64(&back, &y);
+                // Only the query's rounding separates the two: half a unit per value.
+                let factor = f32::from_le_bytes([row[0], row[1], row[2], row[3]]) as f64;
+                let bound = factor * q.levels() as f64 / 2.0 * q.values() as f64 * 0.5
+                    * 2.0 * p.half_inv_scale as f64
+                    + 1e-4 * (1.0 + want.abs());
+                assert!((got - want).abs() <= bound, "{dim}/{bits}: got {got}, decoded {want}, bound {bound}");
+                err_sum += (got - ip64(x, &y)).abs();
+            }
+            let mean = err_sum / 300.0;
+            assert!(mean < tol, "{dim}/{bits}: mean |estimate - exact| {mean}");
+        }
+    }
+
+    #[test]
+    fn four_bit_codes_keep_the_order_of_neighbours() {
+        // The fraction of true top-10 neighbours among the estimated top-10 on random data.
+        let (n, dim) = (2000, 64);
+        let v = data(n, dim, 21);
+        let q = Rabitq::train(&v, dim, 4, n, 1).unwrap();
+        let rows: Vec<Vec<u8>> = v
+            .chunks_exact(dim)
+            .map(|x| {
+                let mut r = vec![0u8; q.len()];
+                q.encode_into(x, &mut r);
+                r
+            })
+            .collect();
+        let mut hit = 0;
+        for s in 0..20 {
+            let y = data(1, dim, 1000 + s);
+            let p = q.prepare(&y);
+            let top = |f: &dyn Fn(usize) -> f64| {
+                let mut ids: Vec<usize> = (0..n).collect();
+                ids.sort_by(|&a, &b| f(b).total_cmp(&f(a)));
+                ids.truncate(10);
+                ids
+            };
+            let exact = top(&|i| ip64(&v[i * dim..(i + 1) * dim], &y));
+            let est = top(&|i| p.ip(&rows[i]) as f64);
+            hit += exact.iter().filter(|i| est.contains(i)).count();
+        }
+        assert!(hit >= 150, "{hit} of 200 true neighbours in the estimated top-10");
+    }
+
+    #[test]
+    fn zero_residual_and_bad_input() {
+        let dim = 8;
+        let v = vec![0.5f32; 4 * dim];
+        let q = Rabitq::train(&v, dim, 4, 4, 1).unwrap();
+        let mut row = vec![9u8; q.len()];
+        q.encode_into(&v[..dim], &mut row);
+        let p = q.prepare(&vec![1.0; dim]);
+        assert!((p.ip(&row) - 4.0).abs() < 1e-4, "{}", p.ip(&row));
+        assert!(Rabitq::train(&v, dim, 3, 4, 1).is_err());
+        assert!(Rabitq::train(&[], dim, 4, 4, 1).is_err());
+        assert!(Rabitq::train(&[1.0, f32::NAN], 2, 4, 4, 1).is_err());
+        assert!(Rabitq::from_parts(2, 4, vec![0.0; 2], vec![0.0; 3]).is_err());
+    }
+}
