@@ -417,7 +417,7 @@ pub struct QuantizeArgs {
     /// the filesystem allows, copied otherwise) plus the new codes.
     #[arg(long)]
     pub out: PathBuf,
-    /// Codes to add: sq8, pq:M, binary, or none (drop the codes).
+    /// Codes to add: sq8, pq:M, binary, rabitq:4, rabitq:8, or none (drop the codes).
     #[arg(long)]
     pub quantization: String,
     /// Replace OUT if it exists.

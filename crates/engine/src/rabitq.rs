@@ -103,7 +103,13 @@ fn random_rotation(dim: usize, seed: u64) -> Vec<f32> {
 impl Rabitq {
     /// Estimate the centre on up to `sample` rows spread evenly over `vectors` (`n x dim`,
     /// row-major) and draw the rotation from `seed` (deterministic).
-    pub fn train(vectors: &[f32], dim: usize, bits: u32, sample: usize, seed: u64) -> Result<Rabitq> {
+    pub fn train(
+        vectors: &[f32],
+        dim: usize,
+        bits: u32,
+        sample: usize,
+        seed: u64,
+    ) -> Result<Rabitq> {
         check_bits(bits)?;
         if dim == 0 || !vectors.len().is_multiple_of(dim) || vectors.is_empty() {
             return Err(Error::invalid(format!(
@@ -130,7 +136,12 @@ impl Rabitq {
     }
 
     /// A quantizer from stored parts.
-    pub fn from_parts(dim: usize, bits: u32, center: Vec<f32>, rotation: Vec<f32>) -> Result<Rabitq> {
+    pub fn from_parts(
+        dim: usize,
+        bits: u32,
+        center: Vec<f32>,
+        rotation: Vec<f32>,
+    ) -> Result<Rabitq> {
         check_bits(bits)?;
         if dim == 0 || center.len() != dim || Some(rotation.len()) != dim.checked_mul(dim) {
             return Err(Error::invalid(format!(
@@ -366,7 +377,12 @@ mod tests {
     #[test]
     fn scores_match_the_decoded_vectors_and_approach_the_exact_ones() {
         // Odd dimensions cover the 4-bit padding nibble and a short last block.
-        for (dim, bits, tol) in [(384, 4, 0.04), (77, 4, 0.03), (384, 8, 0.003), (33, 8, 0.002)] {
+        for (dim, bits, tol) in [
+            (384, 4, 0.04),
+            (77, 4, 0.03),
+            (384, 8, 0.003),
+            (33, 8, 0.002),
+        ] {
             let v = data(300, dim, 11);
             let q = Rabitq::train(&v, dim, bits, 300, 5).unwrap();
             let y = data(1, dim, 99);
@@ -381,10 +397,16 @@ mod tests {
                 let want = ip64(&back, &y);
                 // Only the query's rounding separates the two: half a unit per value.
                 let factor = f32::from_le_bytes([row[0], row[1], row[2], row[3]]) as f64;
-                let bound = factor * q.levels() as f64 / 2.0 * q.values() as f64 * 0.5
-                    * 2.0 * p.half_inv_scale as f64
+                let bound = factor * q.levels() as f64 / 2.0
+                    * q.values() as f64
+                    * 0.5
+                    * 2.0
+                    * p.half_inv_scale as f64
                     + 1e-4 * (1.0 + want.abs());
-                assert!((got - want).abs() <= bound, "{dim}/{bits}: got {got}, decoded {want}, bound {bound}");
+                assert!(
+                    (got - want).abs() <= bound,
+                    "{dim}/{bits}: got {got}, decoded {want}, bound {bound}"
+                );
                 err_sum += (got - ip64(x, &y)).abs();
             }
             let mean = err_sum / 300.0;
@@ -420,7 +442,10 @@ mod tests {
             let est = top(&|i| p.ip(&rows[i]) as f64);
             hit += exact.iter().filter(|i| est.contains(i)).count();
         }
-        assert!(hit >= 150, "{hit} of 200 true neighbours in the estimated top-10");
+        assert!(
+            hit >= 150,
+            "{hit} of 200 true neighbours in the estimated top-10"
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! they did when they were written: the same ids, the same scores.
 //!
 //! The fixtures were written by this file with `SEARCHD_WRITE_FIXTURES=1 cargo test -p
-//! searchd-engine --test format_fixture` at the commit that introduced them; they must not be
-//! rewritten by a later format change (that is what they guard). A new format version adds
+//! searchd-engine --test format_fixture` at the commit that introduced them (a code kind
+//! added later, such as `rabitq`, wrote only its own: existing directories are skipped); they
+//! must not be rewritten by a later format change (that is what they guard). A new format version adds
 //! its own `format-vN/` beside them.
 
 mod common;
@@ -60,6 +61,13 @@ const CASES: &[(&str, IndexKind, Metric, Quantization, usize)] = &[
         0,
     ),
     (
+        "hnsw-l2-rabitq4",
+        IndexKind::Hnsw,
+        Metric::L2,
+        Quantization::Rabitq { bits: 4 },
+        0,
+    ),
+    (
         "ivfpq-l2-pq4",
         IndexKind::IvfPq,
         Metric::L2,
@@ -91,10 +99,15 @@ fn answers(index: &Index) -> Vec<Vec<(u64, f32)>> {
         .collect()
 }
 
+/// Writes the fixtures that do not exist yet (a new code kind adds its own; existing ones
+/// are never rewritten).
 fn write_fixtures() {
     let data = common::clustered(N, DIM, 5, 3);
     for &(name, kind, metric, quantization, nlist) in CASES {
         let dir = root().join(name);
+        if dir.exists() {
+            continue;
+        }
         let cfg = BuildConfig {
             kind,
             metric,
