@@ -34,6 +34,9 @@ pub const DEFAULT_SAMPLE: usize = 100_000;
 pub const DEFAULT_SEED: u64 = 42;
 /// Bits per dimension the codes can have.
 pub const BITS: [u32; 2] = [4, 8];
+/// Most dimensions: the dense rotation is `dim x dim` floats (64 MiB at 4,096) and drawing it
+/// costs `dim^3` (Gram-Schmidt).
+pub const MAX_DIM: usize = 4096;
 /// Candidate grid steps tried per vector (from `max|o| / (L/2)` down to a quarter of it).
 const STEPS: usize = 31;
 
@@ -67,6 +70,16 @@ fn check_bits(bits: u32) -> Result<()> {
     } else {
         Err(Error::invalid(format!(
             "rabitq codes take 4 or 8 bits per dimension, not {bits}"
+        )))
+    }
+}
+
+fn check_dim(dim: usize) -> Result<()> {
+    if dim <= MAX_DIM {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "rabitq codes: at most {MAX_DIM} dimensions (a dense {dim} x {dim} rotation), not {dim}"
         )))
     }
 }
@@ -111,6 +124,7 @@ impl Rabitq {
         seed: u64,
     ) -> Result<Rabitq> {
         check_bits(bits)?;
+        check_dim(dim)?;
         if dim == 0 || !vectors.len().is_multiple_of(dim) || vectors.is_empty() {
             return Err(Error::invalid(format!(
                 "rabitq codes: {} values do not form rows of {dim} dimensions",
@@ -143,6 +157,7 @@ impl Rabitq {
         rotation: Vec<f32>,
     ) -> Result<Rabitq> {
         check_bits(bits)?;
+        check_dim(dim)?;
         if dim == 0 || center.len() != dim || Some(rotation.len()) != dim.checked_mul(dim) {
             return Err(Error::invalid(format!(
                 "rabitq codes: a centre of {} and a rotation of {} values for {dim} dimensions",
@@ -461,5 +476,9 @@ mod tests {
         assert!(Rabitq::train(&[], dim, 4, 4, 1).is_err());
         assert!(Rabitq::train(&[1.0, f32::NAN], 2, 4, 4, 1).is_err());
         assert!(Rabitq::from_parts(2, 4, vec![0.0; 2], vec![0.0; 3]).is_err());
+        assert!(Rabitq::train(&vec![0.0; MAX_DIM + 1], MAX_DIM + 1, 4, 1, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 4096 dimensions"));
     }
 }

@@ -449,6 +449,12 @@ fn parse(
         CODES_RABITQ => {
             let bits = u32::try_from(param).unwrap_or(0);
             let center = f32s(HEADER_LEN, dim)?;
+            if dim > crate::rabitq::MAX_DIM {
+                return Err(Error::format(
+                    path,
+                    format!("rabitq codes of {dim} dimensions"),
+                ));
+            }
             let rotation = f32s(HEADER_LEN + 4 * dim, dim * dim)?;
             let q = crate::rabitq::Rabitq::from_parts(dim, bits, center, rotation).map_err(bad)?;
             let len = q.len();
