@@ -403,7 +403,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
 fn parse_quantization(s: &str) -> CmdResult<Quantization> {
     Quantization::parse(s).ok_or_else(|| {
         CliError::Input(format!(
-            "unknown --quantization {s:?} (none, sq8, pq:M with M dividing the dimension, binary, rabitq:4, rabitq:8)"
+            "unknown --quantization {s:?} (none, sq8, pq:M with M dividing the dimension, binary, rabitq:B with B from 1 to 8)"
         ))
     })
 }
@@ -417,7 +417,7 @@ pub struct QuantizeArgs {
     /// the filesystem allows, copied otherwise) plus the new codes.
     #[arg(long)]
     pub out: PathBuf,
-    /// Codes to add: sq8, pq:M, binary, rabitq:4, rabitq:8, or none (drop the codes).
+    /// Codes to add: sq8, pq:M, binary, rabitq:B (B = 1..8 bits per dimension), or none (drop the codes).
     #[arg(long)]
     pub quantization: String,
     /// Replace OUT if it exists.

@@ -358,8 +358,12 @@ fn pq_bad_input_is_refused_and_leaves_nothing_behind() {
         Quantization::parse("rabitq:8").map(|q| q.name()),
         Some("rabitq:8".into())
     );
+    assert_eq!(
+        Quantization::parse("rabitq:1"),
+        Some(Quantization::Rabitq { bits: 1 })
+    );
     for bad in [
-        "pq", "pq:", "pq:x", "pq:-1", "int4", "rabitq", "rabitq:3", "rabitq:1",
+        "pq", "pq:", "pq:x", "pq:-1", "int4", "rabitq", "rabitq:0", "rabitq:9",
     ] {
         assert_eq!(Quantization::parse(bad), None, "{bad}");
     }
