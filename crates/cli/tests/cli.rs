@@ -652,6 +652,7 @@ fn quantize_placement_and_memory_bench() {
         ("pq:8", 0.85, 0.4),
         ("binary", 0.65, 0.1),
         ("sq8", 0.9, 0.85),
+        ("rabitq:4", 0.9, 0.75),
     ] {
         let out = d.join(q.replace(':', ""));
         let text = ok(&[
@@ -749,6 +750,18 @@ fn quantize_placement_and_memory_bench() {
             "pq:x",
         ],
         "unknown --quantization",
+    );
+    refused(
+        &[
+            "build",
+            "--base",
+            p(&base),
+            "--out",
+            p(&d.join("y")),
+            "--quantization",
+            "rabitq:9",
+        ],
+        "rabitq:B with B from 1 to 8",
     );
     refused(
         &[
