@@ -114,6 +114,7 @@ struct Fixture {
     sq8: PathBuf,
     pq: PathBuf,
     binary: PathBuf,
+    rabitq: PathBuf,
     flat: PathBuf,
     ivf: PathBuf,
 }
@@ -129,6 +130,13 @@ fn fixture() -> &'static Fixture {
             sq8: build(p, "sq8", &base, IndexKind::Hnsw, Quantization::Sq8),
             pq: build(p, "pq", &base, IndexKind::Hnsw, Quantization::Pq { m: 8 }),
             binary: build(p, "binary", &base, IndexKind::Hnsw, Quantization::Binary),
+            rabitq: build(
+                p,
+                "rabitq",
+                &base,
+                IndexKind::Hnsw,
+                Quantization::Rabitq { bits: 4 },
+            ),
             flat: build(p, "flat", &base, IndexKind::Flat, Quantization::None),
             ivf: build(p, "ivf", &base, IndexKind::IvfPq, Quantization::Pq { m: 8 }),
             base,
@@ -172,9 +180,10 @@ fn every_plan_of_the_float32_graph_meets_its_recall_floor() {
 fn every_index_kind_honours_allow() {
     let f = fixture();
     let allow = random_set(0.1, 4);
-    let cases: [(&PathBuf, f64); 6] = [
+    let cases: [(&PathBuf, f64); 7] = [
         (&f.hnsw, 0.9),
         (&f.sq8, 0.85),
+        (&f.rabitq, 0.85),
         (&f.pq, 0.5),
         (&f.binary, 0.5),
         (&f.flat, 0.999),
@@ -211,7 +220,7 @@ fn coded_indexes_without_vectors_scan_their_codes() {
         ..LoadOptions::default()
     };
     let allow = random_set(0.05, 5);
-    for path in [&f.sq8, &f.pq, &f.binary, &f.ivf] {
+    for path in [&f.sq8, &f.pq, &f.binary, &f.rabitq, &f.ivf] {
         let idx = Index::open(path, &opts).unwrap();
         for plan in [Some(FilterPlan::Exact), Some(FilterPlan::Graph), None] {
             for q in f.queries.chunks_exact(DIM).take(10) {
@@ -223,6 +232,42 @@ fn coded_indexes_without_vectors_scan_their_codes() {
                 let hits = idx.search(q, &p).unwrap();
                 assert!(!hits.is_empty(), "{}", path.display());
                 assert!(hits.iter().all(|h| allow.contains(h.id as u32)));
+            }
+        }
+    }
+}
+
+/// An automatic exact plan on a quantized graph scans the passing rows' codes and rescores
+/// a share of them with float32 (2,400 passing rows: at least `SCAN_CODES_MIN_ROWS`): only
+/// allowed rows, float32 scores, and the exact scan's answers at recall >= 0.98.
+#[test]
+fn automatic_scans_of_quantized_indexes_read_codes_and_rescore() {
+    let f = fixture();
+    let allow = random_set(0.6, 9);
+    for path in [&f.sq8, &f.rabitq, &f.pq] {
+        let idx = open(path);
+        let r = recall(&idx, &f.base, &f.queries, &allow, None, 64);
+        assert!(r >= 0.98, "{}: recall {r}", path.display());
+        for q in f.queries.chunks_exact(DIM).take(10) {
+            let p = SearchParams {
+                allow: Some(&allow),
+                ..SearchParams::new(K, 64)
+            };
+            let got = idx.search_detailed(q, &p).unwrap();
+            assert_eq!(got.plan, FilterPlan::Exact, "{}", path.display());
+            let mut unit = q.to_vec();
+            searchd_kernels::normalize(&mut unit);
+            for h in &got.hits {
+                assert!(allow.contains(h.id as u32));
+                let mut row = f.base[h.id as usize * DIM..(h.id as usize + 1) * DIM].to_vec();
+                searchd_kernels::normalize(&mut row);
+                let exact = searchd_kernels::dot(&unit, &row);
+                assert!(
+                    (h.score - exact).abs() < 1e-4,
+                    "{}: score {} vs {exact}",
+                    path.display(),
+                    h.score
+                );
             }
         }
     }
