@@ -126,10 +126,12 @@ fn check_swap(
 /// index directory fixed.
 fn open_dir(
     app: &App,
+    name: &str,
     dir: &std::path::Path,
     shown: &str,
 ) -> Result<Box<dyn SearchBackend>, ApiError> {
-    crate::open::open_path(dir, &app.cfg.load, &app.cfg.live, &app.pool, None).map_err(|e| {
+    let load = crate::open::load_options(&app.cfg.load, &app.cfg.collection_pools, name);
+    crate::open::open_path(dir, &load, &app.cfg.live, &app.pool, None).map_err(|e| {
         let why = match e {
             crate::error::ServerError::Index(e) => e.to_string(),
             crate::error::ServerError::Collection(e) => e.to_string(),
@@ -240,8 +242,9 @@ async fn reload_inner(app: &Arc<App>, req: Request) -> Result<Vec<u8>, ApiError>
     let mut abandon = Abandon(gone.clone(), false);
     let opener = app.clone();
     let what = shown.clone();
+    let name = slot.name.clone();
     let opened = tokio::task::spawn_blocking(move || {
-        let opened = open_dir(&opener, &dir, &what);
+        let opened = open_dir(&opener, &name, &dir, &what);
         if gone.load(Relaxed) {
             if let Ok(b) = opened {
                 retire_blocking(Arc::new(b));
@@ -350,8 +353,8 @@ async fn reopen(
     drop(previous);
     retire(old).await;
     let opener = app.clone();
-    let (d, what) = (dir.clone(), shown.clone());
-    let opened = tokio::task::spawn_blocking(move || open_dir(&opener, &d, &what))
+    let (d, what, name) = (dir.clone(), shown.clone(), slot.name.clone());
+    let opened = tokio::task::spawn_blocking(move || open_dir(&opener, &name, &d, &what))
         .await
         .unwrap_or_else(|e| {
             Err(ApiError::new(

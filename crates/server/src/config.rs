@@ -416,6 +416,11 @@ pub struct ServerConfig {
     pub embed_batch: usize,
     /// How to open index directories (at start and on `/admin/reload`).
     pub load: LoadOptions,
+    /// Collections with a memory budget of their own (`--collection NAME=DIR:budget=BYTES`):
+    /// the partitioned indexes of each share one pool of that many bytes (reloads
+    /// included), apart from `load.memory_budget`'s process pool, which then bounds the
+    /// rest of the process. Empty: every collection shares the process pool.
+    pub collection_budgets: std::collections::BTreeMap<String, u64>,
     /// The query matrix behind `{"qidx": N}` (`None`: such requests are refused).
     pub queries: Option<QuerySource>,
     /// Default `ef` of requests that give none.
@@ -586,6 +591,7 @@ impl ServerConfig {
             embed_window: crate::embedq::DEFAULT_EMBED_WINDOW,
             embed_batch: crate::embedq::DEFAULT_EMBED_BATCH,
             load: LoadOptions::default(),
+            collection_budgets: std::collections::BTreeMap::new(),
             queries: None,
             ef: DEFAULT_EF,
             oversample: None,
@@ -710,10 +716,24 @@ impl ServerConfig {
             ));
         }
         let mut sources: Vec<(String, PathBuf)> = Vec::new();
+        let mut budgets = std::collections::BTreeMap::new();
         if let Some(ix) = &args.index {
             sources.push((dir_name(ix), ix.clone()));
         }
         for c in &args.collection {
+            // `[NAME=]DIR[:budget=BYTES]` (the command line turns `512MiB` into bytes).
+            let (spec, budget) = match c.rsplit_once(":budget=") {
+                Some((spec, b)) => match b.parse::<u64>() {
+                    Ok(b) if b > 0 => (spec, Some(b)),
+                    _ => {
+                        return Err(ServerError::Config(format!(
+                            "--collection {c}: budget={b} is not a positive number of bytes (--collection NAME=DIR:budget=BYTES, e.g. budget=512MiB)"
+                        )))
+                    }
+                },
+                None => (c.as_str(), None),
+            };
+            let c = spec;
             let (name, dir) = match c.split_once('=') {
                 Some((n, d)) if !n.is_empty() && !n.contains('/') => {
                     (n.to_string(), PathBuf::from(d))
@@ -737,6 +757,9 @@ impl ServerConfig {
                     "two collections are named {name:?}; name them with --collection NAME=DIR"
                 )));
             }
+            if let Some(b) = budget {
+                budgets.insert(name.clone(), b);
+            }
             sources.push((name, dir));
         }
         // Collections created over HTTP (serve --data-dir, default the reload root, which
@@ -758,6 +781,7 @@ impl ServerConfig {
         };
         let mut cfg = ServerConfig::new(IndexSource::Path(first_dir.clone()));
         cfg.name = Some(first_name);
+        cfg.collection_budgets = budgets;
         cfg.more = sources[1..]
             .iter()
             .map(|(n, d)| (n.clone(), IndexSource::Path(d.clone())))

@@ -204,6 +204,16 @@ where
             "memory budget: one pool for every partitioned index of the process"
         );
     }
+    // A collection with its own budget (`--collection NAME=DIR:budget=BYTES`) gets a pool of
+    // its own, kept for its reloads; the process pool above bounds the rest.
+    let collection_pools: std::collections::BTreeMap<String, searchd_engine::MemoryPool> = config
+        .collection_budgets
+        .iter()
+        .map(|(name, &budget)| {
+            tracing::info!(collection = %name, budget, "memory budget of its own");
+            (name.clone(), searchd_engine::MemoryPool::new(budget))
+        })
+        .collect();
     let nofile = match raise_nofile_limit() {
         Ok(n) => Some(n),
         Err(e) => {
@@ -302,6 +312,7 @@ where
             admin_token: config.admin_token.clone(),
             reload_root: config.reload_root.clone(),
             load: config.load.clone(),
+            collection_pools: collection_pools.clone(),
             max_inflight: config.max_inflight,
             queue: config.queue,
             max_queue_wait: config.max_queue_wait,
@@ -348,9 +359,10 @@ where
         tokio::spawn(async move {
             let pool = app.pool.clone();
             let model = app.embedder.as_ref().map(|b| b.record.clone());
-            let loaded =
-                tokio::task::spawn_blocking(move || open::load(&config, pool, model.as_ref()))
-                    .await;
+            let loaded = tokio::task::spawn_blocking(move || {
+                open::load(&config, &collection_pools, pool, model.as_ref())
+            })
+            .await;
             match loaded {
                 Ok(Ok((backends, queries))) => {
                     app.queries.store(queries.clone());

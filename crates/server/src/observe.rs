@@ -70,7 +70,22 @@ pub(crate) async fn stats(
         cache["shared"] = t.json();
     }
     let (waiting_in_line, refusals_held_now, refusals_held) = app.admission.line();
-    let memory = memory_breakdown(&collections, app.cfg.load.pool.as_ref());
+    let mut memory = memory_breakdown(&collections, app.cfg.load.pool.as_ref());
+    // Collections with a budget of their own: each one's pool, by name.
+    if !app.cfg.collection_pools.is_empty() {
+        memory["collection_budgets"] = app
+            .cfg
+            .collection_pools
+            .iter()
+            .map(|(name, p)| {
+                (
+                    name.clone(),
+                    serde_json::json!({"budget": p.budget(), "pool": p.stats()}),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
     let mut v = serde_json::json!({
         "uptime_s": (s.uptime().as_secs_f64() * 1e3).round() / 1e3,
         "memory": memory,

@@ -51,14 +51,32 @@ pub(crate) fn check_model(
     }
 }
 
+/// How to open the collection `name`: the server's options, with the collection's own pool
+/// when it has a budget of its own (`--collection NAME=DIR:budget=BYTES`).
+pub(crate) fn load_options(
+    load: &searchd_engine::LoadOptions,
+    pools: &std::collections::BTreeMap<String, searchd_engine::MemoryPool>,
+    name: &str,
+) -> searchd_engine::LoadOptions {
+    match pools.get(name) {
+        Some(own) => searchd_engine::LoadOptions {
+            memory_budget: Some(own.budget()),
+            pool: Some(own.clone()),
+            ..load.clone()
+        },
+        None => load.clone(),
+    }
+}
+
 pub(crate) fn open_source(
     src: &IndexSource,
+    load: &searchd_engine::LoadOptions,
     config: &ServerConfig,
     pool: &Arc<pool::Pool>,
     model: Option<&ModelRecord>,
 ) -> Result<Box<dyn SearchBackend>, ServerError> {
     let backend: Box<dyn SearchBackend> = match src {
-        IndexSource::Path(p) => open_path(p, &config.load, &config.live, pool, model)?,
+        IndexSource::Path(p) => open_path(p, load, &config.live, pool, model)?,
         IndexSource::Loaded(ix) => Box::new(LocalBackend::new(
             Arc::new(Collection::from_shared_index(ix.clone())),
             pool.clone(),
@@ -128,6 +146,7 @@ pub(crate) fn open_path(
 
 pub(crate) fn load(
     config: &ServerConfig,
+    pools: &std::collections::BTreeMap<String, searchd_engine::MemoryPool>,
     pool: Arc<pool::Pool>,
     model: Option<&ModelRecord>,
 ) -> Result<Loaded, ServerError> {
@@ -138,9 +157,11 @@ pub(crate) fn load(
     };
     // One collection that cannot open (a damaged file, a gap in its log) is served as
     // failed while the others serve; the server stops only when none opens.
-    let mut backends = vec![open_source(&config.index, config, &pool, model)];
-    for (_, src) in &config.more {
-        backends.push(open_source(src, config, &pool, model));
+    let first = load_options(&config.load, pools, config.name.as_deref().unwrap_or(""));
+    let mut backends = vec![open_source(&config.index, &first, config, &pool, model)];
+    for (name, src) in &config.more {
+        let load = load_options(&config.load, pools, name);
+        backends.push(open_source(src, &load, config, &pool, model));
     }
     if backends.iter().all(|b| b.is_err()) {
         return Err(backends

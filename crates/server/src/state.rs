@@ -31,6 +31,9 @@ pub(crate) struct Settings {
     pub admin_token: Option<String>,
     pub reload_root: Option<PathBuf>,
     pub load: LoadOptions,
+    /// Pools of the collections with a budget of their own (by name; see
+    /// [`crate::open::load_options`]).
+    pub collection_pools: std::collections::BTreeMap<String, searchd_engine::MemoryPool>,
     pub max_inflight: usize,
     pub queue: usize,
     pub max_queue_wait: Option<std::time::Duration>,

@@ -736,6 +736,87 @@ async fn quantized_index_served_from_disk_or_codes_alone() {
     }
 }
 
+/// `--collection NAME=DIR:budget=BYTES`: that collection's partitioned index draws on a pool
+/// of its own (kept across a reload), the others on the process pool; `/stats` shows both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collection_with_a_budget_of_its_own_keeps_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let cfg = searchd_engine::BuildConfig {
+        kind: searchd_engine::IndexKind::Partitioned,
+        threads: 1,
+        nlist: 8,
+        overlap: 1,
+        ..Default::default()
+    };
+    let base = data(2000, DIM, 13);
+    let (a, b) = (root.join("a"), root.join("b"));
+    for d in [&a, &b] {
+        searchd_engine::build_index(d, &base, DIM, &cfg, &|_, _| {}).unwrap();
+    }
+    let settings = searchd_server::ServeSettings {
+        collection: vec![
+            format!("a={}", a.display()),
+            format!("b={}:budget={}", b.display(), 32u64 << 20),
+        ],
+        memory_budget: Some(512 << 20),
+        ..searchd_server::ServeSettings::default()
+    };
+    let mut cfg = searchd_server::ServerConfig::from_settings(&settings).unwrap();
+    cfg.threads = 1;
+    cfg.reload_root = Some(root.clone());
+    let s = TestServer::start(cfg).await;
+    let c = client();
+    for name in ["a", "b"] {
+        let body = serde_json::json!({ "vector": &base[..DIM], "k": 3, "nprobe": 8 });
+        let (st, _, v) = post(
+            &c,
+            &url(&s, &format!("/collections/{name}/search")),
+            &body.to_string(),
+        )
+        .await;
+        assert_eq!(st, 200, "{name}: {v}");
+        assert_eq!(ids(&v)[0], 0, "{name}: {v}");
+    }
+    let check = |stats: &serde_json::Value| {
+        let mem = &stats["memory"];
+        // The process pool holds a's index only, b's pool holds b's.
+        assert_eq!(mem["pool"]["indexes"], 1, "{mem}");
+        let own = &mem["collection_budgets"]["b"];
+        assert_eq!(own["budget"], 32u64 << 20, "{mem}");
+        assert_eq!(own["pool"]["indexes"], 1, "{mem}");
+        assert!(own["pool"]["resident"].as_u64().unwrap() > 0, "{mem}");
+        assert!(own["pool"]["peak"].as_u64().unwrap() <= 32 << 20, "{mem}");
+        assert_eq!(own["pool"]["base"], 0, "{mem}");
+        assert!(mem["collection_budgets"].get("a").is_none(), "{mem}");
+    };
+    check(&get_json(&c, &url(&s, "/stats")).await);
+    // A reload of b opens it under its own pool again (the old index gives its bytes back).
+    let (st, _, v) = post(
+        &c,
+        &url(&s, "/admin/reload"),
+        &serde_json::json!({ "index": b, "collection": "b" }).to_string(),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let body = serde_json::json!({ "vector": &base[..DIM], "k": 3, "nprobe": 8 });
+    let (st, _, v) = post(&c, &url(&s, "/collections/b/search"), &body.to_string()).await;
+    assert_eq!(st, 200, "{v}");
+    check(&get_json(&c, &url(&s, "/stats")).await);
+    s.stop().await.unwrap();
+    // Bad budgets are refused by name.
+    for bad in ["x", "0", "-5"] {
+        let settings = searchd_server::ServeSettings {
+            collection: vec![format!("b={}:budget={bad}", b.display())],
+            ..searchd_server::ServeSettings::default()
+        };
+        let e = searchd_server::ServerConfig::from_settings(&settings)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("budget="), "{bad}: {e}");
+    }
+}
+
 /// A partitioned index under a memory budget serves like any other: hits found through
 /// partitions loaded on demand, and `/stats` shows the graph manager's work per segment.
 #[tokio::test]

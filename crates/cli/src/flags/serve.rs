@@ -68,8 +68,10 @@ pub struct ServeArgs {
 
     /// Collection directory to serve (written by `searchd ingest`), as `DIR` (named after
     /// the directory) or `NAME=DIR`. Repeat to serve several; the first (after --index, if
-    /// given) is the default behind the v1 routes (/search, /stats).
-    #[arg(help_heading = "What to serve", long, value_name = "[NAME=]DIR")]
+    /// given) is the default behind the v1 routes (/search, /stats). `:budget=BYTES` (e.g.
+    /// `NAME=DIR:budget=512MiB`) gives the collection's partitioned indexes a memory budget
+    /// of their own, apart from --memory-budget's.
+    #[arg(help_heading = "What to serve", long, value_name = "[NAME=]DIR[:budget=BYTES]", value_parser = parse_collection)]
     pub collection: Vec<String>,
 
     #[command(flatten)]
@@ -582,6 +584,19 @@ impl ServeArgs {
     }
 }
 
+/// `[NAME=]DIR[:budget=BYTES]` with the budget's size in bytes (`512MiB` becomes
+/// `536870912`), as the server reads it.
+fn parse_collection(s: &str) -> Result<String, String> {
+    match s.rsplit_once(":budget=") {
+        Some((spec, b)) => match parse_bytes(b) {
+            Ok(0) => Err(format!("budget={b}: a budget must be more than 0 bytes")),
+            Ok(bytes) => Ok(format!("{spec}:budget={bytes}")),
+            Err(e) => Err(format!("budget={b}: {e}")),
+        },
+        None => Ok(s.to_string()),
+    }
+}
+
 fn parse_bytes_usize(s: &str) -> Result<usize, String> {
     parse_bytes(s).and_then(|b| usize::try_from(b).map_err(|e| e.to_string()))
 }
@@ -675,6 +690,19 @@ mod tests {
         assert_eq!(s.write_body_limit, 1024);
         assert_eq!(s.qdrant.backend, searchd_server::BackendKind::Qdrant);
         assert_eq!(s.qdrant.qdrant_collection.as_deref(), Some("q"));
+    }
+
+    #[test]
+    fn a_collection_budget_is_read_as_bytes() {
+        let s = parse(&["--collection", "a=/c:budget=1MiB", "--collection", "/d"]).unwrap();
+        assert_eq!(
+            s.collection,
+            vec!["a=/c:budget=1048576".to_string(), "/d".into()]
+        );
+        for bad in ["a=/c:budget=0", "a=/c:budget=lots", "a=/c:budget="] {
+            let e = parse(&["--collection", bad]).unwrap_err().to_string();
+            assert!(e.contains("budget="), "{bad}: {e}");
+        }
     }
 
     #[test]
