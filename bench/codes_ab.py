@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""searchd's code kinds on one graph, interleaved: float32, SQ8 and RaBitQ-style 4 and 8 bits.
+"""searchd's code kinds on one graph, interleaved: float32, SQ8 and RaBitQ-style 4 and 8 bits,
+and (with --peers) the peer libraries in the same rounds.
 
     python3 bench/codes_ab.py --base B.npy --queries Q.npy --name codes-ab-gcide \
         [--index DIR_OF_AN_HNSW_INDEX] [--rounds 3] [--efs 64,128,256]
+    bench/.venv/bin/python bench/codes_ab.py ... --peers hnswlib,faiss-hnsw,faiss-hnsw-sq8
 
 One HNSW graph (built from --base, or --index when given) gets each code kind with
 `searchd quantize` (the graph is shared, so only the codes differ). Then, for `--rounds`
@@ -13,6 +15,12 @@ Each code kind runs twice: rescored with float32 (the default) and alone (`--vec
 recall of the codes without any float32 read). Reports the medians over rounds with the
 spread (min-max), recall@10 (tie-aware, from `searchd eval`), code bytes per vector, and the
 QPS ratio to SQ8 per round. Writes bench/results/NAME.json and NAME.md.
+
+Peers (`--peers`, names as `bench/peers.py` has them; needs the bench venv): each is built
+once (M 16, ef_construction 200, 2 threads, on the unit-normalised float32 base) and then,
+in every round, searched by a fresh `bench/peers.py` worker process (one thread, one query
+at a time, the same ef values and seconds), its recall@10 tie-aware against the same exact
+neighbours.
 """
 
 from __future__ import annotations
@@ -52,6 +60,22 @@ def code_bytes(index: Path) -> float:
     return files.get("codes.bin", 0) / m["n"]
 
 
+def peer_rows(P, lib, work, base_p, queries_p, n, efs, min_seconds, base, queries, kth, rnd):
+    """One round of one peer: a fresh search worker; rows by ef with tie-aware recall."""
+    import numpy as np
+
+    found = work / f"peer-{lib}-{rnd}.npz"
+    res = P.run_worker("search", {"lib": lib, "threads": 1, "efs": efs, "min_seconds": min_seconds,
+                                  "queries": str(queries_p), "index_path": str(work / f"peer-{lib}.idx"),
+                                  "n": n, "found": str(found)}, 1)
+    ids = np.load(found)
+    out = {}
+    for row in res["rows"]:
+        row["recall_at_10"] = P.tie_aware_recall(ids[f"ef{row['ef']}"], base, queries, kth)
+        out[row["ef"]] = row
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", required=True)
@@ -64,6 +88,7 @@ def main():
     ap.add_argument("--efs", default="64,128,256")
     ap.add_argument("--min-seconds", type=float, default=2.0)
     ap.add_argument("--dataset", default="")
+    ap.add_argument("--peers", default="", help="peer libraries, comma-separated (bench/peers.py names)")
     a = ap.parse_args()
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -82,9 +107,35 @@ def main():
             run([SEARCHD, "quantize", "--index", plain, "--out", d, "--quantization", q, "--force"])
             dirs[q] = d
     efs = [int(x) for x in a.efs.split(",")]
-    runs = {name: [] for name, _, _ in CONFIGS}
+    peers = [p for p in a.peers.split(",") if p]
+    configs = CONFIGS + [(p, "peer", "-") for p in peers]
+    runs = {name: [] for name, _, _ in configs}
+    if peers:
+        import numpy as np
+
+        sys.path.insert(0, str(HERE))
+        import peers as P
+
+        unit = lambda x: np.ascontiguousarray(x / np.linalg.norm(x, axis=1, keepdims=True), dtype=np.float32)
+        base = unit(np.load(a.base).astype(np.float32))
+        queries = unit(np.load(a.queries).astype(np.float32))
+        base_p, queries_p = work / "peer-base.npy", work / "peer-queries.npy"
+        np.save(base_p, base)
+        np.save(queries_p, queries)
+        gt_ids = np.load(gt)[:, :10].astype(np.int64)
+        kth = P.gt_scores(base, queries, gt_ids)[:, 9]
+        for lib in peers:
+            if not (work / f"peer-{lib}.idx").exists():
+                print(f"+ build {lib}", file=sys.stderr, flush=True)
+                built = P.run_worker("build", {"lib": lib, "threads": 2, "base": str(base_p),
+                                               "index_path": str(work / f"peer-{lib}.idx")}, 2)
+                print(f"  {lib} built in {built['build_seconds']:.1f} s", file=sys.stderr, flush=True)
     for r in range(a.rounds):
-        for name, q, vectors in CONFIGS:
+        for name, q, vectors in configs:
+            if q == "peer":
+                runs[name].append(peer_rows(P, name, work, base_p, queries_p, base.shape[0], efs,
+                                            a.min_seconds, base, queries, kth, r))
+                continue
             out = work / f"eval-{r}-{name.replace(' ', '-')}.json"
             run([SEARCHD, "eval", "--index", dirs[q], "--queries", a.queries, "--gt", gt,
                  "--ef", a.efs, "--threads", "1", "--min-seconds", a.min_seconds,
@@ -92,7 +143,7 @@ def main():
             rows = json.loads(out.read_text())["rows"]
             runs[name].append({row["ef"]: row for row in rows})
     table = []
-    for name, q, vectors in CONFIGS:
+    for name, q, vectors in configs:
         for ef in efs:
             qps = [rr[ef]["qps_1thread"] for rr in runs[name]]
             rec = [rr[ef]["recall_at_10"] for rr in runs[name]]
@@ -102,7 +153,7 @@ def main():
                           for rr, s in zip(runs[name], runs["sq8"])]
             table.append({
                 "config": name, "quantization": q, "vectors": vectors, "ef": ef,
-                "code_bytes_per_vector": round(code_bytes(dirs[q]), 1),
+                "code_bytes_per_vector": round(code_bytes(dirs[q]), 1) if q in dirs else None,
                 "recall_at_10": statistics.median(rec),
                 "qps_1thread_median": statistics.median(qps), "qps_1thread_min": min(qps),
                 "qps_1thread_max": max(qps),
@@ -126,7 +177,8 @@ def main():
     for t in table:
         ratio = "-" if t["qps_vs_sq8_per_round"] is None else (
             f"{t['qps_vs_sq8_median']:.2f}x ({', '.join(f'{x:.2f}' for x in t['qps_vs_sq8_per_round'])})")
-        md.append(f"| {t['config']} | {t['ef']} | {t['code_bytes_per_vector']:.0f} | {t['recall_at_10']:.4f} | "
+        cb = "-" if t["code_bytes_per_vector"] is None else f"{t['code_bytes_per_vector']:.0f}"
+        md.append(f"| {t['config']} | {t['ef']} | {cb} | {t['recall_at_10']:.4f} | "
                   f"{t['qps_1thread_median']:,.0f} ({t['qps_1thread_min']:,.0f}-{t['qps_1thread_max']:,.0f}) | "
                   f"{ratio} | {t['p99_us_median']:.0f} |")
     (rdir / f"{a.name}.md").write_text("\n".join(md) + "\n")
