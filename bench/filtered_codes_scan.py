@@ -69,7 +69,8 @@ def main():
                    f"{a.work}-{name}", "--nq", "200", "--efs", "128", "--filters", a.filters,
                    "--forced-min-sel", "0.5"]
             print("+", " ".join(cmd), file=sys.stderr, flush=True)
-            text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            text = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True).stdout
             log.append(f"### round {r + 1} index {name}\n{text}")
             runs[name].append(parse(text))
     rows = []

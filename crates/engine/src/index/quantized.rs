@@ -153,10 +153,10 @@ impl Index {
     /// rabitq rotation, is a large share of a scan of a few hundred rows) and they are many
     /// times the rescored candidates (binary codes rescore 64 x k).
     ///
-    /// Measured on 1M x 384 (`examples/filtered_bench.rs`, one thread, the forced float32
-    /// scan and the automatic codes scan in the same run, 200 queries): 1% passing (10k
-    /// rows), sq8 codes 1.5-3.4x the float32 scan's QPS, rabitq:4 1.3-2.8x, recall@10 1.0
-    /// (this VM's memory bandwidth varied 2x between runs).
+    /// Measured on 1M x 384 (`bench/filtered_codes_scan.py`, one thread, the forced float32
+    /// scan and the automatic codes scan in the same run, 200 queries, three runs): 1%
+    /// passing (10k rows), sq8 codes 1.61-2.28x the float32 scan's QPS (medians), rabitq:4
+    /// 1.68-3.13x, recall@10 1.000 (this VM's memory bandwidth varied 2x between runs).
     pub(super) fn scan_codes_pays(
         &self,
         codes: &Codes,
