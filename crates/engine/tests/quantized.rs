@@ -67,19 +67,25 @@ fn recall(index: &Index, checker: &Index, queries: &[f32], ef: usize, over: Opti
     total / NQ as f64
 }
 
+/// The float32 index of `base` under `metric` (the reference the coded indexes are checked
+/// against), opened.
+fn float32(dir: &Path, base: &[f32], metric: Metric) -> Index {
+    let out = build(
+        dir,
+        &format!("f32-{metric:?}"),
+        base,
+        metric,
+        Quantization::None,
+    );
+    Index::open(&out, &LoadOptions::default()).unwrap()
+}
+
 #[test]
 fn pq_and_binary_traversal_with_rescoring_keep_recall() {
     let dir = tempfile::tempdir().unwrap();
     let (base, queries) = data();
     for metric in [Metric::Cosine, Metric::L2] {
-        let plain = build(
-            dir.path(),
-            &format!("f32-{metric:?}"),
-            &base,
-            metric,
-            Quantization::None,
-        );
-        let plain = Index::open(&plain, &LoadOptions::default()).unwrap();
+        let plain = float32(dir.path(), &base, metric);
         let f32_recall = recall(&plain, &plain, &queries, 64, None);
         for (q, floor) in [
             (Quantization::Pq { m: 8 }, 0.90),
@@ -170,14 +176,7 @@ fn rabitq_codes_keep_recall_without_rescoring() {
     let dir = tempfile::tempdir().unwrap();
     let (base, queries) = data();
     for metric in [Metric::Cosine, Metric::L2] {
-        let plain = build(
-            dir.path(),
-            &format!("f32-{metric:?}"),
-            &base,
-            metric,
-            Quantization::None,
-        );
-        let checker = Index::open(&plain, &LoadOptions::default()).unwrap();
+        let checker = float32(dir.path(), &base, metric);
         let codes_only = |q: Quantization| {
             let out = build(
                 dir.path(),

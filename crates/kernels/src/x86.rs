@@ -241,6 +241,21 @@ impl Simd for Avx512 {
     }
 }
 
+/// Sum of the eight `i32` lanes of `v` (wrapping), for the integer kernels.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    // SAFETY: register-only AVX2 intrinsics; the caller guarantees AVX2.
+    unsafe {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    }
+}
+
 /// [`crate::dot_u4_i16`] with AVX2: per 32-byte block, the low and high nibbles are split
 /// with a mask and a 4-bit shift, widened to 16 bits (`vpmovzxbw`) and multiplied with the
 /// weights (`vpmaddwd`); a short last block is summed in scalar code.
@@ -277,14 +292,7 @@ pub(crate) unsafe fn dot_u4_i16_avx2(a: &[u8], b: &[i16]) -> i32 {
             acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(p2, p3));
             i += 32;
         }
-        let acc = _mm256_add_epi32(acc0, acc1);
-        let s = _mm_add_epi32(
-            _mm256_castsi256_si128(acc),
-            _mm256_extracti128_si256::<1>(acc),
-        );
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        let total = _mm_cvtsi128_si32(s);
+        let total = hsum_epi32(_mm256_add_epi32(acc0, acc1));
         total.wrapping_add(crate::scalar::dot_u4_i16(&a[i..], &b[2 * i..]))
     }
 }
@@ -323,14 +331,7 @@ pub(crate) unsafe fn dot_u8_i16_avx2(a: &[u8], b: &[i16]) -> i32 {
             acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(a0, b0));
             i += 16;
         }
-        let acc = _mm256_add_epi32(acc0, acc1);
-        let s = _mm_add_epi32(
-            _mm256_castsi256_si128(acc),
-            _mm256_extracti128_si256::<1>(acc),
-        );
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        let mut total = _mm_cvtsi128_si32(s);
+        let mut total = hsum_epi32(_mm256_add_epi32(acc0, acc1));
         while i < n {
             total = total.wrapping_add(*pa.add(i) as i32 * *pb.add(i) as i32);
             i += 1;

@@ -736,12 +736,8 @@ async fn quantized_index_served_from_disk_or_codes_alone() {
     }
 }
 
-/// `--collection NAME=DIR:budget=BYTES`: that collection's partitioned index draws on a pool
-/// of its own (kept across a reload), the others on the process pool; `/stats` shows both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_collection_with_a_budget_of_its_own_keeps_to_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+/// A partitioned index of `base` in `out`: 8 partitions, overlap 1, one build thread.
+fn build_partitioned(out: &std::path::Path, base: &[f32]) {
     let cfg = searchd_engine::BuildConfig {
         kind: searchd_engine::IndexKind::Partitioned,
         threads: 1,
@@ -749,10 +745,19 @@ async fn a_collection_with_a_budget_of_its_own_keeps_to_it() {
         overlap: 1,
         ..Default::default()
     };
+    searchd_engine::build_index(out, base, DIM, &cfg, &|_, _| {}).unwrap();
+}
+
+/// `--collection NAME=DIR:budget=BYTES`: that collection's partitioned index draws on a pool
+/// of its own (kept across a reload), the others on the process pool; `/stats` shows both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collection_with_a_budget_of_its_own_keeps_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
     let base = data(2000, DIM, 13);
     let (a, b) = (root.join("a"), root.join("b"));
     for d in [&a, &b] {
-        searchd_engine::build_index(d, &base, DIM, &cfg, &|_, _| {}).unwrap();
+        build_partitioned(d, &base);
     }
     let settings = searchd_server::ServeSettings {
         collection: vec![
@@ -823,15 +828,8 @@ async fn a_collection_with_a_budget_of_its_own_keeps_to_it() {
 async fn partitioned_index_served_under_a_memory_budget() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("part");
-    let cfg = searchd_engine::BuildConfig {
-        kind: searchd_engine::IndexKind::Partitioned,
-        threads: 1,
-        nlist: 8,
-        overlap: 1,
-        ..Default::default()
-    };
     let base = data(2000, DIM, 12);
-    searchd_engine::build_index(&out, &base, DIM, &cfg, &|_, _| {}).unwrap();
+    build_partitioned(&out, &base);
     // The pool the server would make for `serve --memory-budget`, shared with the index
     // this test opens itself.
     let opts = searchd_engine::LoadOptions {
