@@ -77,7 +77,7 @@ pub(crate) struct IndexBody {
     /// `hnsw` (default) or `flat`.
     #[serde(default)]
     kind: Option<String>,
-    /// `none` (default), `sq8`, `pq:M` or `binary`.
+    /// `none` (default), `sq8`, `pq:M`, `binary` or `rabitq:B` (B = 1..8).
     #[serde(default)]
     quantization: Option<String>,
     #[serde(default)]
@@ -230,7 +230,7 @@ pub(crate) async fn create(
     if let Some(q) = &ix.quantization {
         let q = searchd_engine::Quantization::parse(q).ok_or_else(|| {
             ApiError::invalid(format!(
-                "index.quantization {q:?}: expected none, sq8, pq:M or binary"
+                "index.quantization {q:?}: expected none, sq8, pq:M, binary or rabitq:B (B = 1..8)"
             ))
         })?;
         if let searchd_engine::Quantization::Pq { m } = q {
