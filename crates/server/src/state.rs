@@ -243,6 +243,12 @@ impl App {
 
     pub(crate) fn figures(&self) -> IndexFigures {
         let memory = self.cfg.load.pool.as_ref().map(|p| p.stats());
+        let collection_pools = self
+            .cfg
+            .collection_pools
+            .iter()
+            .map(|(name, p)| (name.clone(), p.stats()))
+            .collect();
         match self.slots().first().and_then(|s| s.backend.load_full()) {
             Some(b) => {
                 let (n, dim, bytes) = b.figures();
@@ -252,10 +258,12 @@ impl App {
                     dim: dim as u64,
                     bytes,
                     memory,
+                    collection_pools,
                 }
             }
             None => IndexFigures {
                 memory,
+                collection_pools,
                 ..IndexFigures::default()
             },
         }

@@ -345,7 +345,7 @@ pub fn process_stats() -> ProcessStats {
 }
 
 /// Live index figures for `/metrics`.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct IndexFigures {
     pub loaded: bool,
     pub n: u64,
@@ -353,6 +353,8 @@ pub(crate) struct IndexFigures {
     pub bytes: u64,
     /// `serve --memory-budget`: the process's pool.
     pub memory: Option<searchd_engine::PoolStats>,
+    /// `--collection NAME=DIR:budget=BYTES`: each such collection's own pool, by name.
+    pub collection_pools: Vec<(String, searchd_engine::PoolStats)>,
 }
 
 /// Write the Prometheus text exposition.
@@ -631,6 +633,41 @@ fn encode_live(
                     c.metric_type(),
                 )?;
                 c.encode(d)?;
+            }
+            // Collections with a budget of their own: one series per collection.
+            if !self.index.collection_pools.is_empty() {
+                type Pick = fn(&searchd_engine::PoolStats) -> u64;
+                let series: [(&str, &str, Pick); 4] = [
+                    (
+                        "searchd_collection_memory_budget_bytes",
+                        "--collection NAME=DIR:budget=BYTES: the collection's own budget",
+                        |p| p.budget,
+                    ),
+                    (
+                        "searchd_collection_memory_pinned_bytes",
+                        "The collection budget's routing pinned by its open partitioned indexes",
+                        |p| p.pinned,
+                    ),
+                    (
+                        "searchd_collection_memory_partitions_bytes",
+                        "The collection budget's resident partitions",
+                        |p| p.resident,
+                    ),
+                    (
+                        "searchd_collection_memory_peak_bytes",
+                        "Most of the collection's budget taken at once since start",
+                        |p| p.peak,
+                    ),
+                ];
+                for (name, help, pick) in series {
+                    let g = ConstGauge::new(0i64);
+                    let mut m = enc.encode_descriptor(name, help, None, g.metric_type())?;
+                    for (coll, p) in &self.index.collection_pools {
+                        let labels = [("collection", coll.as_str())];
+                        let fam = m.encode_family(&labels)?;
+                        ConstGauge::new(pick(p) as f64).encode(fam)?;
+                    }
+                }
             }
             let c = ConstCounter::new(self.reloads);
             let m = enc.encode_descriptor(

@@ -796,6 +796,24 @@ async fn a_collection_with_a_budget_of_its_own_keeps_to_it() {
         assert!(mem["collection_budgets"].get("a").is_none(), "{mem}");
     };
     check(&get_json(&c, &url(&s, "/stats")).await);
+    // `/metrics` has one series per collection with a budget of its own.
+    let metrics = get_text(&c, &url(&s, "/metrics")).await;
+    assert!(
+        metrics.contains(&format!(
+            "searchd_collection_memory_budget_bytes{{collection=\"b\"}} {}",
+            32u64 << 20
+        )),
+        "{metrics}"
+    );
+    let resident = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("searchd_collection_memory_partitions_bytes{collection=\"b\"} ")
+        })
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no partitions series for b:\n{metrics}"));
+    assert!(resident > 0.0, "{metrics}");
+    assert!(!metrics.contains("collection=\"a\""), "{metrics}");
     // A reload of b opens it under its own pool again (the old index gives its bytes back).
     let (st, _, v) = post(
         &c,
