@@ -118,12 +118,25 @@ impl Index {
     }
 
     /// Exact top-`k` with an in-memory scorer: allowed rows in chunks, prefetched ahead.
+    ///
+    /// `pass` is the search's predicate, `p.filter` and membership of `p.allow` (see
+    /// `Index::search_inner`). The rows come from `p.allow` when it is set
+    /// (`candidate_rows`), so then only `p.filter` is tested again: the allow test
+    /// maps each row to its external id and looks it up in the bitmap, two dependent random
+    /// reads a row (1M x 384, 1% passing: the sq8 codes scan went from a p50 of 0.75-0.9 ms to
+    /// 0.51-0.55 ms).
     pub(super) fn scan_rows<S: Scorer>(
         &self,
         scorer: &S,
         p: &SearchParams<'_>,
         pass: &dyn Fn(u32) -> bool,
     ) -> std::result::Result<Vec<Neighbor>, SearchError> {
+        let only_filter = |i: u32| p.filter.is_none_or(|f| f(i));
+        let pass: &dyn Fn(u32) -> bool = if p.allow.is_some() {
+            &only_filter
+        } else {
+            pass
+        };
         const CHUNK: usize = 32;
         let mut top = TopK::new(p.k);
         let mut chunk = [0u32; CHUNK];
