@@ -455,38 +455,16 @@ impl Index {
                 _ => 0.0,
             },
         };
+        // The fallback of a walk that could not finish: float32 when the index has it.
         let exact = || {
-            self.exact_filtered(&q, p, &pass)
+            self.exact_filtered(&q, p, &pass, false)
                 .map(|h| (h, FilterPlan::Exact, 0))
         };
         if plan == FilterPlan::Exact && self.vectors.opened() {
-            if let (
-                None,
-                Structure::Hnsw {
-                    graph,
-                    codes: Some(codes),
-                },
-            ) = (p.plan, &self.structure)
-            {
-                // An automatic scan of a quantized index reads the passing rows' codes and
-                // rescores the best `oversample * k` with float32, as its walks do (a forced
-                // `Exact` stays on float32: the exact answer). Its cost is memory traffic:
-                // 1M x 384, 1% passing, the codes scan is what makes it cheaper (see
-                // `scan_codes_pays`).
-                if self.scan_codes_pays(codes, p, allowed) {
-                    let walk = Walk {
-                        plan,
-                        filter: Some(&pass),
-                        budget: usize::MAX,
-                        want: 0,
-                        min_pass_rate: 0.0,
-                    };
-                    if let Some(hits) = self.search_codes(&graph.view(), codes, &q, p, &walk)? {
-                        return Ok((hits, plan, 0));
-                    }
-                }
-            }
-            return exact();
+            // Planned: an automatic scan may read codes.
+            return self
+                .exact_filtered(&q, p, &pass, p.plan.is_none())
+                .map(|h| (h, plan, 0));
         }
         let found = match &self.structure {
             Structure::Hnsw {

@@ -109,9 +109,9 @@ impl Index {
         scorer: S,
     ) -> std::result::Result<Option<Vec<Neighbor>>, SearchError> {
         if walk.plan == FilterPlan::Exact {
-            let pass = |i: u32| walk.filter.as_ref().is_none_or(|f| f(i));
+            // The walk's filter is `p`'s (its `filter` and `allow`), which the scan applies.
             let scan = SearchParams { k: r, ..*p };
-            return self.scan_rows(&scorer, &scan, &pass).map(Some);
+            return self.scan_rows(&scorer, &scan).map(Some);
         }
         let ctx = SearchCtx {
             scorer,
@@ -157,16 +157,11 @@ impl Index {
     /// scan and the automatic codes scan in the same run, 200 queries, three runs): 1%
     /// passing (10k rows), sq8 codes 1.61-2.28x the float32 scan's QPS (medians), rabitq:4
     /// 1.68-3.13x, recall@10 1.000 (this VM's memory bandwidth varied 2x between runs).
-    pub(super) fn scan_codes_pays(
-        &self,
-        codes: &Codes,
-        p: &SearchParams<'_>,
-        allowed: Option<usize>,
-    ) -> bool {
+    pub(super) fn scan_codes_pays(&self, codes: &Codes, p: &SearchParams<'_>) -> bool {
         let Ok(r) = self.candidates_wanted(codes, p) else {
             return false;
         };
-        let rows = allowed.unwrap_or(self.info.n);
+        let rows = self.allowed_rows(p).unwrap_or(self.info.n);
         codes.len < 4 * self.info.dim && rows >= SCAN_CODES_MIN_ROWS.max(8 * r)
     }
 

@@ -60,12 +60,39 @@ impl Index {
 
     /// Exact top-`k` over the rows passing `pass` (with `allow`: iterating its rows, not
     /// testing every row), on the float32 vectors when they were opened, else on the codes.
+    ///
+    /// With `may_use_codes` (an automatically planned scan) a quantized HNSW index reads the
+    /// passing rows' codes instead when that pays ([`Index::scan_codes_pays`]) and rescores
+    /// the best with float32, as its walks do; a forced `Exact`, or the fallback of a walk,
+    /// stays on float32 (the exact answer).
     pub(super) fn exact_filtered(
         &self,
         q: &[f32],
         p: &SearchParams<'_>,
         pass: &dyn Fn(u32) -> bool,
+        may_use_codes: bool,
     ) -> std::result::Result<Vec<Hit>, SearchError> {
+        // Scans inside a code-specific search.
+        let on_codes = Walk {
+            plan: FilterPlan::Exact,
+            filter: Some(pass),
+            budget: usize::MAX,
+            want: 0,
+            min_pass_rate: 0.0,
+        };
+        if let Structure::Hnsw {
+            graph,
+            codes: Some(codes),
+        } = &self.structure
+        {
+            let codes_only = !self.vectors.opened();
+            if codes_only || (may_use_codes && self.scan_codes_pays(codes, p)) {
+                let found = self.search_codes(&graph.view(), codes, q, p, &on_codes)?;
+                if codes_only || found.is_some() {
+                    return Ok(found.unwrap_or_default());
+                }
+            }
+        }
         let found = match &self.vectors {
             Vectors::Mem(_) => {
                 let scorer = F32Scorer {
@@ -73,7 +100,7 @@ impl Index {
                     rows: self.rows()?,
                     query: q,
                 };
-                self.scan_rows(&scorer, p, pass)?
+                self.scan_rows(&scorer, p)?
             }
             Vectors::Disk(disk) => {
                 let mut v = vec![0f32; self.info.dim];
@@ -81,24 +108,13 @@ impl Index {
                     read_row(disk, i as usize, &mut v)?;
                     Ok(distance(self.metric, q, &v))
                 };
-                self.scan_rows_with(scorer, p, pass)?
+                self.scan_rows_with(scorer, p)?
             }
             Vectors::Absent => {
-                // Codes only: the scan runs inside the code-specific search.
-                let walk = Walk {
-                    plan: FilterPlan::Exact,
-                    filter: Some(pass),
-                    budget: usize::MAX,
-                    want: 0,
-                    min_pass_rate: 0.0,
-                };
+                // Codes only (HNSW with codes was answered above).
                 let found = match &self.structure {
-                    Structure::Hnsw {
-                        graph,
-                        codes: Some(codes),
-                    } => self.search_codes(&graph.view(), codes, q, p, &walk)?,
                     Structure::IvfPq { lists, codes } => {
-                        self.search_ivf(&lists.view(), codes, q, p, &walk)?
+                        self.search_ivf(&lists.view(), codes, q, p, &on_codes)?
                     }
                     // Every partition, each scanning its own passing rows.
                     Structure::Partitioned { routing, store, .. } => {
@@ -107,9 +123,7 @@ impl Index {
                             .search_partitions(routing, store, q, p, all, Some(pass))
                             .map(|(hits, _)| hits);
                     }
-                    Structure::Flat | Structure::Hnsw { codes: None, .. } => {
-                        return Err(SearchError::NoVectors)
-                    }
+                    Structure::Flat | Structure::Hnsw { .. } => return Err(SearchError::NoVectors),
                 };
                 return Ok(found.unwrap_or_default());
             }
@@ -117,26 +131,19 @@ impl Index {
         Ok(self.hits(found))
     }
 
-    /// Exact top-`k` with an in-memory scorer: allowed rows in chunks, prefetched ahead.
+    /// Exact top-`k` with an in-memory scorer over the rows passing `p.filter` and `p.allow`:
+    /// allowed rows in chunks, prefetched ahead.
     ///
-    /// `pass` is the search's predicate, `p.filter` and membership of `p.allow` (see
-    /// `Index::search_inner`). The rows come from `p.allow` when it is set
-    /// (`candidate_rows`), so then only `p.filter` is tested again: the allow test
-    /// maps each row to its external id and looks it up in the bitmap, two dependent random
-    /// reads a row (1M x 384, 1% passing: the sq8 codes scan went from a p50 of 0.75-0.9 ms to
-    /// 0.51-0.55 ms).
+    /// The rows come from `p.allow` (`candidate_rows`), so only `p.filter` is tested
+    /// on each: testing membership again would map each row to its external id and look it up
+    /// in the bitmap, two dependent random reads a row (1M x 384, 1% passing: the sq8 codes
+    /// scan went from a p50 of 0.75-0.9 ms to 0.51-0.55 ms without them).
     pub(super) fn scan_rows<S: Scorer>(
         &self,
         scorer: &S,
         p: &SearchParams<'_>,
-        pass: &dyn Fn(u32) -> bool,
     ) -> std::result::Result<Vec<Neighbor>, SearchError> {
-        let only_filter = |i: u32| p.filter.is_none_or(|f| f(i));
-        let pass: &dyn Fn(u32) -> bool = if p.allow.is_some() {
-            &only_filter
-        } else {
-            pass
-        };
+        let pass = |i: u32| p.filter.is_none_or(|f| f(i));
         const CHUNK: usize = 32;
         let mut top = TopK::new(p.k);
         let mut chunk = [0u32; CHUNK];
@@ -180,8 +187,8 @@ impl Index {
         &self,
         mut score: impl FnMut(u32) -> std::result::Result<f32, SearchError>,
         p: &SearchParams<'_>,
-        pass: &dyn Fn(u32) -> bool,
     ) -> std::result::Result<Vec<Neighbor>, SearchError> {
+        let pass = |i: u32| p.filter.is_none_or(|f| f(i));
         let mut top = TopK::new(p.k);
         for (j, i) in self.candidate_rows(p).enumerate() {
             if j % 1024 == 0 {
