@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use searchd_engine::{
-    build_index, eval, exact, BuildConfig, HnswParams, Index, IndexKind, LoadOptions, Metric,
-    Placement, Quantization, VectorPlacement,
+    build_index, eval, exact, BuildConfig, BuildOn, HnswParams, Index, IndexKind, LoadOptions,
+    Metric, Placement, Quantization, VectorPlacement,
 };
 
 use crate::util::{self, bar, load_vectors, summary, write_json, CliError, CmdResult};
@@ -265,6 +265,11 @@ pub struct BuildArgs {
     /// binary (one bit per dimension). The float32 vectors are kept for rescoring.
     #[arg(long, default_value = "none")]
     pub quantization: String,
+    /// What HNSW insertion walks score: float32, or sq8 (codes made for the build and
+    /// dropped after it: a quarter of the bytes per distance; the candidates each walk finds
+    /// are rescored with float32 before links are chosen).
+    #[arg(long, default_value = "float32", value_parser = parse_build_on)]
+    pub build_on: BuildOn,
     /// Build threads (0 = one per core; 1 = deterministic for a given --seed).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -373,6 +378,7 @@ pub fn build(a: &BuildArgs) -> CmdResult {
         quantization,
         nlist,
         overlap: a.overlap,
+        build_on: a.build_on,
     };
     let pb = bar(base.n() as u64, "build");
     // A partitioned build counts rows of its partitions (copies included).
@@ -398,6 +404,10 @@ pub fn build(a: &BuildArgs) -> CmdResult {
     );
     summary("build done", started);
     Ok(())
+}
+
+fn parse_build_on(s: &str) -> Result<BuildOn, String> {
+    BuildOn::parse(s).ok_or_else(|| format!("unknown --build-on {s:?} (float32 or sq8)"))
 }
 
 fn parse_quantization(s: &str) -> CmdResult<Quantization> {

@@ -387,6 +387,7 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
         quantization,
         nlist,
         overlap: a.overlap,
+        build_on: searchd_engine::BuildOn::Float32,
     };
     cfg.checkpoint_every = a.checkpoint_every;
     cfg.batch = a.batch;

@@ -32,6 +32,9 @@ pub struct BuildConfig {
     pub nlist: usize,
     /// Partitioned: most further partitions a boundary row is copied into (0 = none).
     pub overlap: usize,
+    /// HNSW: what insertion walks score (float32, or SQ8 codes made for the build).
+    /// Default float32. Extending a graph (live merges) walks float32 whatever this says.
+    pub build_on: crate::hnsw::BuildOn,
 }
 
 impl Default for BuildConfig {
@@ -45,6 +48,7 @@ impl Default for BuildConfig {
             quantization: Quantization::None,
             nlist: 0,
             overlap: 0,
+            build_on: crate::hnsw::BuildOn::Float32,
         }
     }
 }
@@ -284,7 +288,15 @@ fn build_index_from(
             let sequential = cfg.threads == 1;
             let g = pool.install(|| match base {
                 Some(b) => hnsw::extend(cfg.metric, data, dim, &cfg.hnsw, b, sequential, &report),
-                None => hnsw::build(cfg.metric, data, dim, &cfg.hnsw, sequential, &report),
+                None => hnsw::build(
+                    cfg.metric,
+                    data,
+                    dim,
+                    &cfg.hnsw,
+                    cfg.build_on,
+                    sequential,
+                    &report,
+                ),
             });
             // Store nodes in BFS order of the graph for memory locality; `ids.bin` maps
             // internal positions back to row numbers of the input.

@@ -20,7 +20,7 @@ use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
 use searchd_kernels::Metric;
 
-use crate::distance::{distance, F32Scorer, Rows, Scorer};
+use crate::distance::{distance, F32Scorer, IpScorer, Rows, Scorer};
 use crate::error::SearchError;
 use crate::heap::{CandidateHeap, Neighbor, ResultHeap};
 use crate::visited::{with_visited, VisitedSet};
@@ -474,6 +474,53 @@ struct Builder<'a> {
     locks: Vec<Mutex<()>>,
     /// (entry point, its level)
     entry: RwLock<(u32, usize)>,
+    /// SQ8 codes of every row: insertion walks score these instead of the float32 rows
+    /// ([`BuildOn::Sq8`]); the neighbour choice stays on float32.
+    walk: Option<WalkCodes>,
+}
+
+/// What an insertion's walk scores while building ([`build`]). Default float32.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuildOn {
+    /// The float32 rows.
+    #[default]
+    Float32,
+    /// SQ8 codes of the rows, made for the build and dropped after it (a quarter of the
+    /// bytes per distance; the candidates the walk finds are rescored with float32 before
+    /// the neighbour selection, so links are chosen on exact distances).
+    Sq8,
+}
+
+impl BuildOn {
+    /// Parse `float32` or `sq8`.
+    pub fn parse(s: &str) -> Option<BuildOn> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "float32" | "f32" => Some(BuildOn::Float32),
+            "sq8" => Some(BuildOn::Sq8),
+            _ => None,
+        }
+    }
+}
+
+/// SQ8 codes of the rows being built, and their squared norms (l2).
+struct WalkCodes {
+    sq8: crate::sq8::Sq8,
+    codes: Vec<u8>,
+    norms: Vec<f32>,
+}
+
+impl WalkCodes {
+    fn new(data: &[f32], dim: usize) -> Option<WalkCodes> {
+        let sq8 = crate::sq8::Sq8::train(data, dim, crate::sq8::DEFAULT_SAMPLE, 0.001).ok()?;
+        let mut codes = vec![0u8; data.len()];
+        codes
+            .par_chunks_mut(dim)
+            .zip(data.par_chunks(dim))
+            .for_each(|(c, v)| sq8.encode_into(v, c));
+        let norms = data.par_chunks(dim).map(searchd_kernels::norm_sq).collect();
+        Some(WalkCodes { sq8, codes, norms })
+    }
 }
 
 impl Links for Builder<'_> {
@@ -561,29 +608,76 @@ impl<'a> Builder<'a> {
             None => (ep, max_level),
         };
         let q = self.rows.row(id);
-        let ctx = SearchCtx::<fn(u32) -> bool, _>::plain(F32Scorer {
-            metric: self.metric,
-            rows: self.rows,
-            query: q,
-        });
+        match &self.walk {
+            None => {
+                let ctx = SearchCtx::<fn(u32) -> bool, _>::plain(F32Scorer {
+                    metric: self.metric,
+                    rows: self.rows,
+                    query: q,
+                });
+                self.insert_with(id, level, (ep, max_level), &ctx, false);
+            }
+            Some(w) => {
+                let prepared = w.sq8.prepare(q);
+                let ctx = SearchCtx::<fn(u32) -> bool, _>::plain(IpScorer {
+                    metric: self.metric,
+                    codes: &w.codes,
+                    len: self.rows.dim,
+                    norms: &w.norms,
+                    query_norm: searchd_kernels::norm_sq(q),
+                    ip: |c: &[u8]| prepared.ip(c),
+                });
+                self.insert_with(id, level, (ep, max_level), &ctx, true);
+            }
+        }
+        if let Some(mut g) = entry_guard {
+            if level > g.1 {
+                *g = (id, level);
+            }
+        }
+    }
+
+    /// Link node `id` (top level `level`) from entry point `ep` of a graph whose top level
+    /// is `max_level`, walking with `ctx`'s scorer. With `rescore` (approximate scores) the
+    /// candidates each level's walk finds are rescored with float32 before the selection.
+    fn insert_with<S: Scorer>(
+        &self,
+        id: u32,
+        level: usize,
+        (ep, max_level): (u32, usize),
+        ctx: &SearchCtx<fn(u32) -> bool, S>,
+        rescore: bool,
+    ) {
+        let q = self.rows.row(id);
         let mut cur = Neighbor {
             dist: ctx.scorer.dist(ep),
             id: ep,
         };
         for l in ((level + 1)..=max_level).rev() {
-            cur = greedy(self, &ctx, cur, l);
+            cur = greedy(self, ctx, cur, l);
         }
         let mut entry_points = vec![cur];
         for l in (0..=level.min(max_level)).rev() {
             let found = with_visited(self.len(), |v| {
-                search_layer(self, &ctx, &entry_points, self.ef_construction, l, v)
+                search_layer(self, ctx, &entry_points, self.ef_construction, l, v)
             })
             .expect("no deadline while building")
             .expect("no budget while building");
             let mut cands: Vec<Neighbor> = found.into_vec();
             cands.retain(|n| n.id != id);
             cands.sort_unstable();
+            // The next level's walk starts from these, on the walk's own scores.
             entry_points = cands.clone();
+            if rescore {
+                let lines = self.rows.dim.div_ceil(16);
+                for j in 0..cands.len() {
+                    if let Some(next) = cands.get(j + 2) {
+                        self.rows.prefetch_n(next.id, lines);
+                    }
+                    cands[j].dist = distance(self.metric, q, self.rows.row(cands[j].id));
+                }
+                cands.sort_unstable();
+            }
             let selected = select_heuristic(self.metric, self.rows, &mut cands, self.m);
             {
                 let _g = self.locks[id as usize].lock();
@@ -594,11 +688,6 @@ impl<'a> Builder<'a> {
             }
             if entry_points.is_empty() {
                 entry_points.push(cur);
-            }
-        }
-        if let Some(mut g) = entry_guard {
-            if level > g.1 {
-                *g = (id, level);
             }
         }
     }
@@ -646,6 +735,7 @@ impl<'a> Builder<'a> {
         params: &HnswParams,
         levels: Vec<u8>,
         entry: (u32, usize),
+        on: BuildOn,
     ) -> Builder<'a> {
         let n = levels.len();
         let m = params.m.max(2);
@@ -670,6 +760,11 @@ impl<'a> Builder<'a> {
             locks: (0..n).map(|_| Mutex::new(())).collect(),
             entry: RwLock::new(entry),
             levels,
+            walk: match on {
+                BuildOn::Float32 => None,
+                // SQ8 that cannot be fitted (a non-finite value) leaves the build on float32.
+                BuildOn::Sq8 => WalkCodes::new(data, dim),
+            },
         }
     }
 
@@ -714,13 +809,14 @@ pub fn build(
     data: &[f32],
     dim: usize,
     params: &HnswParams,
+    on: BuildOn,
     sequential: bool,
     progress: &(dyn Fn(u64) + Sync),
 ) -> BuiltGraph {
     let n = data.len() / dim;
     let levels = draw_levels(n, params.m.max(2), params.seed);
     let entry = (0, levels.first().copied().unwrap_or(0) as usize);
-    let b = Builder::empty(metric, data, dim, params, levels, entry);
+    let b = Builder::empty(metric, data, dim, params, levels, entry, on);
     if n > 1 {
         b.insert_all(1, sequential, progress);
     } else {
@@ -751,7 +847,15 @@ pub(crate) fn extend(
     let n = data.len() / dim;
     let nk = kept.len().min(n);
     if nk == 0 {
-        return build(metric, data, dim, params, sequential, progress);
+        return build(
+            metric,
+            data,
+            dim,
+            params,
+            BuildOn::Float32,
+            sequential,
+            progress,
+        );
     }
     let mut new_of = vec![u32::MAX; base.levels.len()];
     for (i, &o) in kept[..nk].iter().enumerate() {
@@ -781,7 +885,7 @@ pub(crate) fn extend(
             (i, l)
         }
     };
-    let b = Builder::empty(metric, data, dim, params, levels, entry);
+    let b = Builder::empty(metric, data, dim, params, levels, entry, BuildOn::Float32);
     // Copy the kept nodes' links, repairing around removed ones. Each node writes only
     // its own lists and reads only `base`, so nodes are independent.
     let orphans: Vec<u32> = (0..nk as u32)

@@ -28,6 +28,7 @@ fn cfg(threads: usize, quantization: Quantization) -> BuildConfig {
         quantization,
         nlist: 0,
         overlap: 0,
+        build_on: Default::default(),
     }
 }
 

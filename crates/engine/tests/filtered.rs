@@ -40,6 +40,7 @@ fn build(dir: &Path, name: &str, base: &[f32], kind: IndexKind, q: Quantization)
         quantization: q,
         nlist: if kind == IndexKind::IvfPq { 32 } else { 0 },
         overlap: 0,
+        build_on: Default::default(),
     };
     build_index(&out, base, DIM, &cfg, &|_, _| {}).unwrap();
     out

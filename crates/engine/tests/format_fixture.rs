@@ -121,6 +121,7 @@ fn write_fixtures() {
             quantization,
             nlist,
             overlap: 0,
+            build_on: Default::default(),
         };
         build_index(&dir, &data, DIM, &cfg, &|_, _| {}).expect("build");
         let index = Index::open(&dir, &LoadOptions::default()).expect("open");

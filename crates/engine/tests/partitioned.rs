@@ -26,6 +26,7 @@ fn cfg(k: usize, overlap: usize, threads: usize) -> BuildConfig {
         quantization: Quantization::None,
         nlist: k,
         overlap,
+        build_on: Default::default(),
     }
 }
 

@@ -36,6 +36,7 @@ fn build(dir: &Path, name: &str, base: &[f32], metric: Metric, q: Quantization) 
         quantization: q,
         nlist: 0,
         overlap: 0,
+        build_on: Default::default(),
     };
     build_index(&out, base, DIM, &cfg, &|_, _| {}).unwrap();
     out
