@@ -228,7 +228,8 @@ fn build_index_from(
     let mut writer = DirWriter::create(out, cfg.force)?;
     let normalized;
     let data = if cfg.metric == Metric::Cosine {
-        let mut v = data.to_vec();
+        // In huge pages where the OS has them: the build reads rows at random.
+        let mut v = crate::hugepage::vec_from(data.len(), |i| data[i]);
         v.chunks_exact_mut(dim).for_each(|r| {
             searchd_kernels::normalize(r);
         });

@@ -22,6 +22,7 @@ mod files;
 pub mod format;
 mod heap;
 pub mod hnsw;
+mod hugepage;
 mod index;
 pub mod ivf;
 pub mod partition;
