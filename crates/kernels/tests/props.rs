@@ -362,7 +362,7 @@ proptest! {
 /// nonzero nibble picks out exactly its weight: the packing, position by position).
 #[test]
 fn dot_u4_i16_extremes_and_positions() {
-    for n in [1usize, 5, 31, 32, 33, 64, 65, 192] {
+    for n in [1usize, 5, 31, 32, 33, 64, 65, 96, 128, 130, 192] {
         let a = vec![0xffu8; n];
         for w in [i16::MAX, i16::MIN, -1, 1] {
             let b = vec![w; 2 * n];
