@@ -265,10 +265,10 @@ pub struct BuildArgs {
     /// binary (one bit per dimension). The float32 vectors are kept for rescoring.
     #[arg(long, default_value = "none")]
     pub quantization: String,
-    /// What HNSW insertion walks score: float32, or sq8 (codes made for the build and
-    /// dropped after it: a quarter of the bytes per distance; the candidates each walk finds
-    /// are rescored with float32 before links are chosen).
-    #[arg(long, default_value = "float32", value_parser = parse_build_on)]
+    /// What HNSW insertion walks score: sq8 (codes made for the build and dropped after it:
+    /// a quarter of the bytes per distance, the same recall in less time; the candidates
+    /// each walk finds are rescored with float32 before links are chosen) or float32.
+    #[arg(long, default_value = "sq8", value_parser = parse_build_on)]
     pub build_on: BuildOn,
     /// Build threads (0 = one per core; 1 = deterministic for a given --seed).
     #[arg(long, default_value_t = 0)]

@@ -387,7 +387,7 @@ pub(crate) fn ingest_to_dir(a: &IngestArgs, out: &std::path::Path) -> CmdResult 
         quantization,
         nlist,
         overlap: a.overlap,
-        build_on: searchd_engine::BuildOn::Float32,
+        build_on: searchd_engine::BuildOn::default(),
     };
     cfg.checkpoint_every = a.checkpoint_every;
     cfg.batch = a.batch;

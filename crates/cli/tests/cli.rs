@@ -765,6 +765,18 @@ fn quantize_placement_and_memory_bench() {
     );
     refused(
         &[
+            "build",
+            "--base",
+            p(&base),
+            "--out",
+            p(&d.join("y")),
+            "--build-on",
+            "pq:8",
+        ],
+        "float32 or sq8",
+    );
+    refused(
+        &[
             "eval",
             "--index",
             p(&idx),

@@ -32,8 +32,8 @@ pub struct BuildConfig {
     pub nlist: usize,
     /// Partitioned: most further partitions a boundary row is copied into (0 = none).
     pub overlap: usize,
-    /// HNSW: what insertion walks score (float32, or SQ8 codes made for the build).
-    /// Default float32. Extending a graph (live merges) walks float32 whatever this says.
+    /// HNSW: what insertion walks score (SQ8 codes made for the build, or float32).
+    /// Default SQ8. Extending a graph (live merges) walks float32 whatever this says.
     pub build_on: crate::hnsw::BuildOn,
 }
 
@@ -48,7 +48,7 @@ impl Default for BuildConfig {
             quantization: Quantization::None,
             nlist: 0,
             overlap: 0,
-            build_on: crate::hnsw::BuildOn::Float32,
+            build_on: crate::hnsw::BuildOn::Sq8,
         }
     }
 }
