@@ -32,8 +32,8 @@ pub struct BuildConfig {
     pub nlist: usize,
     /// Partitioned: most further partitions a boundary row is copied into (0 = none).
     pub overlap: usize,
-    /// HNSW: what insertion walks score (SQ8 codes made for the build, or float32).
-    /// Default SQ8. Extending a graph (live merges) walks float32 whatever this says.
+    /// HNSW: what insertion walks score (SQ8 codes made for the build, or float32), also
+    /// when extending a graph (live merges). Default SQ8.
     pub build_on: crate::hnsw::BuildOn,
 }
 
@@ -288,7 +288,16 @@ fn build_index_from(
             let report = |d| progress(d, total);
             let sequential = cfg.threads == 1;
             let g = pool.install(|| match base {
-                Some(b) => hnsw::extend(cfg.metric, data, dim, &cfg.hnsw, b, sequential, &report),
+                Some(b) => hnsw::extend(
+                    cfg.metric,
+                    data,
+                    dim,
+                    &cfg.hnsw,
+                    b,
+                    cfg.build_on,
+                    sequential,
+                    &report,
+                ),
                 None => hnsw::build(
                     cfg.metric,
                     data,

@@ -7,38 +7,27 @@ use searchd_engine::{
     Metric, Quantization, SearchParams,
 };
 
+/// Recall@10 with the default build (insertion walks on SQ8 codes).
 fn recall_for(metric: Metric, m: usize, efc: usize, ef: usize, threads: usize) -> f64 {
-    recall_with(metric, m, efc, ef, threads, Quantization::None, None)
-}
-
-/// Recall@10 of a float32 HNSW index whose insertion walks scored `on`.
-fn recall_built_on(metric: Metric, on: BuildOn, ef: usize) -> f64 {
-    recall_full(metric, 16, 100, ef, 1, Quantization::None, None, on)
-}
-
-fn recall_with(
-    metric: Metric,
-    m: usize,
-    efc: usize,
-    ef: usize,
-    threads: usize,
-    quantization: Quantization,
-    oversample: Option<f32>,
-) -> f64 {
-    recall_full(
+    recall_with(
         metric,
         m,
         efc,
         ef,
         threads,
-        quantization,
-        oversample,
-        BuildOn::Float32,
+        Quantization::None,
+        None,
+        BuildOn::default(),
     )
 }
 
+/// Recall@10 of a float32 HNSW index whose insertion walks scored `on`.
+fn recall_built_on(metric: Metric, on: BuildOn, ef: usize) -> f64 {
+    recall_with(metric, 16, 100, ef, 1, Quantization::None, None, on)
+}
+
 #[allow(clippy::too_many_arguments)]
-fn recall_full(
+fn recall_with(
     metric: Metric,
     m: usize,
     efc: usize,
@@ -127,7 +116,16 @@ fn sq8_traversal_with_rescoring_keeps_recall() {
     // Traversal on one-byte codes, best 4k rescored with float32 (the default).
     for metric in [Metric::Cosine, Metric::InnerProduct, Metric::L2] {
         let f32_recall = recall_for(metric, 16, 100, 64, 2);
-        let sq8 = recall_with(metric, 16, 100, 64, 2, Quantization::Sq8, None);
+        let sq8 = recall_with(
+            metric,
+            16,
+            100,
+            64,
+            2,
+            Quantization::Sq8,
+            None,
+            BuildOn::default(),
+        );
         assert!(
             sq8 >= 0.93,
             "{metric:?}: sq8 recall@10 {sq8} (float32 {f32_recall})"
@@ -138,8 +136,26 @@ fn sq8_traversal_with_rescoring_keeps_recall() {
         );
     }
     // Oversample 1 (no extra candidates) can only be worse than 8.
-    let lo = recall_with(Metric::Cosine, 16, 100, 64, 2, Quantization::Sq8, Some(1.0));
-    let hi = recall_with(Metric::Cosine, 16, 100, 64, 2, Quantization::Sq8, Some(8.0));
+    let lo = recall_with(
+        Metric::Cosine,
+        16,
+        100,
+        64,
+        2,
+        Quantization::Sq8,
+        Some(1.0),
+        BuildOn::default(),
+    );
+    let hi = recall_with(
+        Metric::Cosine,
+        16,
+        100,
+        64,
+        2,
+        Quantization::Sq8,
+        Some(8.0),
+        BuildOn::default(),
+    );
     assert!(hi >= lo && hi >= 0.95, "oversample 1: {lo}, 8: {hi}");
 }
 

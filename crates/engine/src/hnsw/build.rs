@@ -430,6 +430,7 @@ pub(crate) fn extend(
     dim: usize,
     params: &HnswParams,
     (base, kept): (&GraphView<'_>, &[u32]),
+    on: BuildOn,
     sequential: bool,
     progress: &(dyn Fn(u64) + Sync),
 ) -> BuiltGraph {
@@ -474,7 +475,7 @@ pub(crate) fn extend(
             (i, l)
         }
     };
-    let b = Builder::empty(metric, data, dim, params, levels, entry, BuildOn::Float32);
+    let b = Builder::empty(metric, data, dim, params, levels, entry, on);
     // Copy the kept nodes' links, repairing around removed ones. Each node writes only
     // its own lists and reads only `base`, so nodes are independent.
     let orphans: Vec<u32> = (0..nk as u32)
