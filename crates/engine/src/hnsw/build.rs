@@ -428,9 +428,8 @@ pub(crate) fn extend(
     metric: Metric,
     data: &[f32],
     dim: usize,
-    params: &HnswParams,
+    (params, on): (&HnswParams, BuildOn),
     (base, kept): (&GraphView<'_>, &[u32]),
-    on: BuildOn,
     sequential: bool,
     progress: &(dyn Fn(u64) + Sync),
 ) -> BuiltGraph {
