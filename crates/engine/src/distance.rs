@@ -8,6 +8,8 @@
 
 use searchd_kernels::Metric;
 
+use crate::heap::Neighbor;
+
 /// Lower-is-better distance used inside the graph.
 #[inline(always)]
 pub fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
@@ -42,7 +44,27 @@ impl<'a> Rows<'a> {
             crate::prefetch::prefetch_lines(row, lines);
         }
     }
+
+    /// Replace each candidate's distance with its exact one to `q` under `metric` (order
+    /// kept). Candidates are rows scattered over the whole matrix, each a cache and TLB miss:
+    /// the rows [`RESCORE_AHEAD`] candidates ahead are requested while this one is scored, so
+    /// their loads overlap the arithmetic.
+    pub fn rescore(&self, metric: Metric, q: &[f32], candidates: &mut [Neighbor]) {
+        let lines = self.dim.div_ceil(16);
+        for c in candidates.iter().take(RESCORE_AHEAD) {
+            self.prefetch_n(c.id, lines);
+        }
+        for j in 0..candidates.len() {
+            if let Some(next) = candidates.get(j + RESCORE_AHEAD) {
+                self.prefetch_n(next.id, lines);
+            }
+            candidates[j].dist = distance(metric, q, self.row(candidates[j].id));
+        }
+    }
 }
+
+/// Candidates ahead whose rows [`Rows::rescore`] prefetches.
+const RESCORE_AHEAD: usize = 2;
 
 /// Lower-is-better distance from an inner product `ip` of the query with a row, the row's
 /// squared norm `norm` and the query's `query_norm` (for l2: `|x|^2 + |q|^2 - 2<q, x>`).

@@ -4,22 +4,7 @@
 /// prefetcher follows the sequential rest).
 #[inline(always)]
 pub fn prefetch_bytes(row: &[u8], max_lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = row.as_ptr() as *const i8;
-        let lines = row.len().div_ceil(64).min(max_lines);
-        for i in 0..lines {
-            // SAFETY: prefetch is a hint that never faults, and `p + 64 * i` stays within
-            // (or one line past the start of) the slice, so the pointer arithmetic is in
-            // bounds of the allocation. SSE is part of the x86_64 baseline.
-            unsafe { _mm_prefetch(p.add(64 * i), _MM_HINT_T0) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (row, max_lines);
-    }
+    prefetch_lines_at(row.as_ptr(), row.len().div_ceil(64).min(max_lines));
 }
 
 /// [`prefetch_bytes`] for a float32 row.

@@ -259,13 +259,7 @@ impl<'a> Builder<'a> {
             // The next level's walk starts from these, on the walk's own scores.
             entry_points = cands.clone();
             if rescore {
-                let lines = self.rows.dim.div_ceil(16);
-                for j in 0..cands.len() {
-                    if let Some(next) = cands.get(j + 2) {
-                        self.rows.prefetch_n(next.id, lines);
-                    }
-                    cands[j].dist = distance(self.metric, q, self.rows.row(cands[j].id));
-                }
+                self.rows.rescore(self.metric, q, &mut cands);
                 cands.sort_unstable();
             }
             let selected = select_heuristic(self.metric, self.rows, &mut cands, self.m);

@@ -23,8 +23,6 @@ const SCAN_RESCORE_SHARE: usize = 32;
 const SCAN_RESCORE_SHARE_FINE: usize = 128;
 /// Fewest passing rows an automatic exact scan reads as codes ([`Index::scan_codes_pays`]).
 const SCAN_CODES_MIN_ROWS: usize = 2048;
-/// Candidates ahead whose float32 rows rescoring prefetches ([`Index::finish`]).
-const RESCORE_AHEAD: usize = 2;
 
 impl Index {
     /// Graph search on the codes (or, for [`FilterPlan::Exact`], a scan of the allowed
@@ -254,35 +252,14 @@ impl Index {
             c.truncate(k);
             return Ok(self.hits(c));
         }
-        let mut exact: Vec<Neighbor> = Vec::with_capacity(candidates.len());
+        let mut exact = candidates;
         match &self.vectors {
-            Vectors::Mem(_) => {
-                // Candidates are rows scattered over the whole file: each is a cache and TLB
-                // miss. Ask for the rows RESCORE_AHEAD candidates ahead while scoring this
-                // one, so their loads overlap the arithmetic.
-                let rows = self.rows()?;
-                let lines = self.info.dim.div_ceil(16);
-                for c in candidates.iter().take(RESCORE_AHEAD) {
-                    rows.prefetch_n(c.id, lines);
-                }
-                for (j, c) in candidates.iter().enumerate() {
-                    if let Some(next) = candidates.get(j + RESCORE_AHEAD) {
-                        rows.prefetch_n(next.id, lines);
-                    }
-                    exact.push(Neighbor {
-                        dist: distance(self.metric, q, rows.row(c.id)),
-                        id: c.id,
-                    });
-                }
-            }
+            Vectors::Mem(_) => self.rows()?.rescore(self.metric, q, &mut exact),
             Vectors::Disk(disk) => {
                 let mut v = vec![0f32; self.info.dim];
-                for c in &candidates {
+                for c in &mut exact {
                     read_row(disk, c.id as usize, &mut v)?;
-                    exact.push(Neighbor {
-                        dist: distance(self.metric, q, &v),
-                        id: c.id,
-                    });
+                    c.dist = distance(self.metric, q, &v);
                 }
             }
             Vectors::Absent => return Err(SearchError::NoVectors),
