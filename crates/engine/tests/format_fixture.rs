@@ -4,7 +4,7 @@
 //!
 //! The fixtures were written by this file with `SEARCHD_WRITE_FIXTURES=1 cargo test -p
 //! searchd-engine --test format_fixture` at the commit that introduced them (a code kind
-//! added later, such as `rabitq`, wrote only its own: existing directories are skipped); they
+//! added later, such as `rabitq` and its structured rotation, wrote only its own: existing directories are skipped); they
 //! must not be rewritten by a later format change (that is what they guard). A new format version adds
 //! its own `format-vN/` beside them.
 
@@ -64,6 +64,15 @@ const CASES: &[(&str, IndexKind, Metric, Quantization, usize)] = &[
         "hnsw-l2-rabitq4",
         IndexKind::Hnsw,
         Metric::L2,
+        Quantization::Rabitq { bits: 4 },
+        0,
+    ),
+    // Written after the structured rotation replaced the dense one for new RaBitQ codes
+    // (`codes.bin` header field 5 = 1): "hnsw-l2-rabitq4" above holds the dense kind.
+    (
+        "hnsw-cosine-rabitq4-fht",
+        IndexKind::Hnsw,
+        Metric::Cosine,
         Quantization::Rabitq { bits: 4 },
         0,
     ),

@@ -1,7 +1,8 @@
 //! Distance kernels, per backend this CPU has (`cargo bench -p searchd-kernels`): one
 //! `dot` / `l2sq` call on operands hot in L1 at the dimensions searchd serves, and the
 //! blocked `dot_block` (queries x rows, as exact search and ground truth run it), and the PQ
-//! table lookup `pq_adc`.
+//! table lookup `pq_adc`, and the 4-bit code kernels `dot_u4_i16` / `dot_u4_i8` (RaBitQ
+//! codes of 4,096 rows).
 
 use std::hint::black_box;
 
@@ -85,5 +86,49 @@ fn pq_adc(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pairs, blocks, pq_adc);
+/// 4-bit codes (RaBitQ-style rows of `dim / 2` bytes) against 16-bit and 8-bit weights.
+fn u4(c: &mut Criterion) {
+    let rows = 4096;
+    let mut g = c.benchmark_group("u4");
+    g.throughput(Throughput::Elements(rows as u64));
+    for dim in [128usize, 384, 768] {
+        let bytes = dim / 2;
+        let codes: Vec<u8> = data(bytes * rows, 7)
+            .iter()
+            .map(|x| ((x + 1.0) * 127.9) as u8)
+            .collect();
+        let w = data(dim, 8);
+        let w16: Vec<i16> = w.iter().map(|x| (x * 32767.0) as i16).collect();
+        let w8: Vec<i8> = w.iter().map(|x| (x * 127.0) as i8).collect();
+        for be in Backend::available() {
+            g.bench_with_input(
+                BenchmarkId::new(format!("i16/{}", be.name()), dim),
+                &dim,
+                |bn, _| {
+                    bn.iter(|| {
+                        codes
+                            .chunks_exact(bytes)
+                            .map(|c| be.dot_u4_i16(black_box(c), black_box(&w16)))
+                            .fold(0i32, i32::wrapping_add)
+                    })
+                },
+            );
+            g.bench_with_input(
+                BenchmarkId::new(format!("i8/{}", be.name()), dim),
+                &dim,
+                |bn, _| {
+                    bn.iter(|| {
+                        codes
+                            .chunks_exact(bytes)
+                            .map(|c| be.dot_u4_i8(black_box(c), black_box(&w8)))
+                            .fold(0i32, i32::wrapping_add)
+                    })
+                },
+            );
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, pairs, blocks, pq_adc, u4);
 criterion_main!(benches);

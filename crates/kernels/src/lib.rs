@@ -226,6 +226,17 @@ pub fn dot_u4_i16(a: &[u8], b: &[i16]) -> i32 {
     Backend::active().dot_u4_i16(a, b)
 }
 
+/// `sum(v[i] * b[i])` of 4-bit values `v` packed as [`dot_u4_i16`] packs them and signed
+/// 8-bit weights `b` (`b.len() == 2 * a.len()`), in `i32` (always exact). Half the work of
+/// [`dot_u4_i16`] per value, for queries whose weights fit 8 bits.
+///
+/// # Panics
+/// If `b.len() != 2 * a.len()`.
+#[inline]
+pub fn dot_u4_i8(a: &[u8], b: &[i8]) -> i32 {
+    Backend::active().dot_u4_i8(a, b)
+}
+
 /// Squared Euclidean distances from `x` to `n = out.len()` points stored column-wise:
 /// `out[j] = sum_d (x[d] - cols[d * n + j])^2`, `cols` being `x.len()` rows of `n` values
 /// (dimension-major). Meant for many short points (k-means and PQ codebooks: 256 centroids
@@ -302,6 +313,7 @@ type PairFn = unsafe fn(&[f32], &[f32]) -> f32;
 type NormFn = unsafe fn(&[f32]) -> f32;
 type BlockFn = unsafe fn(&[f32], usize, &[f32], usize, usize, &mut [f32]);
 type U8I16Fn = unsafe fn(&[u8], &[i16]) -> i32;
+type U4I8Fn = unsafe fn(&[u8], &[i8]) -> i32;
 type AdcFn = unsafe fn(&[f32], &[u8]) -> f32;
 type ColumnsFn = unsafe fn(&[f32], &[f32], &mut [f32]);
 type ArgminFn = unsafe fn(&[f32]) -> Option<usize>;
@@ -325,6 +337,7 @@ pub struct Backend {
     l2sq_block: BlockFn,
     dot_u8_i16: U8I16Fn,
     dot_u4_i16: U8I16Fn,
+    dot_u4_i8: U4I8Fn,
     pq_adc: AdcFn,
     hamming: HammingFn,
     l2sq_columns: ColumnsFn,
@@ -336,7 +349,7 @@ pub struct Backend {
 macro_rules! backend {
     (
         $table:ident, $module:ident, $name:literal, $simd:ty,
-        $u8i16:path, $u4i16:path, $adc:path, $ham:path, $argmin:path $(, $feat:literal)?
+        $u8i16:path, $u4i16:path, $u4i8:path, $adc:path, $ham:path, $argmin:path $(, $feat:literal)?
     ) => {
         mod $module {
             use crate::kernel;
@@ -390,6 +403,7 @@ macro_rules! backend {
             l2sq_block: $module::l2sq_block,
             dot_u8_i16: $u8i16,
             dot_u4_i16: $u4i16,
+            dot_u4_i8: $u4i8,
             pq_adc: $adc,
             hamming: $ham,
             l2sq_columns: $module::l2sq_columns,
@@ -408,6 +422,7 @@ backend!(
     // a machine to test it on.
     crate::x86::dot_u8_i16_avx2,
     crate::x86::dot_u4_i16_avx2,
+    crate::x86::dot_u4_i8_avx2,
     crate::x86::pq_adc_avx2_unrolled,
     crate::x86::hamming_popcnt,
     crate::x86::argmin_avx2,
@@ -421,6 +436,7 @@ backend!(
     crate::x86::Avx2,
     crate::x86::dot_u8_i16_avx2,
     crate::x86::dot_u4_i16_avx2,
+    crate::x86::dot_u4_i8_avx2,
     crate::x86::pq_adc_avx2_unrolled,
     crate::x86::hamming_popcnt,
     crate::x86::argmin_avx2,
@@ -434,6 +450,7 @@ backend!(
     crate::arm::Neon,
     scalar_u8_i16,
     scalar_u4_i16,
+    scalar_u4_i8,
     portable_pq_adc,
     portable_hamming,
     portable_argmin,
@@ -446,6 +463,7 @@ backend!(
     crate::kernel::Portable,
     scalar_u8_i16,
     scalar_u4_i16,
+    scalar_u4_i8,
     portable_pq_adc,
     portable_hamming,
     portable_argmin
@@ -465,6 +483,14 @@ unsafe fn scalar_u8_i16(a: &[u8], b: &[i16]) -> i32 {
 /// None needed; `unsafe` only to match the table's function type.
 unsafe fn scalar_u4_i16(a: &[u8], b: &[i16]) -> i32 {
     scalar::dot_u4_i16(a, b)
+}
+
+/// The portable 4-bit by 8-bit kernel (the reference loop).
+///
+/// # Safety
+/// None needed; `unsafe` only to match the table's function type.
+unsafe fn scalar_u4_i8(a: &[u8], b: &[i8]) -> i32 {
+    scalar::dot_u4_i8(a, b)
 }
 
 /// Unrolled table lookups, plain Rust (also the NEON backend's: NEON has no gather).
@@ -619,6 +645,18 @@ impl Backend {
         );
         // SAFETY: lengths checked above; the backend's features were detected (type invariant).
         unsafe { (self.dot_u4_i16)(a, b) }
+    }
+
+    /// See [`crate::dot_u4_i8`].
+    #[inline]
+    pub fn dot_u4_i8(&self, a: &[u8], b: &[i8]) -> i32 {
+        assert_eq!(
+            Some(b.len()),
+            a.len().checked_mul(2),
+            "dot_u4_i8: b.len() != 2 * a.len()"
+        );
+        // SAFETY: lengths checked above; the backend's features were detected (type invariant).
+        unsafe { (self.dot_u4_i8)(a, b) }
     }
 
     /// See [`crate::l2sq_columns`].

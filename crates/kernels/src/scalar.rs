@@ -67,6 +67,22 @@ pub fn dot_u4_i16(a: &[u8], b: &[i16]) -> i32 {
     s
 }
 
+/// `sum(v[i] * b[i])` over the 4-bit values `v` packed in `a` as [`dot_u4_i16`] packs them
+/// and signed 8-bit weights `b` (`b.len() == 2 * a.len()`), in `i32` (always exact: at most
+/// `15 * 128` per value).
+pub fn dot_u4_i8(a: &[u8], b: &[i8]) -> i32 {
+    let mut s = 0i32;
+    for (blk, bytes) in a.chunks(32).enumerate() {
+        let w = bytes.len();
+        let base = 64 * blk;
+        for (j, &byte) in bytes.iter().enumerate() {
+            s += (byte & 0x0f) as i32 * b[base + j] as i32;
+            s += (byte >> 4) as i32 * b[base + w + j] as i32;
+        }
+    }
+    s
+}
+
 /// Product-quantizer asymmetric score: `sum_j lut[j * 256 + codes[j]]` (sequential sum).
 /// Indexing panics if `lut` is shorter than `codes.len() * 256`.
 pub fn pq_adc(lut: &[f32], codes: &[u8]) -> f32 {

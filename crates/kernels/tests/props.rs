@@ -394,6 +394,64 @@ fn dot_u4_i16_length_mismatch_panics() {
     searchd_kernels::dot_u4_i16(&[1, 2], &[1, 2, 3]);
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The 4-bit by 8-bit kernel is exact on every backend, for every length and the full
+    /// range of both operands (`vpmaddubsw` saturates 16-bit pair sums: all-15 nibbles
+    /// against -128 or 127 weights must not), against the independent decoding.
+    #[test]
+    fn dot_u4_i8_is_exact(
+        (a, b) in (0usize..700).prop_flat_map(|n| (
+            proptest::collection::vec(any::<u8>(), n),
+            proptest::collection::vec(any::<i8>(), 2 * n),
+        ))
+    ) {
+        let want: i64 = (0..b.len()).map(|i| nibble_at(&a, i) as i64 * b[i] as i64).sum();
+        prop_assert_eq!(scalar::dot_u4_i8(&a, &b) as i64, want);
+        for &be in Backend::available() {
+            prop_assert_eq!(be.dot_u4_i8(&a, &b) as i64, want, "backend {}", be.name());
+        }
+        prop_assert_eq!(searchd_kernels::dot_u4_i8(&a, &b) as i64, want);
+    }
+}
+
+/// Extremes (every nibble 15 against all -128 or all 127: the largest pair sums
+/// `vpmaddubsw` forms) and each position alone, on every backend.
+#[test]
+fn dot_u4_i8_extremes_and_positions() {
+    for n in [1usize, 5, 31, 32, 33, 64, 65, 96, 128, 130, 192] {
+        let a = vec![0xffu8; n];
+        for w in [i8::MAX, i8::MIN, -1, 1] {
+            let b = vec![w; 2 * n];
+            let want = 15i64 * w as i64 * 2 * n as i64;
+            for &be in Backend::available() {
+                assert_eq!(be.dot_u4_i8(&a, &b) as i64, want, "{} n={n}", be.name());
+            }
+        }
+        for i in 0..2 * n {
+            let b: Vec<i8> = (0..2 * n).map(|j| if j == i { 3 } else { 0 }).collect();
+            let mut a = vec![0u8; n];
+            let (blk, r) = (i / 64, i % 64);
+            let w = (n - 32 * blk).min(32);
+            if r < w {
+                a[32 * blk + r] = 5;
+            } else {
+                a[32 * blk + r - w] = 5 << 4;
+            }
+            for &be in Backend::available() {
+                assert_eq!(be.dot_u4_i8(&a, &b), 15, "{} n={n} i={i}", be.name());
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "dot_u4_i8")]
+fn dot_u4_i8_length_mismatch_panics() {
+    searchd_kernels::dot_u4_i8(&[1, 2], &[1, 2, 3]);
+}
+
 /// (lut, codes) for `m` subspaces: `m * 256` table values, `m` codes over the full byte range.
 fn adc_case(max_m: usize) -> impl Strategy<Value = (Vec<f32>, Vec<u8>)> {
     (0..max_m).prop_flat_map(|m| (values(m * 256), proptest::collection::vec(any::<u8>(), m)))

@@ -2,10 +2,11 @@
 //!
 //! ```text
 //! header   [n, dim, code kind (1 sq8, 2 pq, 3 binary, 4 rabitq), kind parameter (PQ: m,
-//!          RaBitQ: bits), 0, 0]
+//!          RaBitQ: bits), variant (RaBitQ: rotation kind, 0 dense, 1 structured), 0]
 //! params   the quantizer's parameters: SQ8 `lo` and `step` (dim f32 each); PQ m x 256 x
 //!          dim/m f32 centroids; binary dim f32 means; RaBitQ dim f32 centre, then the
-//!          dim x dim f32 rotation (row-major)
+//!          rotation: dense, dim x dim f32 (row-major); structured, 6 x dim f32 signs
+//!          ([`crate::rabitq::rotation`])
 //! norms    n f32: squared norms of the stored float32 vectors (for l2)
 //! padding  PQ, binary and RaBitQ: zero bytes up to a 64-byte boundary, so binary codes can
 //!          be read as `u64` straight from the mapping
@@ -209,14 +210,25 @@ pub fn write(
                 .par_chunks_mut(len)
                 .zip(stored.par_chunks(dim))
                 .for_each(|(c, v)| quant.encode_into(v, c));
-            let before = 4 * dim + 4 * dim * dim + 4 * n;
+            let rotation = quant.rotation();
+            let before = 4 * dim + 4 * rotation.params().len() + 4 * n;
             let pad = vec![0u8; codes_padding(before)];
             w.write_file(
                 NAME,
-                &header(CODES_RABITQ, bits as u64),
+                &Header::new(
+                    CODES_MAGIC,
+                    [
+                        n as u64,
+                        dim as u64,
+                        CODES_RABITQ,
+                        bits as u64,
+                        rotation.kind_code(),
+                        0,
+                    ],
+                ),
                 &[
                     bytemuck::cast_slice(quant.center()),
-                    bytemuck::cast_slice(quant.rotation()),
+                    bytemuck::cast_slice(rotation.params()),
                     bytemuck::cast_slice(&norms),
                     &pad,
                     &codes,
@@ -408,7 +420,7 @@ fn parse(
 ) -> Result<Codes> {
     let b = bytes.as_bytes();
     let h = Header::parse(path, b, CODES_MAGIC)?;
-    let [hn, hdim, kind, param, _, _] = h.fields;
+    let [hn, hdim, kind, param, variant, _] = h.fields;
     if hn as usize != n || hdim as usize != dim || kind != expected_kind {
         return Err(Error::format(
             path,
@@ -457,10 +469,18 @@ fn parse(
                     format!("rabitq codes of {dim} dimensions"),
                 ));
             }
-            let rotation = f32s(HEADER_LEN + 4 * dim, dim * dim)?;
+            use crate::rabitq::Rotation;
+            let Some(stored) = Rotation::stored_len(variant, dim) else {
+                return Err(Error::format(
+                    path,
+                    format!("unknown rabitq rotation kind {variant}"),
+                ));
+            };
+            let rotation = Rotation::from_parts(variant, dim, f32s(HEADER_LEN + 4 * dim, stored)?)
+                .map_err(bad)?;
             let q = crate::rabitq::Rabitq::from_parts(dim, bits, center, rotation).map_err(bad)?;
             let len = q.len();
-            (Quantizer::Rabitq(q), 4 * dim + 4 * dim * dim, len, true)
+            (Quantizer::Rabitq(q), 4 * dim + 4 * stored, len, true)
         }
         other => return Err(Error::format(path, format!("unknown code kind {other}"))),
     };
