@@ -65,11 +65,16 @@ PQ_MAX_BYTES = 64
 # name -> (family, codes, note). `codes` names what the search traverses, in searchd's
 # --quantization words: none = float32, sq8 / i8 = one byte per dimension, pq = PQ with
 # pq_m(d) one-byte codes, binary = one bit per dimension (see code_bytes_per_vector).
+# faiss-hnsw-sq8-rf rescores k_factor * k candidates with float32 (searchd's default oversample 4).
+REFINE_K_FACTOR = 4
 PEER_LIBS = {
     "hnswlib": ("hnswlib", "none", "HNSW, space=ip"),
     "faiss-hnsw": ("faiss", "none", "IndexHNSWFlat, METRIC_INNER_PRODUCT, efSearch=ef"),
     "faiss-hnsw-sq8": ("faiss", "sq8", "IndexHNSWSQ(QT_8bit), METRIC_INNER_PRODUCT, trained on the base, "
                                        "efSearch=ef; distances on codes, no float32 rescoring"),
+    "faiss-hnsw-sq8-rf": ("faiss", "sq8", "IndexRefineFlat(IndexHNSWSQ(QT_8bit)), METRIC_INNER_PRODUCT, "
+                                          "efSearch=ef, k_factor=4: the walk on SQ8 codes, the best 4k "
+                                          "rescored with float32 (searchd-sq8's and rabitq's default)"),
     "faiss-ivfpq": ("faiss", "pq", "IndexIVFPQ(IndexFlatIP, nlist, m, 8 bits), METRIC_INNER_PRODUCT, "
                                    "in IndexRefineFlat (float32 rescoring of the best k_factor*k); "
                                    "sweeps nprobe = nlist*ef/256"),
@@ -266,6 +271,10 @@ def _build_peer(lib: str, base: np.ndarray, threads: int, spec: dict):
     else:
         idx = faiss.IndexHNSWSQ(d, faiss.ScalarQuantizer.QT_8bit, HNSW_M, faiss.METRIC_INNER_PRODUCT)
     idx.hnsw.efConstruction = HNSW_EFC
+    if lib == "faiss-hnsw-sq8-rf":
+        # The float32 copy for rescoring (same metric); train and add go to both.
+        idx = faiss.IndexRefineFlat(idx)
+        idx.k_factor = REFINE_K_FACTOR
     idx.train(base)  # per-dimension ranges for SQ8; a no-op for IndexHNSWFlat
     idx.add(base)
     return idx
@@ -384,6 +393,13 @@ def _search_calls(lib: str, idx, queries: np.ndarray, spec: dict):
         def set_sweep(ef):
             ivf.nprobe = ivf_nprobe(ef, ivf.nlist)
             return f"nprobe={ivf.nprobe}, k_factor={idx.k_factor:g}"
+    elif lib == "faiss-hnsw-sq8-rf":
+        walk = faiss.downcast_index(idx.base_index)
+        idx.k_factor = REFINE_K_FACTOR
+
+        def set_sweep(ef):
+            walk.hnsw.efSearch = ef
+            return f"efSearch={ef}, k_factor={idx.k_factor:g}"
     else:
         def set_sweep(ef):
             idx.hnsw.efSearch = ef

@@ -39,7 +39,7 @@ pub use error::{Error, Result, SearchError};
 pub use files::codes::Quantization;
 pub use format::{IndexKind, DEFAULT_OVERSAMPLE};
 pub use heap::Neighbor;
-pub use hnsw::{BuildOn, HnswParams};
+pub use hnsw::{take_work, BuildOn, HnswParams, SearchWork};
 pub use index::part_store::PartitionStats;
 pub use index::{
     FilterPlan, Hit, Index, IndexInfo, SearchParams, Searched, MAX_K, MAX_OVERSAMPLE,

@@ -72,6 +72,14 @@ pub struct EvalRow {
     /// default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nprobe: Option<usize>,
+    /// Graph indexes: distances computed per query in the single-thread pass (codes or
+    /// float32 rows read, every level; [`crate::SearchWork`]). Absent when the searches
+    /// walked no graph (flat, IVF-PQ, exact scans).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distances_per_query: Option<f64>,
+    /// Graph indexes: neighbour lists read per query in the single-thread pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expansions_per_query: Option<f64>,
     /// The cold pass ([`EvalConfig::cold_seconds`]), on the first row only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cold: Option<ColdPass>,
@@ -138,15 +146,16 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// One thread searching `prepared` in rotation, one query at a time, until it has run
-/// `min_queries` queries and `seconds` have passed: the latencies (microseconds, sorted)
-/// and the seconds it took.
+/// `min_queries` queries and `seconds` have passed: the latencies (microseconds, sorted),
+/// the seconds it took and the graph work it did.
 fn one_thread(
     index: &Index,
     prepared: &[Vec<f32>],
     params: &SearchParams<'_>,
     min_queries: usize,
     seconds: f64,
-) -> (Vec<f64>, f64) {
+) -> (Vec<f64>, f64, crate::SearchWork) {
+    crate::take_work();
     let mut lat_us = Vec::with_capacity(min_queries);
     let t0 = Instant::now();
     while lat_us.len() < min_queries || t0.elapsed().as_secs_f64() < seconds {
@@ -157,8 +166,9 @@ fn one_thread(
         std::hint::black_box(r.ok());
     }
     let took = t0.elapsed().as_secs_f64();
+    let work = crate::take_work();
     lat_us.sort_by(f64::total_cmp);
-    (lat_us, took)
+    (lat_us, took, work)
 }
 
 /// Evaluate `index` on `queries` (nq x dim, raw) against `gt` (nq x gt_k exact ids).
@@ -222,7 +232,7 @@ pub fn evaluate_checked(
     };
     let mut cold = match cfg.efs.first() {
         Some(&ef) if cfg.cold_seconds > 0.0 => {
-            let (lat_us, seconds) =
+            let (lat_us, seconds, _) =
                 one_thread(index, &prepared, &params_at(ef), 0, cfg.cold_seconds);
             Some(ColdPass {
                 seconds,
@@ -261,8 +271,9 @@ pub fn evaluate_checked(
         let (r1, r10, r100) = (mean(1), mean(10), mean(100));
 
         // Single thread: per-query latency, rotating through all queries.
-        let (lat_us, seconds) = one_thread(index, &prepared, &params, nq, cfg.min_seconds);
+        let (lat_us, seconds, work) = one_thread(index, &prepared, &params, nq, cfg.min_seconds);
         let qps1 = lat_us.len() as f64 / seconds;
+        let per_query = |x: u64| (x > 0).then(|| x as f64 / lat_us.len().max(1) as f64);
 
         // All threads: every pool thread runs its own closed loop over its own rotating
         // share of the queries (thread i starts at query i * nq / threads) until one
@@ -299,6 +310,8 @@ pub fn evaluate_checked(
             qps_all_threads: qps_all,
             threads: pool.current_num_threads(),
             nprobe: cfg.nprobe,
+            distances_per_query: per_query(work.distances),
+            expansions_per_query: per_query(work.expansions),
             cold: cold.take(),
         };
         on_row(&row);

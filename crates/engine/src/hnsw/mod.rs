@@ -179,6 +179,38 @@ fn prefetch_lines() -> usize {
     })
 }
 
+/// What the graph searches run on one thread have done: distances scored and nodes
+/// expanded (neighbour lists read), at every level. Counted per search and added once at
+/// its end, so the walk's loop pays nothing per step; read (and reset) with [`take_work`].
+/// `searchd eval` turns it into bytes touched per query.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchWork {
+    /// Distances computed (codes or float32 rows read).
+    pub distances: u64,
+    /// Nodes whose neighbour list was read.
+    pub expansions: u64,
+}
+
+thread_local! {
+    static WORK: std::cell::Cell<SearchWork> = const {
+        std::cell::Cell::new(SearchWork { distances: 0, expansions: 0 })
+    };
+}
+
+/// The work of this thread's graph searches since the last call (builds count too).
+pub fn take_work() -> SearchWork {
+    WORK.with(|w| w.take())
+}
+
+fn add_work(distances: usize, expansions: usize) {
+    WORK.with(|w| {
+        let mut v = w.get();
+        v.distances += distances as u64;
+        v.expansions += expansions as u64;
+        w.set(v);
+    });
+}
+
 /// How many expansions between deadline checks (an `Instant::now()` costs ~20 ns; an
 /// expansion costs ~1 us at 384 dimensions).
 const DEADLINE_EVERY: u32 = 16;
@@ -263,6 +295,7 @@ pub(crate) fn search_layer<L: Links, F: Fn(u32) -> bool, S: Scorer>(
             }
         }
     }
+    add_work(work, steps as usize);
     Ok(Some(results))
 }
 
@@ -378,6 +411,7 @@ pub(crate) fn search_layer_two_hop<L: Links, F: Fn(u32) -> bool, S: Scorer>(
             }
         }
     }
+    add_work(work, steps as usize);
     Ok(Some(results))
 }
 
@@ -392,6 +426,7 @@ fn greedy<L: Links, F: Fn(u32) -> bool, S: Scorer>(
     loop {
         let mut changed = false;
         let nbrs = links.neighbors(level, cur.id, &mut buf);
+        add_work(nbrs.len(), 1);
         for &n in nbrs {
             ctx.scorer.prefetch_first(n);
         }
