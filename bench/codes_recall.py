@@ -58,8 +58,10 @@ def main():
     rdir = HERE / "results"
     (rdir / f"{a.name}.json").write_text(json.dumps(res, indent=1) + "\n")
     efs = [int(x) for x in a.efs.split(",")]
+    graph = json.loads((Path(a.index) / "manifest.json").read_text()).get("params", {})
     md = [f"# Recall of the codes alone ({Path(a.base).parent.name})", "",
-          "Produced by `bench/codes_recall.py`: one HNSW graph (m 16, ef_construction 200), each kind "
+          f"Produced by `bench/codes_recall.py`: one HNSW graph (m {graph.get('m')}, "
+          f"ef_construction {graph.get('ef_construction')}, `{a.index}`), each kind "
           "added by `searchd quantize`, `searchd eval --vectors none` (no float32 read at all), "
           "tie-aware recall@10 against `searchd gt`, one thread. QPS: one pass, orientation only.", "",
           "| kind | codes.bin bytes/vector | " + " | ".join(f"recall@10 ef {e}" for e in efs) + " | QPS ef "

