@@ -73,7 +73,7 @@ pub struct EvalRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nprobe: Option<usize>,
     /// Graph indexes: distances computed per query in the single-thread pass (codes or
-    /// float32 rows read, every level; [`crate::SearchWork`]). Absent when the searches
+    /// float32 rows read, every level; [`crate::hnsw::SearchWork`]). Absent when the searches
     /// walked no graph (flat, IVF-PQ, exact scans).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distances_per_query: Option<f64>,
@@ -154,8 +154,8 @@ fn one_thread(
     params: &SearchParams<'_>,
     min_queries: usize,
     seconds: f64,
-) -> (Vec<f64>, f64, crate::SearchWork) {
-    crate::take_work();
+) -> (Vec<f64>, f64, crate::hnsw::SearchWork) {
+    crate::hnsw::take_work();
     let mut lat_us = Vec::with_capacity(min_queries);
     let t0 = Instant::now();
     while lat_us.len() < min_queries || t0.elapsed().as_secs_f64() < seconds {
@@ -166,7 +166,7 @@ fn one_thread(
         std::hint::black_box(r.ok());
     }
     let took = t0.elapsed().as_secs_f64();
-    let work = crate::take_work();
+    let work = crate::hnsw::take_work();
     lat_us.sort_by(f64::total_cmp);
     (lat_us, took, work)
 }
