@@ -256,6 +256,23 @@ unsafe fn hsum_epi32(v: __m256i) -> i32 {
     }
 }
 
+/// The low and the high nibbles of 32 packed bytes, each as 32 bytes in `0..=15` (the
+/// 4-bit codes' block order, [`crate::dot_u4_i16`]).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn nibbles(v: __m256i) -> (__m256i, __m256i) {
+    // SAFETY: register-only AVX2 intrinsics; the caller guarantees AVX2.
+    unsafe {
+        let mask = _mm256_set1_epi8(0x0f);
+        (
+            _mm256_and_si256(v, mask),
+            _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask),
+        )
+    }
+}
+
 /// [`crate::dot_u4_i16`] with AVX2: per 32-byte block, the low and high nibbles are split
 /// with a mask and a 4-bit shift, widened to 16 bits (`vpmovzxbw`) and multiplied with the
 /// weights (`vpmaddwd`); a short last block is summed in scalar code.
@@ -271,14 +288,11 @@ pub(crate) unsafe fn dot_u4_i16_avx2(a: &[u8], b: &[i16]) -> i32 {
     // <= 2n = b.len() of `b`; the unaligned load intrinsics have no alignment requirement;
     // AVX2 is guaranteed by the caller.
     unsafe {
-        let mask = _mm256_set1_epi8(0x0f);
         let mut acc0 = _mm256_setzero_si256();
         let mut acc1 = _mm256_setzero_si256();
         let mut i = 0;
         while i + 32 <= n {
-            let v = _mm256_loadu_si256(pa.add(i) as *const __m256i);
-            let lo = _mm256_and_si256(v, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+            let (lo, hi) = nibbles(_mm256_loadu_si256(pa.add(i) as *const __m256i));
             let w = pb.add(2 * i);
             let l0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(lo));
             let l1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256::<1>(lo));
@@ -315,14 +329,11 @@ pub(crate) unsafe fn dot_u4_i8_avx2(a: &[u8], b: &[i8]) -> i32 {
     // <= 2n = b.len() of `b`; the unaligned load intrinsics have no alignment requirement;
     // AVX2 is guaranteed by the caller.
     unsafe {
-        let mask = _mm256_set1_epi8(0x0f);
         let ones = _mm256_set1_epi16(1);
         let mut acc = _mm256_setzero_si256();
         let mut i = 0;
         while i + 32 <= n {
-            let v = _mm256_loadu_si256(pa.add(i) as *const __m256i);
-            let lo = _mm256_and_si256(v, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+            let (lo, hi) = nibbles(_mm256_loadu_si256(pa.add(i) as *const __m256i));
             let w = pb.add(2 * i);
             let pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(w as *const __m256i));
             let ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(w.add(32) as *const __m256i));

@@ -131,8 +131,9 @@ pub fn write(
         .par_chunks(dim)
         .map(searchd_kernels::norm_sq)
         .collect();
-    let header =
-        |kind: u64, param: u64| Header::new(CODES_MAGIC, [n as u64, dim as u64, kind, param, 0, 0]);
+    let header = |kind: u64, param: u64, variant: u64| {
+        Header::new(CODES_MAGIC, [n as u64, dim as u64, kind, param, variant, 0])
+    };
     let oversample = q.default_oversample();
     match q {
         Quantization::None => Err(Error::invalid("no quantization to write")),
@@ -150,7 +151,7 @@ pub fn write(
                 .for_each(|(c, v)| quant.encode_into(v, c));
             w.write_file(
                 NAME,
-                &header(CODES_SQ8, 0),
+                &header(CODES_SQ8, 0, 0),
                 &[
                     bytemuck::cast_slice(quant.lo()),
                     bytemuck::cast_slice(quant.step()),
@@ -183,7 +184,7 @@ pub fn write(
             let pad = vec![0u8; codes_padding(before)];
             w.write_file(
                 NAME,
-                &header(CODES_BINARY, 0),
+                &header(CODES_BINARY, 0, 0),
                 &[
                     bytemuck::cast_slice(quant.mean()),
                     bytemuck::cast_slice(&norms),
@@ -215,17 +216,7 @@ pub fn write(
             let pad = vec![0u8; codes_padding(before)];
             w.write_file(
                 NAME,
-                &Header::new(
-                    CODES_MAGIC,
-                    [
-                        n as u64,
-                        dim as u64,
-                        CODES_RABITQ,
-                        bits as u64,
-                        rotation.kind_code(),
-                        0,
-                    ],
-                ),
+                &header(CODES_RABITQ, bits as u64, rotation.kind_code()),
                 &[
                     bytemuck::cast_slice(quant.center()),
                     bytemuck::cast_slice(rotation.params()),
