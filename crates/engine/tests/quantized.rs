@@ -409,6 +409,46 @@ fn damaged_pq_binary_and_rabitq_codes_are_refused() {
     }
 }
 
+/// RaBitQ codes name their rotation in header field 5 (bytes 48..56): an unknown kind, or a
+/// structured rotation whose signs are not +-1, is refused with an error naming it.
+#[test]
+fn rabitq_codes_with_a_bad_rotation_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, _) = data();
+    let out = build(
+        dir.path(),
+        "rabitq4",
+        &base[..800 * DIM],
+        Metric::Cosine,
+        Quantization::Rabitq { bits: 4 },
+    );
+    let codes = out.join("codes.bin");
+    let good = std::fs::read(&codes).unwrap();
+    assert_eq!(u64::from_le_bytes(good[48..56].try_into().unwrap()), 1);
+    let no_verify = LoadOptions {
+        verify: false,
+        ..Default::default()
+    };
+    let mut b = good.clone();
+    b[48..56].copy_from_slice(&7u64.to_le_bytes());
+    std::fs::write(&codes, &b).unwrap();
+    let e = Index::open(&out, &no_verify).unwrap_err().to_string();
+    assert!(
+        e.contains("codes.bin") && e.contains("rotation kind 7"),
+        "{e}"
+    );
+    // The first sign follows the header and the centre (DIM f32).
+    let mut b = good;
+    let at = 64 + 4 * DIM;
+    b[at..at + 4].copy_from_slice(&0.5f32.to_le_bytes());
+    std::fs::write(&codes, &b).unwrap();
+    let e = Index::open(&out, &no_verify).unwrap_err().to_string();
+    assert!(
+        e.contains("codes.bin") && e.contains("signs must be 1 or -1"),
+        "{e}"
+    );
+}
+
 fn build_ivf(dir: &Path, name: &str, base: &[f32], metric: Metric, nlist: usize) -> PathBuf {
     let out = dir.join(name);
     let cfg = BuildConfig {
